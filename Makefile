@@ -1,0 +1,54 @@
+# The only entry point. `make lab` and `make test` set everything up on first use.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+.PHONY: help setup lab test lint execute readme-figure clean
+
+help:
+	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
+	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval)"
+	@echo "make lint     ruff over helpers/, tests/ and the notebooks"
+	@echo "make execute  re-run every notebook in place and store its outputs"
+	@echo "make readme-figure  redraw the figure shown in README.md"
+	@echo "make clean    remove the environment and caches"
+
+# The stamp makes the second run start at once; editing the requirements re-installs.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks \
+		--IdentityProvider.token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))') \
+		$(ALLOW_ROOT)
+
+test: setup
+	MPLBACKEND=Agg $(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
+		--durations=0 --durations-min=0.5 -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check helpers tests notebooks
+	$(VENV)/bin/ruff format --check helpers tests
+
+execute: setup
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False \
+		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
+
+readme-figure: setup
+	MPLBACKEND=Agg $(PY) -c "from helpers.widgets import KernelRegressionExplorer; \
+		KernelRegressionExplorer().figure.savefig('docs/kernel_regression.png', dpi=110)"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

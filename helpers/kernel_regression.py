@@ -1,0 +1,149 @@
+"""Nadaraya-Watson kernel regression: attention pooling by similarity (chapter 01).
+
+A query x asks "what is y here?"; the training inputs are the keys, their labels
+the values, and the answer is a weighted average of the values, weighted by how
+similar each key is to the query.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from helpers.attention import masked_softmax
+
+
+def true_function(x: torch.Tensor) -> torch.Tensor:
+    """The curve the noisy training labels come from."""
+    return 2 * torch.sin(x) + x**0.8
+
+
+@dataclass(frozen=True)
+class RegressionData:
+    x_train: torch.Tensor  # (n_train,) sorted keys
+    y_train: torch.Tensor  # (n_train,) noisy values
+    x_test: torch.Tensor  # (n_test,) evenly spaced queries
+    y_test: torch.Tensor  # (n_test,) noise-free truth at the queries
+
+
+def make_data(n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int = 0):
+    """Noisy samples of ``true_function`` on [0, 5], and a grid of test queries."""
+    if n_train < 2 or n_test < 1:
+        raise ValueError(f"need n_train >= 2 and n_test >= 1, got {n_train} and {n_test}")
+    generator = torch.Generator().manual_seed(seed)
+    x_train, _ = torch.sort(torch.rand(n_train, generator=generator) * 5)
+    y_train = true_function(x_train) + noise * torch.randn(n_train, generator=generator)
+    x_test = torch.linspace(0, 5, n_test)
+    return RegressionData(x_train, y_train, x_test, true_function(x_test))
+
+
+# Kernels: similarity as a function of the distance d = query - key.
+def gaussian_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    return torch.exp(-(d**2) / (2 * width**2))
+
+
+def boxcar_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    return (d.abs() <= width).to(d.dtype)
+
+
+def epanechnikov_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    return torch.clamp(1 - (d / width) ** 2, min=0)
+
+
+def constant_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    """Every key is equally similar to every query: plain average pooling."""
+    return torch.ones_like(d)
+
+
+KERNELS = {
+    "Gaussian": gaussian_kernel,
+    "Boxcar": boxcar_kernel,
+    "Epanechnikov": epanechnikov_kernel,
+    "Constant": constant_kernel,
+}
+
+
+def kernel_pooling(queries, keys, values, kernel=gaussian_kernel, width: float = 1.0):
+    """Nadaraya-Watson estimate at each query: sum_i alpha(q, k_i) v_i.
+
+    queries: (n_queries,), keys and values: (n_keys,).
+    Returns the predictions (n_queries,) and the weights (n_queries, n_keys).
+    """
+    if keys.shape != values.shape or keys.dim() != 1 or queries.dim() != 1:
+        raise ValueError(
+            f"expected queries (n_queries,), keys and values (n_keys,); got queries "
+            f"{tuple(queries.shape)}, keys {tuple(keys.shape)}, values {tuple(values.shape)}"
+        )
+    similarity = kernel(queries[:, None] - keys[None, :], width)  # (n_queries, n_keys)
+    total = similarity.sum(dim=1, keepdim=True)  # (n_queries, 1)
+    if (total == 0).any():
+        lonely = queries[(total == 0).squeeze(1)].tolist()
+        raise ValueError(f"no key lies within width {width} of the queries {lonely}")
+    weights = similarity / total
+    return weights @ values, weights
+
+
+def gaussian_scores(queries: torch.Tensor, keys: torch.Tensor, sharpness) -> torch.Tensor:
+    """Attention scores -((q - k) w)^2 / 2 of a Gaussian kernel of width 1/w: (n_q, n_k)."""
+    return -(((queries[:, None] - keys[None, :]) * sharpness) ** 2) / 2
+
+
+class NadarayaWatson(nn.Module):
+    """Gaussian-kernel attention pooling with one learnable sharpness w = 1 / width."""
+
+    def __init__(self, sharpness: float = 1.0):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(float(sharpness)))
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, mask=None):
+        """queries (n_q,), keys and values (n_k,), mask (n_q, n_k) True = may attend."""
+        scores = gaussian_scores(queries, keys, self.w)  # (n_q, n_k)
+        self.attention_weights = masked_softmax(scores, mask=mask)  # (n_q, n_k)
+        return self.attention_weights @ values  # (n_q,)
+
+
+def train_sharpness(
+    data: RegressionData,
+    leave_one_out: bool,
+    epochs: int = 500,
+    lr: float = 0.3,
+    sharpness: float = 1.0,
+):
+    """Fit w with Adam, full batch, on the squared error at the training points.
+
+    With ``leave_one_out`` each training point predicts its own label from the others
+    only (the diagonal of the mask is False); without it, a point may attend to itself.
+    Returns the model and a history dict with the loss and w after every epoch.
+    """
+    model = NadarayaWatson(sharpness)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    n = len(data.x_train)
+    mask = ~torch.eye(n, dtype=torch.bool) if leave_one_out else None  # (n, n)
+    history = {"loss": [], "w": []}
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        predictions = model(data.x_train, data.x_train, data.y_train, mask=mask)
+        loss = ((predictions - data.y_train) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        history["loss"].append(loss.item())
+        history["w"].append(model.w.item())
+    return model, history
+
+
+def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> float:
+    return ((predictions - targets) ** 2).mean().item()
+
+
+def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: str = ""):
+    """Training points, the true curve and any number of fitted curves on one axes."""
+    ax.plot(data.x_test, data.y_test, color="black", lw=1.5, label="truth")
+    for label, predictions in (fits or {}).items():
+        ax.plot(data.x_test, torch.as_tensor(predictions).detach(), lw=2, label=label)
+    ax.scatter(data.x_train, data.y_train, s=14, color="tab:gray", alpha=0.7, label="training data")
+    ax.set_xlabel("x (queries and keys)")
+    ax.set_ylabel("y (values)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize="small")
+    return ax

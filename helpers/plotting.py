@@ -1,0 +1,119 @@
+"""The one heatmap function of the series."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+
+
+def _as_grid(matrices) -> np.ndarray:
+    """(q, k), (n, q, k) or (rows, cols, q, k) -> (rows, cols, q, k) numpy array."""
+    if isinstance(matrices, torch.Tensor):
+        matrices = matrices.detach().cpu().float().numpy()
+    grid = np.asarray(matrices, dtype=float)
+    if grid.ndim == 2:
+        return grid[None, None]
+    if grid.ndim == 3:
+        return grid[None]
+    if grid.ndim == 4:
+        return grid
+    raise ValueError(
+        f"matrices must be (queries, keys), (maps, queries, keys) or "
+        f"(rows, cols, queries, keys); got shape {grid.shape}"
+    )
+
+
+def _titles_grid(titles, rows: int, cols: int):
+    if titles is None:
+        return [[""] * cols for _ in range(rows)]
+    if isinstance(titles, str):
+        titles = [titles]
+    if rows == 1 and all(isinstance(t, str) for t in titles):
+        titles = [list(titles)]
+    if len(titles) != rows or any(len(row) != cols for row in titles):
+        raise ValueError(f"titles must match the grid of maps ({rows} x {cols}), got {titles}")
+    return titles
+
+
+def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=".2f", **kwargs):
+    """One heatmap on ``ax`` (seaborn); returns its QuadMesh so callers can update the data."""
+    sns.heatmap(
+        matrix,
+        ax=ax,
+        xticklabels=x_labels,
+        yticklabels=y_labels,
+        annot=annot,
+        fmt=fmt,
+        square=False,
+        linewidths=0.5 if annot else 0,
+        linecolor="white",
+        **kwargs,
+    )
+    ax.tick_params(axis="x", labelrotation=0)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax.collections[-1]
+
+
+def show_heatmaps(
+    matrices,
+    x_labels="auto",
+    y_labels="auto",
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    titles=None,
+    suptitle: str | None = None,
+    annot: bool = False,
+    fmt: str = ".2f",
+    cmap: str = "Reds",
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    cbar_label: str = "attention weight",
+    figsize=None,
+):
+    """Draw one matrix or a grid of them with a shared colour scale and one colour bar.
+
+    matrices: (queries, keys), (maps, queries, keys) or (rows, cols, queries, keys),
+    a tensor or an array. x_labels / y_labels: the key and query tokens (a list), or
+    "auto" for positions. titles: one per map (a list, or a list of rows).
+    ``vmax`` defaults to the largest value over all maps. Returns the figure.
+    """
+    grid = _as_grid(matrices)
+    rows, cols, num_queries, num_keys = grid.shape
+    for name, labels, size in (
+        ("x_labels", x_labels, num_keys),
+        ("y_labels", y_labels, num_queries),
+    ):
+        if not isinstance(labels, str) and labels is not False and len(labels) != size:
+            raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
+    titles = _titles_grid(titles, rows, cols)
+    if vmax is None:
+        vmax = float(np.nanmax(grid)) if np.isfinite(np.nanmax(grid)) else 1.0
+    if figsize is None:
+        cell = 0.45 if annot else 0.3
+        width = min(3.5 + cols * max(2.5, num_keys * cell), 16)
+        height = min(1.0 + rows * max(2.2, num_queries * cell + 0.8), 14)
+        figsize = (width, height)
+    fig, axes = plt.subplots(rows, cols, figsize=figsize, squeeze=False, constrained_layout=True)
+    for r in range(rows):
+        for c in range(cols):
+            ax = axes[r, c]
+            draw_heatmap(
+                ax,
+                grid[r, c],
+                x_labels,
+                y_labels,
+                annot=annot,
+                fmt=fmt,
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                cbar=False,
+            )
+            ax.set_title(titles[r][c])
+            ax.set_xlabel(xlabel if r == rows - 1 else "")
+            ax.set_ylabel(ylabel if c == 0 else "")
+    colorbar = fig.colorbar(axes[0, 0].collections[0], ax=axes, shrink=0.8)
+    colorbar.set_label(cbar_label)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig

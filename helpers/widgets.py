@@ -1,0 +1,203 @@
+"""Interactive explorers: controls plus a figure that redraws when a control moves.
+
+Each explorer keeps one matplotlib figure and updates its artists in place, then
+renders it to PNG into an ``ipywidgets.Image`` (no JavaScript beyond ipywidgets', so
+it works offline). ``explorer.state`` holds the numbers the figure is drawn from,
+so tests can set ``explorer.controls[name].value`` and check what changed without
+a browser. Display ``explorer.widget`` in a notebook; ``explorer.figure`` is the
+static view of the current settings.
+"""
+
+import io
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from helpers.attention import masked_softmax
+from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
+from helpers.plotting import draw_heatmap
+
+
+class Explorer:
+    """Controls, a figure and the glue: subclasses build the figure and implement draw()."""
+
+    def __init__(self, controls: dict, figure: Figure):
+        self.controls = controls
+        self.figure = figure
+        FigureCanvasAgg(figure)
+        self.state = {}
+        self.image = widgets.Image(format="png")
+        for control in controls.values():
+            control.style.description_width = "initial"
+            control.observe(self._on_change, names="value")
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.image])
+        self.update()
+
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def draw(self, **values):
+        raise NotImplementedError
+
+    def update(self):
+        self.draw(**self.values())
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        self.image.value = buffer.getvalue()
+
+    def _on_change(self, _change):
+        self.update()
+
+
+class KernelRegressionExplorer(Explorer):
+    """Chapter 01: Gaussian-kernel pooling; sliders for the kernel width and the query."""
+
+    def __init__(self, data=None, width: float = 0.5, query: float = 2.5):
+        self.data = data if data is not None else make_data()
+        x_train, y_train = self.data.x_train, self.data.y_train
+        controls = {
+            "width": widgets.FloatLogSlider(
+                value=width,
+                base=10,
+                min=-1.5,
+                max=0.7,
+                step=0.02,
+                description="kernel width σ",
+                readout_format=".3f",
+            ),
+            "query": widgets.FloatSlider(
+                value=query,
+                min=0.0,
+                max=5.0,
+                step=0.05,
+                description="query x",
+            ),
+        }
+        figure = Figure(figsize=(8, 5.6), layout="constrained")
+        top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[2, 1])
+        top.plot(self.data.x_test, self.data.y_test, color="black", lw=1.2, label="truth")
+        (self._fit_line,) = top.plot(self.data.x_test, self.data.y_test, lw=2, label="kernel fit")
+        self._points = top.scatter(
+            x_train, y_train, color="tab:red", alpha=0.8, label="training data (size = weight)"
+        )
+        self._query_lines = [
+            ax.axvline(query, color="tab:blue", ls="--", lw=1) for ax in (top, bottom)
+        ]
+        self._prediction = top.scatter(
+            [query],
+            [0.0],
+            s=120,
+            marker="*",
+            color="tab:blue",
+            zorder=3,
+            label="prediction at the query",
+        )
+        top.set_ylabel("y (values)")
+        top.legend(loc="lower right", fontsize="small")
+        self._bars = bottom.bar(x_train, np.zeros(len(x_train)), width=0.06, color="tab:red")
+        bottom.set_xlabel("x (the query, and the keys = training inputs)")
+        bottom.set_ylabel("attention weight")
+        self._top, self._bottom = top, bottom
+        super().__init__(controls, figure)
+
+    def draw(self, width, query):
+        x_train, y_train = self.data.x_train, self.data.y_train
+        fit, _ = kernel_pooling(self.data.x_test, x_train, y_train, gaussian_kernel, width)
+        prediction, weights = kernel_pooling(
+            torch.tensor([float(query)]), x_train, y_train, gaussian_kernel, width
+        )
+        weights = weights[0]  # (n_train,)
+        self.state = {"fit": fit, "weights": weights, "prediction": prediction.item()}
+
+        self._fit_line.set_ydata(fit)
+        self._points.set_sizes(8 + 400 * weights.numpy())
+        for line in self._query_lines:
+            line.set_xdata([query, query])
+        self._prediction.set_offsets([[query, prediction.item()]])
+        for bar, weight in zip(self._bars, weights.tolist(), strict=True):
+            bar.set_height(weight)
+        self._bottom.set_ylim(0, max(weights.max().item() * 1.15, 0.05))
+        self._top.set_title(
+            f"σ = {width:.3f}: prediction at x = {query:.2f} is {prediction.item():.2f}"
+            f" (weights sum to {weights.sum().item():.2f})"
+        )
+
+
+class MaskedSoftmaxExplorer(Explorer):
+    """Chapter 02: a valid-length slider masks keys; a query slider picks the row to inspect."""
+
+    def __init__(self, scores=None, key_tokens=None, valid_len: int = 4, query: int = 0):
+        if scores is None:
+            generator = torch.Generator().manual_seed(2)
+            scores = torch.randn(4, 6, generator=generator) * 1.5  # (queries, keys)
+        self.scores = scores
+        num_queries, num_keys = scores.shape
+        self.key_tokens = key_tokens or [f"k{j}" for j in range(num_keys)]
+        self.query_tokens = [f"q{i}" for i in range(num_queries)]
+        controls = {
+            "valid_len": widgets.IntSlider(
+                value=valid_len,
+                min=0,
+                max=num_keys,
+                description="valid length",
+            ),
+            "query": widgets.IntSlider(
+                value=query,
+                min=0,
+                max=num_queries - 1,
+                description="query row",
+            ),
+        }
+        figure = Figure(figsize=(9, 3.4), layout="constrained")
+        left, right = figure.subplots(1, 2, width_ratios=[3, 2])
+        self._mesh = draw_heatmap(
+            left,
+            np.zeros((num_queries, num_keys)),
+            self.key_tokens,
+            self.query_tokens,
+            cmap="Reds",
+            vmin=0,
+            vmax=1,
+            cbar_kws={"label": "attention weight"},
+        )
+        self._cell_texts = [
+            [
+                left.text(j + 0.5, i + 0.5, "", ha="center", va="center", fontsize=8)
+                for j in range(num_keys)
+            ]
+            for i in range(num_queries)
+        ]
+        self._boundary = left.axvline(valid_len, color="tab:blue", lw=2.5)
+        self._row_box = left.axhspan(query, query + 1, fill=False, edgecolor="tab:blue", lw=2)
+        left.set_xlabel("keys")
+        left.set_ylabel("queries")
+        self._bars = right.bar(range(num_keys), np.zeros(num_keys), color="tab:red")
+        right.set_xticks(range(num_keys), self.key_tokens)
+        right.set_ylim(0, 1.05)
+        right.set_xlabel("keys")
+        right.set_ylabel("attention weight")
+        self._left, self._right = left, right
+        super().__init__(controls, figure)
+
+    def draw(self, valid_len, query):
+        weights = masked_softmax(self.scores[None], valid_lens=torch.tensor([valid_len]))[0]
+        self.state = {"weights": weights, "row": weights[query]}
+
+        self._mesh.set_array(weights.numpy().ravel())
+        for i, row in enumerate(weights.tolist()):
+            for j, weight in enumerate(row):
+                text = self._cell_texts[i][j]
+                text.set_text(f"{weight:.2f}")
+                text.set_color("white" if weight > 0.6 else "black")
+        self._boundary.set_xdata([valid_len, valid_len])
+        self._row_box.set_y(query)
+        for j, (bar, weight) in enumerate(zip(self._bars, weights[query].tolist(), strict=True)):
+            bar.set_height(weight)
+            bar.set_color("tab:red" if j < valid_len else "lightgray")
+        self._left.set_title(f"valid length {valid_len}: keys from position {valid_len} on get 0")
+        self._right.set_title(
+            f"row {self.query_tokens[query]} sums to {weights[query].sum().item():.2f}"
+        )

@@ -1,0 +1,45 @@
+import pytest
+import torch
+
+from helpers.kernel_regression import gaussian_kernel, kernel_pooling
+from helpers.widgets import KernelRegressionExplorer, MaskedSoftmaxExplorer
+
+
+def test_kernel_regression_explorer_follows_its_sliders():
+    explorer = KernelRegressionExplorer(width=0.5, query=2.5)
+    data = explorer.data
+    first_image = bytes(explorer.image.value)
+    assert first_image.startswith(b"\x89PNG")
+    expected, weights = kernel_pooling(
+        torch.tensor([2.5]), data.x_train, data.y_train, gaussian_kernel, 0.5
+    )
+    assert explorer.state["prediction"] == pytest.approx(expected.item())
+    torch.testing.assert_close(explorer.state["weights"], weights[0])
+
+    explorer.controls["query"].value = 4.0
+    heaviest_key = data.x_train[explorer.state["weights"].argmax()].item()
+    assert abs(heaviest_key - 4.0) < 0.3
+    assert bytes(explorer.image.value) != first_image
+
+    narrow_fit = explorer.state["fit"]
+    explorer.controls["width"].value = 3.0
+    assert explorer.state["fit"].std() < narrow_fit.std()  # a wide kernel smooths the fit
+    assert explorer.state["weights"].max() < 0.1
+
+
+def test_masked_softmax_explorer_follows_its_sliders():
+    explorer = MaskedSoftmaxExplorer(valid_len=4, query=0)
+    assert (explorer.state["weights"][:, 4:] == 0).all()
+    first_image = bytes(explorer.image.value)
+
+    explorer.controls["valid_len"].value = 2
+    assert (explorer.state["weights"][:, 2:] == 0).all()
+    torch.testing.assert_close(explorer.state["weights"].sum(1), torch.ones(4))
+    assert bytes(explorer.image.value) != first_image
+
+    explorer.controls["valid_len"].value = 0
+    assert (explorer.state["weights"] == 0).all()
+
+    explorer.controls["valid_len"].value = 6
+    explorer.controls["query"].value = 3
+    torch.testing.assert_close(explorer.state["row"], torch.softmax(explorer.scores[3], dim=0))
