@@ -33,7 +33,7 @@ lab: setup
 		$(ALLOW_ROOT)
 
 test: setup
-	MPLBACKEND=Agg $(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
+	$(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
 		--durations=0 --durations-min=0.5 -p no:cacheprovider
 
 lint: setup
@@ -46,7 +46,7 @@ execute: setup
 		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
 readme-figure: setup
-	MPLBACKEND=Agg $(PY) -c "from helpers.widgets import KernelRegressionExplorer; \
+	$(PY) -c "from helpers.widgets import KernelRegressionExplorer; \
 		KernelRegressionExplorer().figure.savefig('docs/kernel_regression.png', dpi=110)"
 
 clean:

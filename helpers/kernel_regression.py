@@ -145,5 +145,4 @@ def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: s
     ax.set_xlabel("x (queries and keys)")
     ax.set_ylabel("y (values)")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize="small")
-    return ax
+    ax.legend(loc="upper right", fontsize="small")

@@ -49,7 +49,8 @@ def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=
         linecolor="white",
         **kwargs,
     )
-    ax.tick_params(axis="x", labelrotation=0)
+    many_keys = matrix.shape[1] > 16
+    ax.tick_params(axis="x", labelrotation=90 if many_keys else 0, labelsize=7 if many_keys else None)
     ax.tick_params(axis="y", labelrotation=0)
     return ax.collections[-1]
 

@@ -55,7 +55,7 @@ class Explorer:
 class KernelRegressionExplorer(Explorer):
     """Chapter 01: Gaussian-kernel pooling; sliders for the kernel width and the query."""
 
-    def __init__(self, data=None, width: float = 0.5, query: float = 2.5):
+    def __init__(self, data=None, width: float = 0.3, query: float = 2.5):
         self.data = data if data is not None else make_data()
         x_train, y_train = self.data.x_train, self.data.y_train
         controls = {
@@ -96,7 +96,7 @@ class KernelRegressionExplorer(Explorer):
             label="prediction at the query",
         )
         top.set_ylabel("y (values)")
-        top.legend(loc="lower right", fontsize="small")
+        top.legend(loc="upper right", fontsize="small")
         self._bars = bottom.bar(x_train, np.zeros(len(x_train)), width=0.06, color="tab:red")
         bottom.set_xlabel("x (the query, and the keys = training inputs)")
         bottom.set_ylabel("attention weight")
@@ -151,7 +151,8 @@ class MaskedSoftmaxExplorer(Explorer):
                 description="query row",
             ),
         }
-        figure = Figure(figsize=(9, 3.4), layout="constrained")
+        figure = Figure(figsize=(9.5, 3.4), layout="constrained")
+        figure.get_layout_engine().set(wspace=0.1)
         left, right = figure.subplots(1, 2, width_ratios=[3, 2])
         self._mesh = draw_heatmap(
             left,
