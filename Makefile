@@ -8,13 +8,14 @@ STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test lint execute readme-figure clean
+.PHONY: help setup lab test lint execute bench readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval)"
 	@echo "make lint     ruff over helpers/, tests/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
+	@echo "make bench    time every explorer's redraw (budget: median 100 ms)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -45,9 +46,12 @@ execute: setup
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False \
 		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
+bench: setup
+	$(PY) tests/benchmark_explorers.py
+
 readme-figure: setup
-	$(PY) -c "from helpers.widgets import KernelRegressionExplorer; \
-		KernelRegressionExplorer().figure.savefig('docs/kernel_regression.png', dpi=110)"
+	$(PY) -c "from pathlib import Path; from helpers.widgets import KernelRegressionExplorer; \
+		Path('docs/kernel_regression.png').write_bytes(KernelRegressionExplorer().render_png())"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info

@@ -17,7 +17,7 @@ def _report(failures: list[str], passed: int) -> bool:
     return True
 
 
-def _run_case(name, function, args, expected, failures, atol=1e-5):
+def _run_case(name, function, args, expected, failures, atol=1e-5, hint=""):
     """Compare function(*args) with expected; append a failure message if they differ."""
     try:
         got = function(*args)
@@ -25,15 +25,25 @@ def _run_case(name, function, args, expected, failures, atol=1e-5):
         failures.append(f"{name}: raised {type(error).__name__}: {error}")
         return False
     got = torch.as_tensor(got)
+    problem = None
     if got.shape != expected.shape:
-        failures.append(f"{name}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+        problem = f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    elif got.dtype != expected.dtype:
+        problem = f"dtype {got.dtype}, expected {expected.dtype} (keep the input's dtype)"
     elif torch.isnan(got).any():
-        failures.append(f"{name}: returned NaN")
-    elif not torch.allclose(got.double(), expected.double(), atol=atol, rtol=0):
-        worst = (got.double() - expected.double()).abs().max().item()
-        failures.append(f"{name}: values differ from the expected ones by up to {worst:.3g}")
+        where = tuple(torch.nonzero(torch.isnan(got))[0].tolist())
+        problem = f"NaN at index {where}"
     else:
+        error = (got.double() - expected.double()).abs()
+        if error.max() > atol:
+            where = tuple(torch.nonzero(error == error.max())[0].tolist())
+            problem = (
+                f"at index {where} got {got[where].item():.4g}, "
+                f"expected {expected[where].item():.4g}"
+            )
+    if problem is None:
         return True
+    failures.append(f"{name}: {problem}" + (f" ({hint})" if hint else ""))
     return False
 
 
@@ -59,20 +69,25 @@ def check_kernel_pooling(pooling, kernel: str = "Epanechnikov") -> bool:
 
 
 def check_masked_softmax(learner_masked_softmax) -> bool:
-    """learner_masked_softmax(scores, valid_lens) -> weights, as helpers.attention.masked_softmax."""
+    """learner_masked_softmax(scores, valid_lens) -> weights, like attention.masked_softmax."""
     generator = torch.Generator().manual_seed(2)
     scores = torch.randn(2, 3, 5, generator=generator)
     cases = [
-        ("one valid length per example", scores, torch.tensor([2, 5])),
-        ("one valid length per query", scores, torch.tensor([[1, 2, 3], [5, 4, 1]])),
-        ("large scores (needs the max subtracted)", scores * 1000, torch.tensor([3, 4])),
-        ("a fully masked row (valid length 0)", scores, torch.tensor([0, 3])),
-        ("float16 scores", scores.half(), torch.tensor([1, 4])),
+        ("one valid length per example", scores, torch.tensor([2, 5]), ""),
+        ("one valid length per query", scores, torch.tensor([[1, 2, 3], [5, 4, 1]]), ""),
+        ("large scores", scores * 1000, torch.tensor([3, 4]), "subtract the row maximum"),
+        (
+            "a fully masked row (valid length 0)",
+            scores,
+            torch.tensor([0, 3]),
+            "a row with no allowed key must be all zeros",
+        ),
+        ("float16 scores", scores.half(), torch.tensor([1, 4]), "-1e9 does not fit in float16"),
     ]
     failures, passed = [], 0
-    for name, case_scores, lens in cases:
+    for name, case_scores, lens, hint in cases:
         expected = masked_softmax(case_scores, valid_lens=lens)
         passed += _run_case(
-            name, learner_masked_softmax, (case_scores, lens), expected, failures, atol=2e-3
+            name, learner_masked_softmax, (case_scores, lens), expected, failures, 2e-3, hint
         )
     return _report(failures, passed)

@@ -23,6 +23,11 @@ def _as_grid(matrices) -> np.ndarray:
     )
 
 
+def _largest_finite(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.max()) if finite.size else 1.0
+
+
 def _titles_grid(titles, rows: int, cols: int):
     if titles is None:
         return [[""] * cols for _ in range(rows)]
@@ -50,7 +55,9 @@ def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=
         **kwargs,
     )
     many_keys = matrix.shape[1] > 16
-    ax.tick_params(axis="x", labelrotation=90 if many_keys else 0, labelsize=7 if many_keys else None)
+    ax.tick_params(
+        axis="x", labelrotation=90 if many_keys else 0, labelsize=7 if many_keys else None
+    )
     ax.tick_params(axis="y", labelrotation=0)
     return ax.collections[-1]
 
@@ -69,6 +76,7 @@ def show_heatmaps(
     vmin: float | None = 0.0,
     vmax: float | None = None,
     cbar_label: str = "attention weight",
+    shared_scale: bool = True,
     figsize=None,
 ):
     """Draw one matrix or a grid of them with a shared colour scale and one colour bar.
@@ -76,7 +84,8 @@ def show_heatmaps(
     matrices: (queries, keys), (maps, queries, keys) or (rows, cols, queries, keys),
     a tensor or an array. x_labels / y_labels: the key and query tokens (a list), or
     "auto" for positions. titles: one per map (a list, or a list of rows).
-    ``vmax`` defaults to the largest value over all maps. Returns the figure.
+    ``vmax`` defaults to the largest value over all maps; with ``shared_scale=False``
+    each map gets its own colour bar, up to its own largest value. Returns the figure.
     """
     grid = _as_grid(matrices)
     rows, cols, num_queries, num_keys = grid.shape
@@ -87,8 +96,8 @@ def show_heatmaps(
         if not isinstance(labels, str) and labels is not False and len(labels) != size:
             raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
     titles = _titles_grid(titles, rows, cols)
-    if vmax is None:
-        vmax = float(np.nanmax(grid)) if np.isfinite(np.nanmax(grid)) else 1.0
+    if vmax is None and shared_scale:
+        vmax = _largest_finite(grid)
     if figsize is None:
         cell = 0.45 if annot else 0.3
         width = min(3.5 + cols * max(2.5, num_keys * cell), 16)
@@ -107,14 +116,16 @@ def show_heatmaps(
                 fmt=fmt,
                 cmap=cmap,
                 vmin=vmin,
-                vmax=vmax,
-                cbar=False,
+                vmax=vmax if shared_scale else _largest_finite(grid[r, c]),
+                cbar=not shared_scale,
+                cbar_kws=None if shared_scale else {"label": cbar_label},
             )
             ax.set_title(titles[r][c])
             ax.set_xlabel(xlabel if r == rows - 1 else "")
             ax.set_ylabel(ylabel if c == 0 else "")
-    colorbar = fig.colorbar(axes[0, 0].collections[0], ax=axes, shrink=0.8)
-    colorbar.set_label(cbar_label)
+    if shared_scale:
+        colorbar = fig.colorbar(axes[0, 0].collections[0], ax=axes, shrink=0.8)
+        colorbar.set_label(cbar_label)
     if suptitle:
         fig.suptitle(suptitle)
     return fig

@@ -12,6 +12,7 @@ import io
 
 import ipywidgets as widgets
 import numpy as np
+import PIL.Image
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -22,12 +23,22 @@ from helpers.plotting import draw_heatmap
 
 
 class Explorer:
-    """Controls, a figure and the glue: subclasses build the figure and implement draw()."""
+    """Controls, a figure and the glue: subclasses build the figure and implement draw().
 
-    def __init__(self, controls: dict, figure: Figure):
+    Redraws are fast because only the artists that change are drawn again: the rest of
+    the figure (axes, ticks, labels, colour bars) is rendered once and kept as a
+    background. A subclass lists its changing artists as ``dynamic_artists`` and calls
+    ``redraw_background()`` when something static changes (an axis limit, say).
+    """
+
+    def __init__(self, controls: dict, figure: Figure, dynamic_artists: list):
         self.controls = controls
         self.figure = figure
         FigureCanvasAgg(figure)
+        self._dynamic_artists = dynamic_artists
+        for artist in dynamic_artists:
+            artist.set_animated(True)  # left out of the background, drawn on every update
+        self._background = None
         self.state = {}
         self.image = widgets.Image(format="png")
         for control in controls.values():
@@ -40,16 +51,42 @@ class Explorer:
         return {name: control.value for name, control in self.controls.items()}
 
     def draw(self, **values):
+        """Update the dynamic artists and ``self.state`` for the controls' values."""
         raise NotImplementedError
+
+    def redraw_background(self):
+        self._background = None
 
     def update(self):
         self.draw(**self.values())
+        self.image.value = self.render_png()
+
+    def render_png(self) -> bytes:
+        canvas = self.figure.canvas
+        if self._background is None:
+            canvas.draw()
+            self.figure.set_layout_engine("none")  # keep the layout found in the first draw
+            self._background = canvas.copy_from_bbox(self.figure.bbox)
+        else:
+            canvas.restore_region(self._background)
+        for artist in self._dynamic_artists:
+            self.figure.draw_artist(artist)
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
-        self.image.value = buffer.getvalue()
+        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(
+            buffer, format="png", compress_level=1
+        )
+        return buffer.getvalue()
 
     def _on_change(self, _change):
         self.update()
+
+    def _repr_png_(self) -> bytes:
+        """A notebook shows the explorer's current view as a static picture."""
+        return bytes(self.image.value)
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{name}={value:.3g}" for name, value in self.values().items())
+        return f"{type(self).__name__}({settings})"
 
 
 class KernelRegressionExplorer(Explorer):
@@ -101,7 +138,8 @@ class KernelRegressionExplorer(Explorer):
         bottom.set_xlabel("x (the query, and the keys = training inputs)")
         bottom.set_ylabel("attention weight")
         self._top, self._bottom = top, bottom
-        super().__init__(controls, figure)
+        dynamic = [self._fit_line, self._points, *self._query_lines, self._prediction]
+        super().__init__(controls, figure, [*dynamic, *self._bars, top.title])
 
     def draw(self, width, query):
         x_train, y_train = self.data.x_train, self.data.y_train
@@ -119,11 +157,18 @@ class KernelRegressionExplorer(Explorer):
         self._prediction.set_offsets([[query, prediction.item()]])
         for bar, weight in zip(self._bars, weights.tolist(), strict=True):
             bar.set_height(weight)
-        self._bottom.set_ylim(0, max(weights.max().item() * 1.15, 0.05))
+        self._set_weight_axis_limit(weights.max().item())
         self._top.set_title(
             f"σ = {width:.3f}: prediction at x = {query:.2f} is {prediction.item():.2f}"
             f" (weights sum to {weights.sum().item():.2f})"
         )
+
+    def _set_weight_axis_limit(self, largest_weight: float):
+        """Few fixed limits, so the axis (static, slow to draw) rarely changes."""
+        top = next(limit for limit in (0.05, 0.1, 0.2, 0.5, 1.05) if largest_weight * 1.1 <= limit)
+        if self._bottom.get_ylim()[1] != top:
+            self._bottom.set_ylim(0, top)
+            self.redraw_background()
 
 
 class MaskedSoftmaxExplorer(Explorer):
@@ -181,7 +226,9 @@ class MaskedSoftmaxExplorer(Explorer):
         right.set_xlabel("keys")
         right.set_ylabel("attention weight")
         self._left, self._right = left, right
-        super().__init__(controls, figure)
+        texts = [text for row in self._cell_texts for text in row]
+        dynamic = [self._mesh, *texts, self._boundary, self._row_box, *self._bars]
+        super().__init__(controls, figure, [*dynamic, left.title, right.title])
 
     def draw(self, valid_len, query):
         weights = masked_softmax(self.scores[None], valid_lens=torch.tensor([valid_len]))[0]

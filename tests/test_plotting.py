@@ -35,6 +35,16 @@ def test_grid_shares_one_colour_scale():
     assert fig.axes[4].get_title() == "11"
 
 
+def test_separate_scales_give_each_map_its_own_colour_bar():
+    maps = np.stack([np.eye(3), np.full((3, 3), 0.1)])
+    fig = show_heatmaps(maps, shared_scale=False)
+    assert [ax.collections[0].get_clim() for ax in fig.axes if ax.get_label() != "<colorbar>"] == [
+        (0.0, 1.0),
+        (0.0, 0.1),
+    ]
+    assert len(fig.axes) == 4  # two maps, two colour bars
+
+
 def test_row_of_maps_takes_a_flat_list_of_titles():
     fig = show_heatmaps(np.ones((2, 3, 3)) / 3, titles=["a", "b"])
     assert [ax.get_title() for ax in fig.axes[:2]] == ["a", "b"]

@@ -43,3 +43,17 @@ def test_masked_softmax_explorer_follows_its_sliders():
     explorer.controls["valid_len"].value = 6
     explorer.controls["query"].value = 3
     torch.testing.assert_close(explorer.state["row"], torch.softmax(explorer.scores[3], dim=0))
+
+
+def test_explorer_shows_itself_as_a_static_picture_with_a_stable_repr():
+    explorer = MaskedSoftmaxExplorer(valid_len=3, query=1)
+    assert explorer._repr_png_().startswith(b"\x89PNG")
+    assert repr(explorer) == "MaskedSoftmaxExplorer(valid_len=3, query=1)"
+
+
+def test_weight_axis_grows_to_fit_the_largest_weight():
+    explorer = KernelRegressionExplorer(width=0.3)
+    top_before = explorer._bottom.get_ylim()[1]
+    explorer.controls["width"].value = 0.04  # one key takes most of the weight: taller axis
+    assert explorer._bottom.get_ylim()[1] > top_before
+    assert explorer.state["weights"].max() <= explorer._bottom.get_ylim()[1]
