@@ -89,12 +89,19 @@ def gaussian_scores(queries: torch.Tensor, keys: torch.Tensor, sharpness) -> tor
 
 
 class NadarayaWatson(nn.Module):
-    """Gaussian-kernel attention pooling with one learnable sharpness w = 1 / width."""
+    """Gaussian-kernel attention pooling with one learnable sharpness w = 1 / width.
+
+    The parameter is log w, so that w stays positive whatever step gradient descent takes.
+    """
 
     def __init__(self, sharpness: float = 1.0):
         super().__init__()
-        self.w = nn.Parameter(torch.tensor(float(sharpness)))
+        self.log_w = nn.Parameter(torch.tensor(float(sharpness)).log())
         self.attention_weights = None
+
+    @property
+    def w(self) -> torch.Tensor:
+        return self.log_w.exp()
 
     def forward(self, queries, keys, values, mask=None):
         """queries (n_q,), keys and values (n_k,), mask (n_q, n_k) True = may attend."""
@@ -107,26 +114,26 @@ def train_sharpness(
     data: RegressionData,
     leave_one_out: bool,
     epochs: int = 500,
-    lr: float = 0.3,
+    lr: float = 1.0,
     sharpness: float = 1.0,
 ):
-    """Fit w with Adam, full batch, on the squared error at the training points.
+    """Fit w by full-batch gradient descent on the squared error at the training points.
 
     With ``leave_one_out`` each training point predicts its own label from the others
     only (the diagonal of the mask is False); without it, a point may attend to itself.
     Returns the model and a history dict with the loss and w after every epoch.
     """
     model = NadarayaWatson(sharpness)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     n = len(data.x_train)
     mask = ~torch.eye(n, dtype=torch.bool) if leave_one_out else None  # (n, n)
     history = {"loss": [], "w": []}
     for _ in range(epochs):
-        optimizer.zero_grad()
         predictions = model(data.x_train, data.x_train, data.y_train, mask=mask)
         loss = ((predictions - data.y_train) ** 2).mean()
+        model.zero_grad()
         loss.backward()
-        optimizer.step()
+        with torch.no_grad():
+            model.log_w -= lr * model.log_w.grad
         history["loss"].append(loss.item())
         history["w"].append(model.w.item())
     return model, history

@@ -54,10 +54,9 @@ def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=
         linecolor="white",
         **kwargs,
     )
-    many_keys = matrix.shape[1] > 16
-    ax.tick_params(
-        axis="x", labelrotation=90 if many_keys else 0, labelsize=7 if many_keys else None
-    )
+    shown = [label for label in ax.get_xticklabels() if label.get_text()]
+    crowded = len(shown) > 16
+    ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=7 if crowded else None)
     ax.tick_params(axis="y", labelrotation=0)
     return ax.collections[-1]
 
