@@ -8,11 +8,13 @@ STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test lint execute bench readme-figure clean
+.PHONY: help setup lab test test-browser lint execute bench readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
-	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval)"
+	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
+	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
+	@echo "make test-browser  only the browser test"
 	@echo "make lint     ruff over helpers/, tests/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (budget: median 100 ms)"
@@ -36,6 +38,9 @@ lab: setup
 test: setup
 	$(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
 		--durations=0 --durations-min=0.5 -p no:cacheprovider
+
+test-browser: setup
+	$(PY) -m pytest tests/test_notebooks_in_browser.py -s --durations=0 -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check helpers tests notebooks

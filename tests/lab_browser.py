@@ -1,0 +1,234 @@
+"""Drive JupyterLab in headless Chromium as a learner would: open a notebook, Run All,
+then move every control of every explorer and check that what it drives changed.
+
+Used by test_notebooks_in_browser.py. JupyterLab runs from this environment on a free
+localhost port with a random token, with its configuration and caches in a temporary
+folder; Chromium is Debian's (Playwright's own browser download does not work here).
+"""
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
+KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"
+TIMEOUT_MS = 60_000
+# What an explorer's controls drive: the sources of its images (a new blob URL on every
+# redraw), or else the text of its output and HTML widgets. Installed in every page.
+VIEW_SIGNATURE_JS = """
+window.__viewSignature = (element) => {
+    const images = [...element.querySelectorAll('img.widget-image')];
+    if (images.length) return images.map(i => i.getAttribute('src') || '').join('|');
+    return [...element.querySelectorAll('.widget-output, .widget-html-content')]
+        .map(e => e.innerText).join('|');
+};
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _quiet_settings(settings_dir: Path):
+    """No news or update toasts over the notebook."""
+    path = settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+
+
+@contextmanager
+def jupyterlab(root_dir: Path, scratch: Path):
+    """Start JupyterLab serving root_dir; yield its base URL and token; always stop it."""
+    port, token = free_port(), secrets.token_urlsafe(24)
+    dirs = {
+        name: scratch / name
+        for name in ("config", "data", "runtime", "ipython", "matplotlib", "settings", "workspaces")
+    }
+    for folder in dirs.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    _quiet_settings(dirs["settings"])
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(dirs["config"]),
+        "JUPYTER_DATA_DIR": str(dirs["data"]),
+        "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
+        "IPYTHONDIR": str(dirs["ipython"]),
+        "MPLCONFIGDIR": str(dirs["matplotlib"]),
+        "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
+        "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
+    }
+    env.pop("MPLBACKEND", None)  # the kernel must use the inline backend, as in a learner's lab
+    command = [
+        str(Path(sys.executable).with_name("jupyter-lab")),
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root_dir}",
+    ]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log_path = scratch / "jupyterlab.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited early:\n{log_path.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(f"{base_url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    log = log_path.read_text()
+                    raise RuntimeError(f"JupyterLab did not answer in 60 s:\n{log}") from None
+                time.sleep(0.2)
+        yield base_url, token
+    finally:
+        # the server's process group holds its kernels too
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def stored_widget_count(notebook: Path) -> int:
+    """How many widget views the notebook's stored run displayed."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(
+        WIDGET_VIEW in output.get("data", {})
+        for cell in cells
+        if cell["cell_type"] == "code"
+        for output in cell.get("outputs", [])
+    )
+
+
+def open_and_run_all(page, base_url: str, token: str, name: str):
+    """Open a notebook with a fresh workspace, wait for the kernel, Run All, wait for the end."""
+    start = time.monotonic()
+    page.goto(f"{base_url}/lab/tree/{name}?reset&token={token}")
+    page.locator(".jp-Notebook").wait_for(timeout=TIMEOUT_MS)
+    # the toolbar's indicator reads idle before a kernel exists; the status bar names it
+    page.locator(KERNEL_IDLE).wait_for(timeout=TIMEOUT_MS)
+    print(f"  {name}: kernel idle after {time.monotonic() - start:.1f} s")
+    page.locator(".lm-MenuBar-item", has_text="Run").click()
+    page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
+    # finished: every code cell numbered, or an error stopped the run; nothing queued
+    page.wait_for_function(
+        """() => {
+            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+                .map(p => p.textContent.trim());
+            if (prompts.some(p => p.includes('*'))) return false;
+            const failed = document.querySelector(
+                '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
+            return failed !== null || prompts.every(p => /\\[\\d+\\]/.test(p));
+        }""",
+        timeout=TIMEOUT_MS,
+    )
+    page.locator(KERNEL_IDLE).wait_for(timeout=TIMEOUT_MS)
+
+
+def error_outputs(page) -> list[str]:
+    errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    return [text[-1500:] for text in errors.all_inner_texts()]
+
+
+def widget_outputs(page):
+    """The rendered widget views, and the texts of any that failed to render."""
+    broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
+    return page.locator(WIDGET_OUTPUT).all(), broken.all_inner_texts()
+
+
+def view_signature(explorer) -> str:
+    """What the explorer's controls drive (see VIEW_SIGNATURE_JS), as one string."""
+    return explorer.evaluate("element => window.__viewSignature(element)")
+
+
+def _controls(explorer):
+    """Each control as (description, function that changes it once)."""
+    controls = []
+    for handle in explorer.locator(".noUi-handle").all():
+
+        def move(handle=handle):
+            at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+            handle.focus()
+            handle.press("ArrowLeft" if at_end else "ArrowRight")
+
+        controls.append(("slider", move))
+    for select in explorer.locator("select").all():
+
+        def choose(select=select):
+            options = select.locator("option").all_inner_texts()
+            current = select.evaluate("s => s.options[s.selectedIndex].text")
+            select.select_option(label=next(o for o in options if o != current))
+
+        controls.append(("dropdown", choose))
+    for group in explorer.locator(".widget-toggle-buttons").all():
+
+        def toggle(group=group):
+            group.locator("button:not(.mod-active)").first.click()
+
+        controls.append(("toggle buttons", toggle))
+    for box in explorer.locator(".widget-checkbox input, .widget-toggle-button").all():
+        controls.append(("toggle", box.click))
+    for field in explorer.locator(".widget-text input, .widget-textarea textarea").all():
+
+        def type_text(field=field):
+            field.fill(field.input_value() + "1")
+            field.press("Enter")
+
+        controls.append(("text", type_text))
+    return controls
+
+
+def exercise_explorer(page, explorer, timeout_ms: int = 10_000) -> list[str]:
+    """Change every control of one explorer once; return a line per control that drove nothing."""
+    explorer.scroll_into_view_if_needed()
+    controls = _controls(explorer)
+    if not controls:
+        return []
+    if not view_signature(explorer):
+        return ["has controls but no image, output or HTML for them to drive"]
+    failures = []
+    for index, (kind, change) in enumerate(controls):
+        before = view_signature(explorer)
+        change()
+        try:
+            page.wait_for_function(
+                "([element, signature]) => window.__viewSignature(element) !== signature",
+                arg=[explorer.element_handle(), before],
+                timeout=timeout_ms,
+            )
+        except Exception:  # playwright's TimeoutError
+            failures.append(f"{kind} {index}: the view it drives did not change")
+    return failures

@@ -1,0 +1,133 @@
+"""Every notebook, run in JupyterLab in a real browser as a learner would.
+
+For each notebook: open it, Run All, check that no cell failed and every widget
+rendered, then move each control of each explorer once and check that the figure
+(or text) it drives changed. A screenshot per notebook lands in artifacts/browser/.
+Two notebooks made here, with a broken widget and a failing cell, prove the checks
+can fail. Run alone with `make test-browser`.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from lab_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    VIEW_SIGNATURE_JS,
+    error_outputs,
+    exercise_explorer,
+    jupyterlab,
+    open_and_run_all,
+    stored_widget_count,
+    widget_outputs,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SCREENSHOTS = ROOT / "artifacts" / "browser"
+BUDGET_S = 20
+
+if not CHROMIUM.exists():
+    message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
+    if os.environ.get("CI"):
+        raise RuntimeError(message)  # CI installs it: missing there is a failure, not a skip
+    pytest.skip(message, allow_module_level=True)
+
+sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+
+
+def _write_notebook(path: Path, *sources: str):
+    cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(notebook, path)
+
+
+BROKEN_WIDGET = """
+import io
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+figure = Figure(figsize=(2, 2))
+figure.subplots().plot([0, 1], [0, 1])
+png = io.BytesIO()
+figure.savefig(png, format="png")
+slider = widgets.IntSlider(description="does nothing")
+image = widgets.Image(value=png.getvalue(), format="png")
+widgets.VBox([widgets.HBox([slider]), image])  # nobody observes the slider
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One JupyterLab for the module, serving copies of the notebooks (autosave must not
+    touch the stored outputs), plus the two notebooks that must fail."""
+    root = tmp_path_factory.mktemp("notebooks")
+    for notebook in NOTEBOOKS:
+        shutil.copy(notebook, root)
+    _write_notebook(root / "broken_widget.ipynb", BROKEN_WIDGET)
+    _write_notebook(root / "failing_cell.ipynb", "x = 1", "1 / 0", "y = 2")
+    with jupyterlab(root, tmp_path_factory.mktemp("jupyter")) as (base_url, token):
+        yield base_url, token
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(VIEW_SIGNATURE_JS)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_notebook_runs_and_its_widgets_work(lab, page, notebook):
+    start = time.monotonic()
+    open_and_run_all(page, *lab, notebook.name)
+    ran = time.monotonic() - start
+    assert error_outputs(page) == [], "a cell failed or wrote to stderr"
+
+    explorers, broken = widget_outputs(page)
+    assert broken == [], "a widget failed to render"
+    assert len(explorers) == stored_widget_count(notebook), "not every widget rendered"
+    failures = [
+        f"widget {index}: {problem}"
+        for index, explorer in enumerate(explorers)
+        for problem in exercise_explorer(page, explorer)
+    ]
+    assert failures == []
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    if explorers:
+        explorers[0].scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / f"{notebook.stem}.png")
+    elapsed = time.monotonic() - start
+    print(
+        f"{notebook.name}: {elapsed:.1f} s in the browser, {ran:.1f} s of it to open and "
+        f"Run All (budget {BUDGET_S} s)"
+    )
+
+
+def test_a_widget_that_redraws_nothing_is_caught(lab, page):
+    open_and_run_all(page, *lab, "broken_widget.ipynb")
+    explorers, _ = widget_outputs(page)
+    assert len(explorers) == 1
+    problems = exercise_explorer(page, explorers[0], timeout_ms=3000)
+    assert problems == ["slider 0: the view it drives did not change"]
+
+
+def test_a_failing_cell_is_caught(lab, page):
+    open_and_run_all(page, *lab, "failing_cell.ipynb")
+    errors = error_outputs(page)
+    assert len(errors) == 1 and "ZeroDivisionError" in errors[0]
