@@ -5,7 +5,10 @@ query may attend to a key (as the boolean ``attn_mask`` of
 ``torch.nn.functional.scaled_dot_product_attention``).
 """
 
+import math
+
 import torch
+from torch import nn
 
 
 def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -103,3 +106,159 @@ def masked_softmax(
     # allowed key get a finite dummy row so that softmax gives no NaN, then zeros.
     filled = scores.masked_fill(~allowed, float("-inf")).masked_fill(~row_has_key, 0.0)
     return torch.softmax(filled, dim=-1).masked_fill(~row_has_key, 0.0)
+
+
+def _check_qkv(queries, keys, values, same_size: bool):
+    """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes."""
+    for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() < 3:
+            got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise ValueError(f"{name} must be a tensor of shape (batch, ..., n, size), got {got}")
+    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if not (q[:-2] == k[:-2] == v[:-2]) or k[-2] != v[-2]:
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must share their leading axes, and keys "
+            f"and values their number of positions"
+        )
+    if same_size and q[-1] != k[-1]:
+        raise ValueError(f"dot-product scores need queries and keys of one size: got {q} and {k}")
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V, with masks.
+
+    queries (B, ..., q, d), keys (B, ..., k, d), values (B, ..., k, d_v) -> (B, ..., q, d_v).
+    """
+
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+        _check_qkv(queries, keys, values, same_size=True)
+        d = queries.shape[-1]
+        scores = queries @ keys.transpose(-2, -1) / math.sqrt(d)  # (B, ..., q, k)
+        self.attention_weights = masked_softmax(scores, valid_lens, mask)
+        return self.dropout(self.attention_weights) @ values  # (B, ..., q, d_v)
+
+
+class AdditiveAttention(nn.Module):
+    """Additive attention: score(q, k) = w_v^T tanh(W_q q + W_k k), for q and k of any sizes.
+
+    queries (B, q, query_size), keys (B, k, key_size), values (B, k, d_v) -> (B, q, d_v).
+    """
+
+    def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0):
+        super().__init__()
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+        _check_qkv(queries, keys, values, same_size=False)
+        for name, tensor, layer in (("queries", queries, self.W_q), ("keys", keys, self.W_k)):
+            if tensor.shape[-1] != layer.in_features:
+                raise ValueError(
+                    f"{name} of size {tensor.shape[-1]} given to AdditiveAttention built for "
+                    f"{name} of size {layer.in_features}"
+                )
+        projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
+        projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
+        features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
+        scores = self.w_v(features).squeeze(-1)  # (B, q, k)
+        self.attention_weights = masked_softmax(scores, valid_lens, mask)
+        return self.dropout(self.attention_weights) @ values  # (B, q, d_v)
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, n, d_model) -> (B, heads, n, d_model / heads): a reshape, then a transpose."""
+    batch, n, d_model = x.shape
+    return x.reshape(batch, n, num_heads, d_model // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, heads, n, d_head) -> (B, n, heads * d_head): the inverse of split_heads."""
+    batch, num_heads, n, d_head = x.shape
+    return x.transpose(1, 2).reshape(batch, n, num_heads * d_head)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: project, split into heads, attend in each, merge, project.
+
+    queries (B, q, d_model), keys and values (B, k, d_model) -> (B, q, d_model).
+    valid_lens: (B,) or (B, q). mask (True = may attend): (q, k), (B, q, k) or (B, heads, q, k).
+    attention_weights after a forward pass: (B, heads, q, k).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if num_heads < 1 or d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.d_model, self.num_heads = d_model, num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.attention = DotProductAttention(dropout)
+
+    @property
+    def attention_weights(self):
+        return self.attention.attention_weights
+
+    def _heads_mask(self, mask, batch, num_queries, num_keys):
+        """(q, k) -> (1, 1, q, k); (B, q, k) -> (B, 1, q, k); (B, heads, q, k) as it is.
+
+        A size-1 query axis broadcasts: (1, k) and (B, 1, k) mask keys for every query.
+        """
+        if not isinstance(mask, torch.Tensor) or mask.dim() not in (2, 3, 4):
+            got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be (q, k), (B, q, k) or (B, heads, q, k), got {got}")
+        heads_mask = {2: mask[None, None], 3: mask[:, None], 4: mask}[mask.dim()]
+        full = (batch, self.num_heads, num_queries, num_keys)
+        try:
+            fits = torch.broadcast_shapes(heads_mask.shape, full) == full
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not fit queries {num_queries} x keys "
+                f"{num_keys} in a batch of {batch} with {self.num_heads} heads: expected (q, k), "
+                f"(B, q, k) or (B, heads, q, k) = {full}"
+            )
+        return heads_mask
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+        for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
+            if tensor.dim() != 3 or tensor.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must be (batch, n, d_model={self.d_model}), got {tuple(tensor.shape)}"
+                )
+        batch, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
+        if mask is not None:
+            mask = self._heads_mask(mask, batch, num_queries, num_keys)
+        q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
+        k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
+        v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
+        heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
+        return self.W_o(merge_heads(heads))  # (B, q, d_model)
+
+
+def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
+    """Give ``ours`` the weights of a torch.nn.MultiheadAttention of the same size."""
+    d = ours.d_model
+    if theirs.embed_dim != d or theirs.num_heads != ours.num_heads:
+        raise ValueError(
+            f"sizes differ: ours d_model={d}, heads={ours.num_heads}; theirs "
+            f"embed_dim={theirs.embed_dim}, heads={theirs.num_heads}"
+        )
+    with torch.no_grad():
+        for index, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            layer.weight.copy_(theirs.in_proj_weight[index * d : (index + 1) * d])
+            if layer.bias is not None:
+                layer.bias.copy_(theirs.in_proj_bias[index * d : (index + 1) * d])
+        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        if ours.W_o.bias is not None:
+            ours.W_o.bias.copy_(theirs.out_proj.bias)
