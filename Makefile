@@ -7,11 +7,13 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+PORT   ?= 8888
 
 .PHONY: help setup lab test test-browser lint execute bench readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
+	@echo "              (on another port: make lab PORT=8890)"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
 	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
 	@echo "make test-browser  only the browser test"
@@ -30,9 +32,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# A fresh random token each time (never empty), passed in the environment rather than on the
+# command line where other users could read it; Jupyter masks a given token, so we print the URL.
 lab: setup
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks \
-		--IdentityProvider.token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))') \
+	@token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))'); \
+	echo "Open JupyterLab at: http://127.0.0.1:$(PORT)/lab?token=$$token"; \
+	JUPYTER_TOKEN=$$token $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 \
+		--ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
 		$(ALLOW_ROOT)
 
 test: setup
