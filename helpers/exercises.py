@@ -3,7 +3,7 @@ known answers and says which case failed and how, or that all passed."""
 
 import torch
 
-from helpers.attention import masked_softmax
+from helpers.attention import DotProductAttention, masked_softmax, split_heads
 from helpers.kernel_regression import KERNELS, kernel_pooling
 
 
@@ -89,5 +89,65 @@ def check_masked_softmax(learner_masked_softmax) -> bool:
         expected = masked_softmax(case_scores, valid_lens=lens)
         passed += _run_case(
             name, learner_masked_softmax, (case_scores, lens), expected, failures, 2e-3, hint
+        )
+    return _report(failures, passed)
+
+
+def check_dot_product_attention(learner_attention) -> bool:
+    """learner_attention(queries, keys, values, valid_lens) -> output, as DotProductAttention."""
+    generator = torch.Generator().manual_seed(3)
+    queries, keys = (
+        torch.randn(2, 3, 16, generator=generator),
+        torch.randn(2, 5, 16, generator=generator),
+    )
+    values = torch.randn(2, 5, 4, generator=generator)
+    reference = DotProductAttention()
+    cases = [
+        ("no mask", None, "softmax over the keys of q·k / sqrt(d)"),
+        ("valid lengths (2, 5)", torch.tensor([2, 5]), "keys at or past the valid length get 0"),
+        (
+            "one valid length per query",
+            torch.tensor([[1, 2, 3], [5, 5, 0]]),
+            "valid length 0: zeros",
+        ),
+    ]
+    failures, passed = [], 0
+    for name, lens, hint in cases:
+        expected = reference(queries, keys, values, valid_lens=lens)
+        passed += _run_case(
+            name, learner_attention, (queries, keys, values, lens), expected, failures, 1e-5, hint
+        )
+    big = (queries * 8, keys * 8, values, None)
+    expected = reference(*big[:3])
+    passed += _run_case(
+        "large scores", learner_attention, big, expected, failures, 1e-5, "divide by sqrt(d)"
+    )
+    return _report(failures, passed)
+
+
+def check_split_merge(learner_split, learner_merge) -> bool:
+    """learner_split(x, heads): (B, n, d) -> (B, heads, n, d / heads); learner_merge undoes it."""
+    generator = torch.Generator().manual_seed(4)
+    failures, passed = [], 0
+    for batch, n, d, heads in ((2, 3, 8, 4), (1, 5, 12, 3), (3, 4, 6, 1)):
+        x = torch.randn(batch, n, d, generator=generator)
+        name = f"x {tuple(x.shape)}, {heads} heads"
+        passed += _run_case(
+            f"split, {name}",
+            learner_split,
+            (x, heads),
+            split_heads(x, heads),
+            failures,
+            0,
+            "head j must hold features j*d_head .. (j+1)*d_head of every position",
+        )
+        passed += _run_case(
+            f"merge, {name}",
+            learner_merge,
+            (split_heads(x, heads),),
+            x,
+            failures,
+            0,
+            "undo the split",
         )
     return _report(failures, passed)

@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 
 from helpers.attention import masked_softmax
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
+from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
 from helpers.plotting import draw_heatmap
+from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
 
 
 class Explorer:
@@ -85,7 +87,10 @@ class Explorer:
         return bytes(self.image.value)
 
     def __repr__(self) -> str:
-        settings = ", ".join(f"{name}={value:.3g}" for name, value in self.values().items())
+        settings = ", ".join(
+            f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
+            for name, value in self.values().items()
+        )
         return f"{type(self).__name__}({settings})"
 
 
@@ -248,4 +253,149 @@ class MaskedSoftmaxExplorer(Explorer):
         self._left.set_title(f"valid length {valid_len}: keys from position {valid_len} on get 0")
         self._right.set_title(
             f"row {self.query_tokens[query]} sums to {weights[query].sum().item():.2f}"
+        )
+
+
+class ScalingExplorer(Explorer):
+    """Chapter 03: the key size d_k, the scaling by sqrt(d_k) and a temperature, against the
+    attention weights (heatmap) and the spread of the scores (histogram)."""
+
+    SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+    def __init__(self, d_k: int = 64, scaled: bool = True, temperature: float = 1.0):
+        num_queries, num_keys = 6, 8
+        self.key_tokens = [f"k{j}" for j in range(num_keys)]
+        self.query_tokens = [f"q{i}" for i in range(num_queries)]
+        controls = {
+            "d_k": widgets.SelectionSlider(
+                options=self.SIZES, value=d_k, description="key size d_k"
+            ),
+            "scaled": widgets.Checkbox(value=scaled, description="divide by √d_k"),
+            "temperature": widgets.FloatLogSlider(
+                value=temperature,
+                base=10,
+                min=-1,
+                max=1,
+                step=0.05,
+                description="temperature T",
+                readout_format=".2f",
+            ),
+        }
+        figure = Figure(figsize=(10, 3.6), layout="constrained")
+        figure.get_layout_engine().set(wspace=0.08)
+        left, right = figure.subplots(1, 2, width_ratios=[3, 2])
+        self._mesh = draw_heatmap(
+            left,
+            np.zeros((num_queries, num_keys)),
+            self.key_tokens,
+            self.query_tokens,
+            cmap="Reds",
+            vmin=0,
+            vmax=1,
+            cbar_kws={"label": "attention weight"},
+        )
+        left.set_xlabel("keys")
+        left.set_ylabel("queries")
+        self._bins = np.linspace(-40, 40, 81)
+        self._histogram = right.stairs(np.zeros(80), self._bins, fill=True, color="tab:blue")
+        right.set_xlim(-40, 40)
+        right.set_ylim(0, 0.45)
+        right.set_xlabel("score q·k / (scale · T), 2,000 pairs")
+        right.set_ylabel("density")
+        self._left, self._right = left, right
+        dynamic = [self._mesh, self._histogram, left.title, right.title]
+        super().__init__(controls, figure, dynamic)
+
+    def draw(self, d_k, scaled, temperature):
+        queries, keys = random_queries_keys(d_k, 6, 8, seed=d_k)
+        scores = dot_scores(queries, keys, scaled, temperature)  # (6, 8)
+        weights = torch.softmax(scores, dim=-1)
+        many_queries, many_keys = random_queries_keys(d_k, 200, 10, seed=10_000 + d_k)
+        many_scores = dot_scores(many_queries, many_keys, scaled, temperature)  # (200, 10)
+        statistics = saturation_statistics(many_scores)
+        self.state = {"weights": weights, "scores": many_scores, **statistics}
+
+        self._mesh.set_array(weights.numpy().ravel())
+        density, _ = np.histogram(many_scores.numpy().ravel(), bins=self._bins, density=True)
+        self._histogram.set_data(density)
+        scale = f"√{d_k}" if scaled else "1"
+        self._left.set_title(
+            f"d_k = {d_k}, scores ÷ ({scale}·{temperature:.2f}): "
+            f"max weight {statistics['max_weight']:.2f}, entropy {statistics['entropy']:.2f}",
+            fontsize=10,
+        )
+        self._right.set_title(
+            f"score std {many_scores.std().item():.1f}, "
+            f"gradient {statistics['score_gradient']:.3f}",
+            fontsize=10,
+        )
+
+
+class HeadExplorer(Explorer):
+    """Chapter 04: pick a head and an example; see that head's attention over the example."""
+
+    def __init__(self, model=None, tokens=None, head: int = 0, example: int = 0):
+        """model: a NeighbourModel (untrained if not given); tokens: (examples, length)."""
+        if model is None:
+            torch.manual_seed(0)
+            model = NeighbourModel()
+        if tokens is None:
+            tokens, _, _ = make_neighbour_batch(
+                20, model.length, generator=torch.Generator().manual_seed(0)
+            )
+        self.model, self.tokens = model, tokens
+        with torch.no_grad():
+            model(tokens)
+        self.all_weights = model.attention.attention_weights  # (B, heads, length, length)
+        num_heads, length = self.all_weights.shape[1], self.all_weights.shape[-1]
+        controls = {
+            "head": widgets.ToggleButtons(
+                options=[(f"head {h}", h) for h in range(num_heads)], value=head, description="head"
+            ),
+            "example": widgets.IntSlider(
+                value=example, min=0, max=len(tokens) - 1, description="example"
+            ),
+        }
+        figure = Figure(figsize=(6.5, 5), layout="constrained")
+        ax = figure.subplots()
+        self._mesh = draw_heatmap(
+            ax,
+            np.zeros((length, length)),
+            [str(j) for j in range(length)],
+            [str(i) for i in range(length)],
+            cmap="Reds",
+            vmin=0,
+            vmax=1,
+            cbar_kws={"label": "attention weight"},
+        )
+        self._x_labels = [
+            ax.text(j + 0.5, length + 0.35, "", ha="center", va="top") for j in range(length)
+        ]
+        self._y_labels = [
+            ax.text(-0.35, i + 0.5, "", ha="right", va="center") for i in range(length)
+        ]
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel("keys (position:token)", labelpad=24)
+        ax.set_ylabel("queries (position:token)", labelpad=34)
+        self._ax = ax
+        dynamic = [self._mesh, *self._x_labels, *self._y_labels, ax.title]
+        super().__init__(controls, figure, dynamic)
+
+    def draw(self, head, example):
+        weights = self.all_weights[example, head]  # (length, length)
+        tokens = self.tokens[example].tolist()
+        offsets = weight_by_offset(self.all_weights[:, head : head + 1])[0]  # (3,) at -1, 0, +1
+        self.state = {"weights": weights, "tokens": tokens, "offsets": offsets}
+
+        self._mesh.set_array(weights.numpy().ravel())
+        for position, (x_label, y_label) in enumerate(
+            zip(self._x_labels, self._y_labels, strict=True)
+        ):
+            x_label.set_text(f"{position}:{tokens[position]}")
+            y_label.set_text(f"{position}:{tokens[position]}")
+        self._ax.set_title(
+            f"head {head}, example {example}: mean weight on the left neighbour "
+            f"{offsets[0]:.2f}, itself {offsets[1]:.2f}, right {offsets[2]:.2f}",
+            fontsize=9,
         )

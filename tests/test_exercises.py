@@ -1,7 +1,10 @@
 import torch
 
 from helpers.attention import masked_softmax
-from helpers.exercises import check_kernel_pooling, check_masked_softmax
+from helpers.exercises import (
+    check_kernel_pooling,
+    check_masked_softmax,
+)
 from helpers.kernel_regression import KERNELS, kernel_pooling
 
 

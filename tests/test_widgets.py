@@ -57,3 +57,35 @@ def test_weight_axis_grows_to_fit_the_largest_weight():
     explorer.controls["width"].value = 0.04  # one key takes most of the weight: taller axis
     assert explorer._bottom.get_ylim()[1] > top_before
     assert explorer.state["weights"].max() <= explorer._bottom.get_ylim()[1]
+
+
+def test_scaling_explorer_follows_its_controls():
+    from helpers.widgets import ScalingExplorer
+
+    explorer = ScalingExplorer(d_k=256, scaled=True)
+    scaled = explorer.state["max_weight"]
+    explorer.controls["scaled"].value = False
+    assert explorer.state["max_weight"] > scaled + 0.4
+    assert explorer.state["scores"].std() > 10
+    explorer.controls["scaled"].value = True
+    explorer.controls["temperature"].value = 10.0
+    assert explorer.state["entropy"] > 2.2  # nearly uniform over 10 keys (log 10 = 2.30)
+    explorer.controls["d_k"].value = 4
+    assert explorer.state["weights"].shape == (6, 8)
+    assert repr(explorer) == "ScalingExplorer(d_k=4, scaled=True, temperature=10)"
+
+
+def test_head_explorer_switches_head_and_example():
+    from helpers.neighbour_task import NeighbourModel, make_neighbour_batch
+    from helpers.widgets import HeadExplorer
+
+    torch.manual_seed(0)
+    model = NeighbourModel()
+    tokens, _, _ = make_neighbour_batch(5, generator=torch.Generator().manual_seed(0))
+    explorer = HeadExplorer(model, tokens)
+    first = explorer.state["weights"]
+    explorer.controls["head"].value = 1
+    assert not torch.equal(explorer.state["weights"], first)
+    torch.testing.assert_close(explorer.state["weights"], model.attention.attention_weights[0, 1])
+    explorer.controls["example"].value = 3
+    assert explorer.state["tokens"] == tokens[3].tolist()

@@ -1,0 +1,84 @@
+"""A task that needs two relations at once, for multi-head attention (chapter 04).
+
+Each sequence is a ring of random tokens; at every position the model must output the
+token on its left and the token on its right. One attention layer with two heads can
+solve it only if one head looks left and the other right.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.attention import MultiHeadAttention
+
+
+def make_neighbour_batch(num: int, length: int = 8, vocab: int = 10, generator=None):
+    """tokens (num, length); left and right neighbours (num, length), wrapping around."""
+    tokens = torch.randint(0, vocab, (num, length), generator=generator)
+    return tokens, tokens.roll(1, dims=1), tokens.roll(-1, dims=1)
+
+
+class NeighbourModel(nn.Module):
+    """Token embedding + learned position embedding -> one multi-head attention -> two heads
+    of output (the left token, the right token). No residual: everything the outputs need
+    must come through attention."""
+
+    def __init__(self, vocab: int = 10, length: int = 8, d_model: int = 32, num_heads: int = 2):
+        super().__init__()
+        self.length = length
+        self.token_embedding = nn.Embedding(vocab, d_model)
+        self.position_embedding = nn.Parameter(torch.randn(length, d_model))
+        self.attention = MultiHeadAttention(d_model, num_heads)
+        self.left_output = nn.Linear(d_model, vocab)
+        self.right_output = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):  # (B, length)
+        if tokens.dim() != 2 or tokens.shape[1] != self.length:
+            raise ValueError(f"tokens must be (batch, {self.length}), got {tuple(tokens.shape)}")
+        x = self.token_embedding(tokens) + self.position_embedding  # (B, length, d_model)
+        mixed = self.attention(x, x, x)  # (B, length, d_model)
+        return self.left_output(mixed), self.right_output(mixed)  # 2 x (B, length, vocab)
+
+
+def neighbour_loss(model, tokens, left, right):
+    left_logits, right_logits = model(tokens)
+    return F.cross_entropy(left_logits.flatten(0, 1), left.flatten()) + F.cross_entropy(
+        right_logits.flatten(0, 1), right.flatten()
+    )
+
+
+def neighbour_accuracy(model, tokens, left, right) -> float:
+    """Share of positions where both neighbours are predicted right."""
+    with torch.no_grad():
+        left_logits, right_logits = model(tokens)
+    correct = (left_logits.argmax(-1) == left) & (right_logits.argmax(-1) == right)
+    return correct.float().mean().item()
+
+
+def train_neighbour_model(steps: int = 300, batch_size: int = 128, seed: int = 0, **sizes):
+    """Adam on fresh batches; returns the model and the loss after every step."""
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = NeighbourModel(**sizes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    vocab = model.token_embedding.num_embeddings
+    for _ in range(steps):
+        batch = make_neighbour_batch(batch_size, model.length, vocab, generator)
+        loss = neighbour_loss(model, *batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return model, losses
+
+
+def weight_by_offset(weights: torch.Tensor, offsets=(-1, 0, 1)) -> torch.Tensor:
+    """Mean weight each head puts on the key at position i + offset (around the ring).
+
+    weights: (B, heads, length, length) -> (heads, len(offsets)).
+    """
+    length = weights.shape[-1]
+    positions = torch.arange(length)
+    columns = [weights[..., positions, (positions + offset) % length] for offset in offsets]
+    return torch.stack([c.mean(dim=(0, 2)) for c in columns], dim=-1)

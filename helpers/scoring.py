@@ -1,0 +1,43 @@
+"""Measuring what scaling does to dot-product scores (chapter 03)."""
+
+import math
+
+import torch
+
+
+def random_queries_keys(d: int, num_queries: int, num_keys: int, seed: int = 0):
+    """Queries (num_queries, d) and keys (num_keys, d) with independent N(0, 1) entries."""
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(num_queries, d, generator=generator)
+    keys = torch.randn(num_keys, d, generator=generator)
+    return queries, keys
+
+
+def dot_scores(queries, keys, scaled: bool = True, temperature: float = 1.0) -> torch.Tensor:
+    """q . k, divided by sqrt(d) when scaled, and by the temperature: (num_queries, num_keys)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    scale = math.sqrt(queries.shape[-1]) if scaled else 1.0
+    return queries @ keys.transpose(-2, -1) / (scale * temperature)
+
+
+def saturation_statistics(scores: torch.Tensor) -> dict:
+    """How peaked the softmax of each row is, averaged over rows.
+
+    max_weight: the largest weight (1/n for uniform rows, 1 for one-hot rows).
+    entropy: in nats (log n for uniform rows, 0 for one-hot rows).
+    score_gradient: the norm of d(loss)/d(scores) for a fixed random upstream gradient
+    of unit norm per row; it vanishes as the rows become one-hot.
+    """
+    scores = scores.detach().clone().requires_grad_()
+    weights = torch.softmax(scores, dim=-1)
+    generator = torch.Generator().manual_seed(0)
+    upstream = torch.randn(weights.shape, generator=generator)
+    upstream = upstream / upstream.norm(dim=-1, keepdim=True)
+    (weights * upstream).sum().backward()
+    entropy = -(weights * torch.log(weights.clamp_min(1e-30))).sum(-1)
+    return {
+        "max_weight": weights.max(-1).values.mean().item(),
+        "entropy": entropy.mean().item(),
+        "score_gradient": scores.grad.norm(dim=-1).mean().item(),
+    }
