@@ -17,8 +17,12 @@ def _report(failures: list[str], passed: int) -> bool:
     return True
 
 
-def _run_case(name, function, args, expected, failures, atol=1e-5, hint=""):
-    """Compare function(*args) with expected; append a failure message if they differ."""
+def _run_case(name, function, args, expected, failures, atol=1e-5, hint="", mistakes=None):
+    """Compare function(*args) with expected; append a failure message if they differ.
+
+    mistakes: {diagnosis: what that mistake returns}; a wrong answer equal to one of them
+    is reported with that diagnosis instead of the general hint.
+    """
     try:
         got = function(*args)
     except Exception as error:  # the learner's code may fail in any way; report it
@@ -43,6 +47,11 @@ def _run_case(name, function, args, expected, failures, atol=1e-5, hint=""):
             )
     if problem is None:
         return True
+    for diagnosis, mistaken in (mistakes or {}).items():
+        if got.shape == mistaken.shape and torch.allclose(
+            got.double(), mistaken.double(), atol=atol
+        ):
+            hint = diagnosis
     failures.append(f"{name}: {problem}" + (f" ({hint})" if hint else ""))
     return False
 
@@ -96,41 +105,49 @@ def check_masked_softmax(learner_masked_softmax) -> bool:
 def check_dot_product_attention(learner_attention) -> bool:
     """learner_attention(queries, keys, values, valid_lens) -> output, as DotProductAttention."""
     generator = torch.Generator().manual_seed(3)
-    queries, keys = (
-        torch.randn(2, 3, 16, generator=generator),
-        torch.randn(2, 5, 16, generator=generator),
-    )
+    queries = torch.randn(2, 3, 16, generator=generator)
+    keys = torch.randn(2, 5, 16, generator=generator)
     values = torch.randn(2, 5, 4, generator=generator)
-    reference = DotProductAttention()
     cases = [
-        ("no mask", None, "softmax over the keys of q·k / sqrt(d)"),
-        ("valid lengths (2, 5)", torch.tensor([2, 5]), "keys at or past the valid length get 0"),
+        ("no mask", 1.0, None, ""),
+        ("valid lengths (2, 5)", 1.0, torch.tensor([2, 5]), "keys at or past the length get 0"),
         (
             "one valid length per query",
+            1.0,
             torch.tensor([[1, 2, 3], [5, 5, 0]]),
-            "valid length 0: zeros",
+            "a query with valid length 0 gets all-zero weights",
         ),
+        ("scores in the hundreds", 30.0, torch.tensor([3, 4]), "subtract the row maximum"),
     ]
     failures, passed = [], 0
-    for name, lens, hint in cases:
-        expected = reference(queries, keys, values, valid_lens=lens)
+    for name, size, lens, hint in cases:
+        q, k = queries * size, keys * size
+        d = q.shape[-1]
+        mistakes = {
+            "looks unscaled: divide the scores by sqrt(d)": masked_softmax(
+                q @ k.transpose(1, 2), lens
+            )
+            @ values,
+            "divided by d: divide by sqrt(d)": masked_softmax(q @ k.transpose(1, 2) / d, lens)
+            @ values,
+        }
+        expected = DotProductAttention()(q, k, values, valid_lens=lens)
         passed += _run_case(
-            name, learner_attention, (queries, keys, values, lens), expected, failures, 1e-5, hint
+            name, learner_attention, (q, k, values, lens), expected, failures, 1e-5, hint, mistakes
         )
-    big = (queries * 8, keys * 8, values, None)
-    expected = reference(*big[:3])
-    passed += _run_case(
-        "large scores", learner_attention, big, expected, failures, 1e-5, "divide by sqrt(d)"
-    )
     return _report(failures, passed)
 
 
 def check_split_merge(learner_split, learner_merge) -> bool:
-    """learner_split(x, heads): (B, n, d) -> (B, heads, n, d / heads); learner_merge undoes it."""
-    generator = torch.Generator().manual_seed(4)
+    """learner_split(x, heads): (B, n, d) -> (B, heads, n, d / heads); learner_merge undoes it.
+
+    The inputs count 0, 1, 2, ... so a wrong answer shows which feature landed where. The
+    merge cases feed a fresh (contiguous) tensor, as attention's output is: a merge that
+    uses view after a transpose fails there, though it survives merge(split(x)).
+    """
     failures, passed = [], 0
     for batch, n, d, heads in ((2, 3, 8, 4), (1, 5, 12, 3), (3, 4, 6, 1)):
-        x = torch.randn(batch, n, d, generator=generator)
+        x = torch.arange(batch * n * d, dtype=torch.float32).reshape(batch, n, d)
         name = f"x {tuple(x.shape)}, {heads} heads"
         passed += _run_case(
             f"split, {name}",
@@ -139,15 +156,15 @@ def check_split_merge(learner_split, learner_merge) -> bool:
             split_heads(x, heads),
             failures,
             0,
-            "head j must hold features j*d_head .. (j+1)*d_head of every position",
+            "head j holds features j*d_head up to (j+1)*d_head - 1 of every position",
         )
         passed += _run_case(
             f"merge, {name}",
             learner_merge,
-            (split_heads(x, heads),),
+            (split_heads(x, heads).contiguous(),),
             x,
             failures,
             0,
-            "undo the split",
+            "undo the split: transpose back, then reshape",
         )
     return _report(failures, passed)

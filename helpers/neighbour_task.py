@@ -55,7 +55,7 @@ def neighbour_accuracy(model, tokens, left, right) -> float:
     return correct.float().mean().item()
 
 
-def train_neighbour_model(steps: int = 300, batch_size: int = 128, seed: int = 0, **sizes):
+def train_neighbour_model(steps: int = 150, batch_size: int = 128, seed: int = 0, **sizes):
     """Adam on fresh batches; returns the model and the loss after every step."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)

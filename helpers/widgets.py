@@ -296,11 +296,10 @@ class ScalingExplorer(Explorer):
         )
         left.set_xlabel("keys")
         left.set_ylabel("queries")
-        self._bins = np.linspace(-40, 40, 81)
-        self._histogram = right.stairs(np.zeros(80), self._bins, fill=True, color="tab:blue")
-        right.set_xlim(-40, 40)
-        right.set_ylim(0, 0.45)
-        right.set_xlabel("score q·k / (scale · T), 2,000 pairs")
+        self._bins = np.linspace(-60, 60, 121)
+        self._histogram = right.stairs(np.zeros(120), self._bins, fill=True, color="tab:blue")
+        right.set_xlim(-60, 60)
+        right.set_xlabel("score q·k / (scale · T), 2,000 pairs (±60 shown)")
         right.set_ylabel("density")
         self._left, self._right = left, right
         dynamic = [self._mesh, self._histogram, left.title, right.title]
@@ -316,8 +315,13 @@ class ScalingExplorer(Explorer):
         self.state = {"weights": weights, "scores": many_scores, **statistics}
 
         self._mesh.set_array(weights.numpy().ravel())
-        density, _ = np.histogram(many_scores.numpy().ravel(), bins=self._bins, density=True)
+        counts, _ = np.histogram(many_scores.numpy().ravel(), bins=self._bins)
+        density = counts / (many_scores.numel() * np.diff(self._bins))  # scores beyond ±60 count
         self._histogram.set_data(density)
+        top = next(limit for limit in (0.1, 0.45, 1.0, 2.5, 5.0) if density.max() <= limit)
+        if self._right.get_ylim()[1] != top:
+            self._right.set_ylim(0, top)
+            self.redraw_background()
         scale = f"√{d_k}" if scaled else "1"
         self._left.set_title(
             f"d_k = {d_k}, scores ÷ ({scale}·{temperature:.2f}): "
@@ -395,7 +399,7 @@ class HeadExplorer(Explorer):
             x_label.set_text(f"{position}:{tokens[position]}")
             y_label.set_text(f"{position}:{tokens[position]}")
         self._ax.set_title(
-            f"head {head}, example {example}: mean weight on the left neighbour "
-            f"{offsets[0]:.2f}, itself {offsets[1]:.2f}, right {offsets[2]:.2f}",
+            f"head {head}, example {example}. Mean over all {len(self.tokens)} examples: "
+            f"left {offsets[0]:.2f}, itself {offsets[1]:.2f}, right {offsets[2]:.2f}",
             fontsize=9,
         )

@@ -160,13 +160,15 @@ def open_and_run_all(page, base_url: str, token: str, name: str):
 
 def error_outputs(page) -> list[str]:
     errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
-    return [text[-1500:] for text in errors.all_inner_texts()]
+    # textContent, not innerText: cells scrolled out of view are not rendered (CSS
+    # content-visibility), and their innerText reads empty
+    return [text[-1500:] for text in errors.all_text_contents()]
 
 
 def widget_outputs(page):
     """The rendered widget views, and the texts of any that failed to render."""
     broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
-    return page.locator(WIDGET_OUTPUT).all(), broken.all_inner_texts()
+    return page.locator(WIDGET_OUTPUT).all(), broken.all_text_contents()
 
 
 def view_signature(explorer) -> str:

@@ -1,9 +1,11 @@
 import torch
 
-from helpers.attention import masked_softmax
+from helpers.attention import DotProductAttention, masked_softmax, merge_heads, split_heads
 from helpers.exercises import (
+    check_dot_product_attention,
     check_kernel_pooling,
     check_masked_softmax,
+    check_split_merge,
 )
 from helpers.kernel_regression import KERNELS, kernel_pooling
 
@@ -38,3 +40,46 @@ def test_masked_softmax_checker(capsys):
 
     assert not check_masked_softmax(lambda scores, lens: 1 / 0)
     assert "ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_dot_product_attention_checker_names_the_mistake(capsys):
+    assert check_dot_product_attention(lambda q, k, v, lens: DotProductAttention()(q, k, v, lens))
+    capsys.readouterr()
+
+    def unscaled(q, k, v, lens):
+        return masked_softmax(q @ k.transpose(1, 2), valid_lens=lens) @ v
+
+    assert not check_dot_product_attention(unscaled)
+    assert "looks unscaled" in capsys.readouterr().out
+
+    def no_max_subtracted(q, k, v, lens):
+        allowed = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool)
+        if lens is not None:
+            lens = lens[:, None, None] if lens.dim() == 1 else lens[..., None]
+            allowed = torch.arange(k.shape[1]) < lens
+        exps = torch.exp(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5) * allowed
+        return exps / exps.sum(-1, keepdim=True) @ v
+
+    assert not check_dot_product_attention(no_max_subtracted)
+    report = capsys.readouterr().out
+    assert "subtract the row maximum" in report and "valid length 0" in report
+
+
+def test_split_merge_checker(capsys):
+    assert check_split_merge(split_heads, merge_heads)
+
+    def split_without_transpose(x, heads):
+        batch, n, d = x.shape
+        return x.reshape(batch, heads, n, d // heads)
+
+    assert not check_split_merge(split_without_transpose, merge_heads)
+    assert "split, x (2, 3, 8), 4 heads" in capsys.readouterr().out
+
+    def merge_with_view(x):  # survives merge(split(x)), fails on a fresh tensor
+        batch, heads, n, d_head = x.shape
+        return x.transpose(1, 2).view(batch, n, heads * d_head)
+
+    x = torch.ones(1, 2, 4)
+    assert torch.equal(merge_with_view(split_heads(x, 2)), x)
+    assert not check_split_merge(split_heads, merge_with_view)
+    assert "view size is not compatible" in capsys.readouterr().out

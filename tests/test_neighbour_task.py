@@ -27,7 +27,7 @@ def test_weight_by_offset_reads_the_diagonals():
 
 
 def test_trained_heads_split_the_two_relations():
-    model, losses = train_neighbour_model(steps=300)
+    model, losses = train_neighbour_model()
     batch = make_neighbour_batch(500, generator=torch.Generator().manual_seed(1))
     assert neighbour_accuracy(model, *batch) == 1.0
     offsets = weight_by_offset(model.attention.attention_weights)  # (2 heads, 3)

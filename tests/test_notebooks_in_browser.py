@@ -83,12 +83,21 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser):
+@pytest.fixture(scope="module")
+def context(browser):
+    """One browser profile for the module, as a learner has: JupyterLab's assets are cached
+    after the first notebook, and ?reset in each URL gives every notebook a fresh workspace."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.add_init_script(VIEW_SIGNATURE_JS)
-    yield context.new_page()
+    yield context
     context.close()
+
+
+@pytest.fixture
+def page(context):
+    page = context.new_page()
+    yield page
+    page.close()
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
