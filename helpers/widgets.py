@@ -94,6 +94,23 @@ class Explorer:
         return f"{type(self).__name__}({settings})"
 
 
+def _weight_heatmap(ax, x_labels, y_labels):
+    """An all-zero attention-weight heatmap (colour scale 0..1) for an explorer to fill in."""
+    mesh = draw_heatmap(
+        ax,
+        np.zeros((len(y_labels), len(x_labels))),
+        x_labels,
+        y_labels,
+        cmap="Reds",
+        vmin=0,
+        vmax=1,
+        cbar_kws={"label": "attention weight"},
+    )
+    ax.set_xlabel("keys")
+    ax.set_ylabel("queries")
+    return mesh
+
+
 class KernelRegressionExplorer(Explorer):
     """Chapter 01: Gaussian-kernel pooling; sliders for the kernel width and the query."""
 
@@ -204,16 +221,7 @@ class MaskedSoftmaxExplorer(Explorer):
         figure = Figure(figsize=(9.5, 3.4), layout="constrained")
         figure.get_layout_engine().set(wspace=0.1)
         left, right = figure.subplots(1, 2, width_ratios=[3, 2])
-        self._mesh = draw_heatmap(
-            left,
-            np.zeros((num_queries, num_keys)),
-            self.key_tokens,
-            self.query_tokens,
-            cmap="Reds",
-            vmin=0,
-            vmax=1,
-            cbar_kws={"label": "attention weight"},
-        )
+        self._mesh = _weight_heatmap(left, self.key_tokens, self.query_tokens)
         self._cell_texts = [
             [
                 left.text(j + 0.5, i + 0.5, "", ha="center", va="center", fontsize=8)
@@ -223,8 +231,6 @@ class MaskedSoftmaxExplorer(Explorer):
         ]
         self._boundary = left.axvline(valid_len, color="tab:blue", lw=2.5)
         self._row_box = left.axhspan(query, query + 1, fill=False, edgecolor="tab:blue", lw=2)
-        left.set_xlabel("keys")
-        left.set_ylabel("queries")
         self._bars = right.bar(range(num_keys), np.zeros(num_keys), color="tab:red")
         right.set_xticks(range(num_keys), self.key_tokens)
         right.set_ylim(0, 1.05)
@@ -284,18 +290,7 @@ class ScalingExplorer(Explorer):
         figure = Figure(figsize=(10, 3.6), layout="constrained")
         figure.get_layout_engine().set(wspace=0.08)
         left, right = figure.subplots(1, 2, width_ratios=[3, 2])
-        self._mesh = draw_heatmap(
-            left,
-            np.zeros((num_queries, num_keys)),
-            self.key_tokens,
-            self.query_tokens,
-            cmap="Reds",
-            vmin=0,
-            vmax=1,
-            cbar_kws={"label": "attention weight"},
-        )
-        left.set_xlabel("keys")
-        left.set_ylabel("queries")
+        self._mesh = _weight_heatmap(left, self.key_tokens, self.query_tokens)
         self._bins = np.linspace(-60, 60, 121)
         self._histogram = right.stairs(np.zeros(120), self._bins, fill=True, color="tab:blue")
         right.set_xlim(-60, 60)
@@ -362,16 +357,7 @@ class HeadExplorer(Explorer):
         }
         figure = Figure(figsize=(6.5, 5), layout="constrained")
         ax = figure.subplots()
-        self._mesh = draw_heatmap(
-            ax,
-            np.zeros((length, length)),
-            [str(j) for j in range(length)],
-            [str(i) for i in range(length)],
-            cmap="Reds",
-            vmin=0,
-            vmax=1,
-            cbar_kws={"label": "attention weight"},
-        )
+        self._mesh = _weight_heatmap(ax, list(range(length)), list(range(length)))
         self._x_labels = [
             ax.text(j + 0.5, length + 0.35, "", ha="center", va="top") for j in range(length)
         ]
