@@ -59,6 +59,17 @@ class Explorer:
     def redraw_background(self):
         self._background = None
 
+    def fit_y_limit(self, ax, largest: float, limits: tuple):
+        """Set ax's upper y-limit to the smallest of a few fixed limits that holds `largest`.
+
+        Axes are part of the static background, slow to redraw: a few fixed limits mean
+        the background is redrawn only when a limit is crossed, not on every update.
+        """
+        top = next((limit for limit in limits if largest <= limit), limits[-1])
+        if ax.get_ylim()[1] != top:
+            ax.set_ylim(0, top)
+            self.redraw_background()
+
     def update(self):
         self.draw(**self.values())
         self.image.value = self.render_png()
@@ -179,18 +190,11 @@ class KernelRegressionExplorer(Explorer):
         self._prediction.set_offsets([[query, prediction.item()]])
         for bar, weight in zip(self._bars, weights.tolist(), strict=True):
             bar.set_height(weight)
-        self._set_weight_axis_limit(weights.max().item())
+        self.fit_y_limit(self._bottom, 1.1 * weights.max().item(), (0.05, 0.1, 0.2, 0.5, 1.05))
         self._top.set_title(
             f"σ = {width:.3f}: prediction at x = {query:.2f} is {prediction.item():.2f}"
             f" (weights sum to {weights.sum().item():.2f})"
         )
-
-    def _set_weight_axis_limit(self, largest_weight: float):
-        """Few fixed limits, so the axis (static, slow to draw) rarely changes."""
-        top = next(limit for limit in (0.05, 0.1, 0.2, 0.5, 1.05) if largest_weight * 1.1 <= limit)
-        if self._bottom.get_ylim()[1] != top:
-            self._bottom.set_ylim(0, top)
-            self.redraw_background()
 
 
 class MaskedSoftmaxExplorer(Explorer):
@@ -313,10 +317,7 @@ class ScalingExplorer(Explorer):
         counts, _ = np.histogram(many_scores.numpy().ravel(), bins=self._bins)
         density = counts / (many_scores.numel() * np.diff(self._bins))  # scores beyond ±60 count
         self._histogram.set_data(density)
-        top = next(limit for limit in (0.1, 0.45, 1.0, 2.5, 5.0) if density.max() <= limit)
-        if self._right.get_ylim()[1] != top:
-            self._right.set_ylim(0, top)
-            self.redraw_background()
+        self.fit_y_limit(self._right, density.max(), (0.1, 0.45, 1.0, 2.5, 5.0))
         scale = f"√{d_k}" if scaled else "1"
         self._left.set_title(
             f"d_k = {d_k}, scores ÷ ({scale}·{temperature:.2f}): "
