@@ -1,0 +1,64 @@
+"""Putting order into attention: sinusoidal positional encoding (and its learned alternative).
+
+P[i, 2j] = sin(i * w_j) and P[i, 2j + 1] = cos(i * w_j), with frequencies w_j = 10000^(-2j/d).
+Each pair of dimensions (2j, 2j + 1) is a point on the unit circle that turns by the angle
+w_j at every step, so moving by delta positions is the same rotation at every position.
+"""
+
+import torch
+from torch import nn
+
+
+def _check_sizes(max_len: int, d_model: int):
+    for name, value in (("max_len", max_len), ("d_model", d_model)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if d_model % 2:
+        raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
+
+
+def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """(d_model / 2,): the angle w_j each sin/cos pair turns per position, from 1 down."""
+    _check_sizes(1, d_model)
+    return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
+
+def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """(max_len, d_model): row i is the encoding of position i (float32)."""
+    _check_sizes(max_len, d_model)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * frequencies(d_model, base)
+    encoding = torch.empty(max_len, d_model, dtype=torch.float64)
+    encoding[:, 0::2] = torch.sin(angles)  # (max_len, d_model / 2)
+    encoding[:, 1::2] = torch.cos(angles)
+    return encoding.float()
+
+
+def offset_rotations(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """(d_model / 2, 2, 2): for each pair j, the matrix R with P[i + offset, pair j] =
+    R @ P[i, pair j] for every position i. It depends on the offset, never on i."""
+    angle = offset * frequencies(d_model, base)  # (d_model / 2,)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    rotations = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
+    return rotations.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal encoding of each position to a batch of embeddings (B, n, d_model)."""
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x: (B, n, d_model) for positions start .. start + n - 1 (start > 0 when decoding
+        one token at a time)."""
+        max_len, d_model = self.encoding.shape
+        if x.dim() != 3 or x.shape[-1] != d_model:
+            raise ValueError(f"x must be (batch, n, d_model={d_model}), got {tuple(x.shape)}")
+        if start + x.shape[1] > max_len:
+            raise ValueError(
+                f"positions up to {start + x.shape[1] - 1} asked for, but the encoding was "
+                f"built for max_len={max_len}"
+            )
+        return self.dropout(x + self.encoding[start : start + x.shape[1]].to(x.dtype))
