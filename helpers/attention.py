@@ -230,20 +230,48 @@ class MultiHeadAttention(nn.Module):
             )
         return heads_mask
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+    def forward(self, queries, keys, values, valid_lens=None, mask=None, cache=None):
+        """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
+        attend to every position it holds (decoding one token at a time)."""
         for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
             if tensor.dim() != 3 or tensor.shape[-1] != self.d_model:
                 raise ValueError(
                     f"{name} must be (batch, n, d_model={self.d_model}), got {tuple(tensor.shape)}"
                 )
-        batch, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
-        if mask is not None:
-            mask = self._heads_mask(mask, batch, num_queries, num_keys)
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
         k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
         v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, heads, cached + k, d_head)
+        if mask is not None:
+            mask = self._heads_mask(mask, q.shape[0], q.shape[2], k.shape[2])
         heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
         return self.W_o(merge_heads(heads))  # (B, q, d_model)
+
+
+class KeyValueCache:
+    """The projected keys and values of every position decoded so far, for one attention
+    layer: each decoding step appends one position instead of projecting all of them again."""
+
+    def __init__(self):
+        self.keys = self.values = None  # (B, heads, positions, d_head)
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, keys: torch.Tensor, values: torch.Tensor):
+        """Append (B, heads, new, d_head) keys and values; return all of them so far."""
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        elif keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]:
+            raise ValueError(
+                f"keys of shape {tuple(keys.shape)} do not extend a cache of shape "
+                f"{tuple(self.keys.shape)}: batch, heads and d_head must match"
+            )
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=2)
+            self.values = torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
 
 
 def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):

@@ -1,9 +1,66 @@
 """Boolean masks in the project's one convention: True where a query may attend to a key.
 
-Other libraries use other conventions; each conversion lives here, in one named function.
+Other libraries and tutorials use other conventions. ``convert_mask`` is the one place that
+translates between them; the other converters here only reshape around it.
 """
 
 import torch
+
+CONVENTIONS = {
+    "allowed": "boolean, True = may attend (this project; F.scaled_dot_product_attention)",
+    "ignored": "boolean, True = may NOT attend (nn.MultiheadAttention, nn.Transformer)",
+    "additive": "float, 0 = may attend, -inf = may not; added to the scores",
+    "keep01": "numbers 0/1, 1 = may attend (many blog posts: masked_fill(mask == 0, ...))",
+}
+
+
+def _allowed_from(mask: torch.Tensor, convention: str) -> torch.Tensor:
+    if convention in ("allowed", "ignored"):
+        if mask.dtype != torch.bool:
+            raise ValueError(
+                f"a mask in the {convention!r} convention must be boolean, got {mask.dtype}"
+            )
+        return mask if convention == "allowed" else ~mask
+    if mask.dtype == torch.bool:
+        raise ValueError(
+            f"a mask in the {convention!r} convention holds numbers, got a boolean mask: "
+            f"name its convention 'allowed' or 'ignored'"
+        )
+    if convention == "additive":
+        allowed = mask == 0
+        if not (allowed | (mask == float("-inf"))).all():
+            raise ValueError(
+                f"an additive mask must hold only 0 (attend) and -inf (do not attend), got "
+                f"values {sorted(set(mask[~allowed & (mask != float('-inf'))].tolist()))[:5]}"
+            )
+        return allowed
+    allowed = mask == 1
+    if not (allowed | (mask == 0)).all():
+        raise ValueError(
+            f"a 'keep01' mask must hold only 0 and 1, got {mask.unique().tolist()[:5]}"
+        )
+    return allowed
+
+
+def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> torch.Tensor:
+    """The same mask, same shape, in another convention (see CONVENTIONS for their names)."""
+    for name in (source, target):
+        if name not in CONVENTIONS:
+            raise ValueError(
+                f"unknown mask convention {name!r}: expected one of {list(CONVENTIONS)}"
+            )
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"mask must be a tensor, got {type(mask).__name__}")
+    allowed = _allowed_from(mask, source)
+    if target == "allowed":
+        return allowed
+    if target == "ignored":
+        return ~allowed
+    if target == "additive":
+        return torch.zeros(allowed.shape, device=allowed.device).masked_fill(
+            ~allowed, float("-inf")
+        )
+    return allowed.long()
 
 
 def causal_mask(size: int, device=None) -> torch.Tensor:
@@ -12,30 +69,35 @@ def causal_mask(size: int, device=None) -> torch.Tensor:
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """(B, 1, k) from token ids (B, k): every query may attend to every non-pad key."""
-    if tokens.dim() != 2:
-        raise ValueError(f"tokens must be (batch, length), got {tuple(tokens.shape)}")
+    """(B, 1, k) from token ids (B, k): every query may attend to every non-pad key.
+
+    Pads may sit anywhere (right, left, in the middle). As a cross-attention mask the
+    tokens are the source's, and the size-1 query axis broadcasts over the target.
+    """
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be (batch, length), got {got}")
     return (tokens != pad_id)[:, None, :]
+
+
+def causal_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """(B, n, n): a decoder's self-attention mask, causal and blind to pad keys."""
+    return padding_mask(tokens, pad_id) & causal_mask(tokens.shape[1], tokens.device)
 
 
 def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """torch.nn.MultiheadAttention's key_padding_mask (B, k), True = ignore -> (B, 1, k)."""
-    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2:
-        raise ValueError(
-            f"key_padding_mask must be boolean (batch, keys), got {key_padding_mask.dtype} "
-            f"{tuple(key_padding_mask.shape)}"
-        )
-    return ~key_padding_mask[:, None, :]
+    if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
+        raise ValueError(f"key_padding_mask must be (batch, keys), got {key_padding_mask!r}")
+    return convert_mask(key_padding_mask, "ignored")[:, None, :]
 
 
 def from_torch_attn_mask(attn_mask: torch.Tensor) -> torch.Tensor:
     """torch.nn.MultiheadAttention's attn_mask -> ours (same shape).
 
     Its boolean mask is True where attending is NOT allowed (the opposite of ours and of
-    scaled_dot_product_attention's); its float mask is added to the scores (-inf = not allowed).
+    scaled_dot_product_attention's); its float mask is added to the scores.
     """
-    if attn_mask.dtype == torch.bool:
-        return ~attn_mask
-    if attn_mask.is_floating_point():
-        return attn_mask != float("-inf")
-    raise ValueError(f"attn_mask must be boolean or floating point, got {attn_mask.dtype}")
+    if not isinstance(attn_mask, torch.Tensor):
+        raise ValueError(f"attn_mask must be a tensor, got {type(attn_mask).__name__}")
+    return convert_mask(attn_mask, "ignored" if attn_mask.dtype == torch.bool else "additive")

@@ -14,7 +14,7 @@ from helpers.attention import (
     merge_heads,
     split_heads,
 )
-from helpers.masks import causal_mask, from_key_padding_mask, from_torch_attn_mask, padding_mask
+from helpers.masks import causal_mask, from_key_padding_mask, from_torch_attn_mask
 
 
 def test_dot_product_attention_equals_torch_sdpa_with_masks():
@@ -160,16 +160,3 @@ def test_parameter_count_does_not_depend_on_heads():
         h: sum(p.numel() for p in MultiHeadAttention(64, h).parameters()) for h in (1, 2, 4, 8)
     }
     assert set(counts.values()) == {4 * 64 * 64 + 4 * 64}
-
-
-def test_masks_helpers():
-    assert causal_mask(3).tolist() == [
-        [True, False, False],
-        [True, True, False],
-        [True, True, True],
-    ]
-    tokens = torch.tensor([[5, 6, 0], [0, 7, 8]])
-    assert padding_mask(tokens, pad_id=0).tolist() == [[[True, True, False]], [[False, True, True]]]
-    assert from_torch_attn_mask(torch.tensor([0.0, float("-inf")])).tolist() == [True, False]
-    with pytest.raises(ValueError, match="boolean"):
-        from_key_padding_mask(torch.zeros(2, 3))
