@@ -5,6 +5,8 @@ import torch
 
 from helpers.attention import DotProductAttention, masked_softmax, split_heads
 from helpers.kernel_regression import KERNELS, kernel_pooling
+from helpers.masks import causal_mask, causal_padding_mask, padding_mask
+from helpers.positional import frequencies, sinusoidal_encoding
 
 
 def _report(failures: list[str], passed: int) -> bool:
@@ -166,5 +168,73 @@ def check_split_merge(learner_split, learner_merge) -> bool:
             failures,
             0,
             "undo the split: transpose back, then reshape",
+        )
+    return _report(failures, passed)
+
+
+def check_sinusoidal_encoding(learner_encoding) -> bool:
+    """learner_encoding(max_len, d_model) -> (max_len, d_model), as sinusoidal_encoding."""
+    failures, passed = [], 0
+    for max_len, d_model in ((6, 4), (50, 16), (100, 64)):
+        positions = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        angles = positions * frequencies(d_model)  # (max_len, d/2)
+        slow_angles = positions * 10000 ** (-torch.arange(d_model // 2) / d_model)
+        mistakes = {
+            "sin and cos swapped: even dimensions take sin": torch.stack(
+                [angles.cos(), angles.sin()], -1
+            ).flatten(1),
+            "all sines first, then all cosines: interleave them": torch.cat(
+                [angles.sin(), angles.cos()], -1
+            ),
+            "the exponent is 2j/d for the pair (2j, 2j+1), not j/d": torch.stack(
+                [slow_angles.sin(), slow_angles.cos()], -1
+            ).flatten(1),
+        }
+        passed += _run_case(
+            f"max_len={max_len}, d_model={d_model}",
+            learner_encoding,
+            (max_len, d_model),
+            sinusoidal_encoding(max_len, d_model),
+            failures,
+            1e-5,
+            "P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))",
+            {name: wrong.float() for name, wrong in mistakes.items()},
+        )
+    return _report(failures, passed)
+
+
+def check_decoder_mask(learner_mask) -> bool:
+    """learner_mask(tokens, pad_id) -> boolean (B, n, n), True where query i may attend to
+    key j: causal, and no pad key, with pads anywhere."""
+    pad = 0
+    cases = {
+        "right padding": torch.tensor([[5, 6, 7, 0, 0]]),
+        "left padding": torch.tensor([[0, 0, 5, 6, 7]]),
+        "a pad in the middle and a batch of two": torch.tensor([[5, 0, 6, 7, 8], [5, 6, 7, 8, 9]]),
+    }
+    failures, passed = [], 0
+    for name, tokens in cases.items():
+        n = tokens.shape[1]
+        mistakes = {
+            "True where attending is NOT allowed: that is torch's convention, not ours": ~(
+                causal_padding_mask(tokens, pad)
+            ),
+            "not causal: query i must not see keys after i": padding_mask(tokens, pad).expand(
+                -1, n, -1
+            ),
+            "pad keys are not masked": causal_mask(n).expand(len(tokens), -1, -1),
+            "masks the pad queries' rows instead of the pad keys' columns": (
+                (tokens != pad)[:, :, None] & causal_mask(n)
+            ),
+        }
+        passed += _run_case(
+            name,
+            lambda t: torch.as_tensor(learner_mask(t, pad)).bool(),
+            (tokens,),
+            causal_padding_mask(tokens, pad),
+            failures,
+            0,
+            "combine padding_mask and causal_mask with &",
+            mistakes,
         )
     return _report(failures, passed)

@@ -81,8 +81,9 @@ def show_heatmaps(
     """Draw one matrix or a grid of them with a shared colour scale and one colour bar.
 
     matrices: (queries, keys), (maps, queries, keys) or (rows, cols, queries, keys),
-    a tensor or an array. x_labels / y_labels: the key and query tokens (a list), or
-    "auto" for positions. titles: one per map (a list, or a list of rows).
+    a tensor or an array. x_labels / y_labels: the key and query tokens (a list),
+    "auto" for positions, or an integer n to label every n-th position.
+    titles: one per map (a list, or a list of rows).
     ``vmax`` defaults to the largest value over all maps; with ``shared_scale=False``
     each map gets its own colour bar, up to its own largest value. Returns the figure.
     """
@@ -92,7 +93,7 @@ def show_heatmaps(
         ("x_labels", x_labels, num_keys),
         ("y_labels", y_labels, num_queries),
     ):
-        if not isinstance(labels, str) and labels is not False and len(labels) != size:
+        if not isinstance(labels, str | bool | int) and len(labels) != size:
             raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
     titles = _titles_grid(titles, rows, cols)
     if vmax is None and shared_scale:

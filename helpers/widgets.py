@@ -9,18 +9,22 @@ static view of the current settings.
 """
 
 import io
+import zlib
 
 import ipywidgets as widgets
 import numpy as np
 import PIL.Image
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from helpers.attention import masked_softmax
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
+from helpers.masks import causal_mask
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
 from helpers.plotting import draw_heatmap
+from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
 
 
@@ -389,4 +393,242 @@ class HeadExplorer(Explorer):
             f"head {head}, example {example}. Mean over all {len(self.tokens)} examples: "
             f"left {offsets[0]:.2f}, itself {offsets[1]:.2f}, right {offsets[2]:.2f}",
             fontsize=9,
+        )
+
+
+class PositionalExplorer(Explorer):
+    """Chapter 05: one sin/cos pair of the sinusoidal encoding; an offset slider shows that
+    moving delta positions turns the pair's point by the same angle at every position."""
+
+    STARTS = (0, 6, 12, 18)
+
+    def __init__(self, offset: int = 3, pair: int = 2, d_model: int = 32, max_len: int = 60):
+        self.encoding = sinusoidal_encoding(max_len, d_model)  # (max_len, d_model)
+        self.rates = frequencies(d_model)  # (d_model / 2,)
+        controls = {
+            "offset": widgets.IntSlider(value=offset, min=0, max=30, description="offset δ"),
+            "pair": widgets.IntSlider(
+                value=pair, min=0, max=d_model // 2 - 1, description="frequency pair j"
+            ),
+        }
+        figure = Figure(figsize=(10, 4.2), layout="constrained")
+        left, right = figure.subplots(1, 2, width_ratios=[3, 2])
+        positions = np.arange(max_len)
+        (self._sin_line,) = left.plot(positions, np.zeros(max_len), ".-", label="P[i, 2j] (sin)")
+        (self._cos_line,) = left.plot(positions, np.zeros(max_len), ".-", label="P[i, 2j+1] (cos)")
+        colours = [f"C{k + 2}" for k in range(len(self.STARTS))]
+        self._start_marks = left.scatter(np.zeros(4), np.zeros(4), c=colours, s=60, zorder=3)
+        self._end_marks = left.scatter(
+            np.zeros(4), np.zeros(4), c=colours, s=60, marker="s", zorder=3
+        )
+        left.set_ylim(-1.15, 1.35)
+        left.set_xlabel("position i")
+        left.set_ylabel("encoding value")
+        left.legend(loc="upper right", ncols=2, fontsize="small")
+        angle = np.linspace(0, 2 * np.pi, 200)
+        right.plot(np.cos(angle), np.sin(angle), color="lightgray", lw=1)
+        self._points = right.scatter(
+            np.zeros(max_len), np.zeros(max_len), c=positions, cmap="viridis", s=14
+        )
+        figure.colorbar(self._points, ax=right, label="position i")
+        self._arrows = [
+            right.annotate(
+                "",
+                xy=(0, 0),
+                xytext=(0, 0),
+                arrowprops={"arrowstyle": "->", "color": colour, "lw": 2},
+            )
+            for colour in colours
+        ]
+        right.set_aspect("equal")
+        right.set_xlim(-1.2, 1.2)
+        right.set_ylim(-1.2, 1.2)
+        right.set_xlabel("P[i, 2j+1] (cos)")
+        right.set_ylabel("P[i, 2j] (sin)")
+        self._left, self._right = left, right
+        dynamic = [self._sin_line, self._cos_line, self._start_marks, self._end_marks]
+        dynamic += [self._points, *self._arrows, left.title, right.title]
+        super().__init__(controls, figure, dynamic)
+
+    def draw(self, offset, pair):
+        pair_values = self.encoding[:, 2 * pair : 2 * pair + 2]  # (max_len, 2): sin, cos
+        rotation = offset_rotations(offset, self.encoding.shape[1])[pair]  # (2, 2)
+        moved = pair_values[: -offset or None] @ rotation.T  # R @ P[i] for every i
+        error = (moved - pair_values[offset:]).abs().max().item()
+        rate = self.rates[pair].item()
+        self.state = {"rotation": rotation, "max_error": error, "angle": rate * offset}
+
+        sines, cosines = pair_values[:, 0].numpy(), pair_values[:, 1].numpy()
+        self._sin_line.set_ydata(sines)
+        self._cos_line.set_ydata(cosines)
+        starts = np.array(self.STARTS)
+        ends = starts + offset
+        self._start_marks.set_offsets(np.c_[starts, sines[starts]])
+        self._end_marks.set_offsets(np.c_[ends, sines[ends]])
+        self._points.set_offsets(np.c_[cosines, sines])
+        for arrow, start, end in zip(self._arrows, starts, ends, strict=True):
+            arrow.xyann = (cosines[start], sines[start])
+            arrow.xy = (cosines[end], sines[end])
+        self._left.set_title(
+            f"pair j = {pair}: rate ω = {rate:.3g} rad per position, wavelength "
+            f"{2 * np.pi / rate:,.0f} positions; ● i and ■ i + {offset}",
+            fontsize=10,
+        )
+        self._right.set_title(
+            f"i → i + {offset}: every point turns by ωδ = {np.degrees(rate * offset) % 360:.1f}°",
+            fontsize=10,
+        )
+
+
+PAD_MARKERS = ("<pad>", "_")
+MASK_KINDS = ("padding", "causal", "padding + causal", "cross-attention")
+
+
+def _token_embedding(token: str, size: int = 8) -> torch.Tensor:
+    """A fixed random vector per token string, the same on every run and machine."""
+    generator = torch.Generator().manual_seed(zlib.crc32(token.encode()))
+    return torch.randn(size, generator=generator)
+
+
+def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
+    """The boolean mask (queries, keys), True = may attend, for a kind in MASK_KINDS.
+
+    Queries are the target tokens; keys are the target tokens too, or the source tokens
+    for cross-attention. Tokens in PAD_MARKERS are pads.
+    """
+    if kind not in MASK_KINDS:
+        raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+    keys = source if kind == "cross-attention" else target
+    key_is_real = torch.tensor([token not in PAD_MARKERS for token in keys])  # (keys,)
+    if kind == "causal":
+        return causal_mask(len(target))
+    if kind == "padding + causal":
+        return causal_mask(len(target)) & key_is_real
+    return key_is_real.expand(len(target), len(keys))
+
+
+class MaskBuilderExplorer(Explorer):
+    """Chapter 06: type target and source tokens (pads as <pad> or _), pick a kind of mask,
+    and see the mask next to the attention weights it leaves."""
+
+    MAX_TOKENS = 12
+
+    def __init__(
+        self,
+        tokens: str = "<pad> <pad> the cat sat",
+        source: str = "le chat <pad>",
+        kind: str = "padding + causal",
+    ):
+        controls = {
+            "tokens": widgets.Text(value=tokens, description="target tokens (queries)"),
+            "source": widgets.Text(value=source, description="source tokens"),
+            "kind": widgets.ToggleButtons(options=MASK_KINDS, value=kind, description="mask"),
+        }
+        figure = Figure(figsize=(10, 4.8), layout="constrained")
+        self._summary = figure.suptitle("target:\nsource:", fontsize=9)
+        axes = figure.subplots(1, 2)
+        size = self.MAX_TOKENS
+        mask_colours = ListedColormap(["#eeeeee", "#2ca02c"])
+        self._meshes, self._x_labels, self._y_labels = [], [], []
+        for ax, cmap in zip(axes, (mask_colours, "Reds"), strict=True):
+            # one mesh of the largest size; the axis limits show the part in use
+            mesh = ax.pcolormesh(np.zeros((size, size)), cmap=cmap, vmin=0, vmax=1)
+            self._meshes.append(mesh)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_xlabel("keys", labelpad=28)
+            ax.set_ylabel("queries (target)", labelpad=44)
+            self._x_labels.append(
+                [
+                    ax.text(
+                        j + 0.5,
+                        -0.02,
+                        "",
+                        ha="center",
+                        va="top",
+                        transform=ax.get_xaxis_transform(),
+                    )
+                    for j in range(size)
+                ]
+            )
+            self._y_labels.append(
+                [
+                    ax.text(
+                        -0.02,
+                        i + 0.5,
+                        "",
+                        ha="right",
+                        va="center",
+                        transform=ax.get_yaxis_transform(),
+                    )
+                    for i in range(size)
+                ]
+            )
+        mask_bar = figure.colorbar(self._meshes[0], ax=axes[0], ticks=[0.25, 0.75])
+        mask_bar.set_ticklabels(["False\n(may not)", "True\n(may attend)"])
+        figure.colorbar(self._meshes[1], ax=axes[1], label="attention weight")
+        self._mask_ax, self._weight_ax = axes
+        labels = [text for per_axis in self._x_labels + self._y_labels for text in per_axis]
+        dynamic = [*self._meshes, *labels, self._summary, *(ax.title for ax in axes)]
+        super().__init__(controls, figure, dynamic)
+
+    def _parse(self, text: str, name: str) -> list[str]:
+        words = text.split()
+        if not words:
+            raise ValueError(f"type at least one {name} token, separated by spaces")
+        if len(words) > self.MAX_TOKENS:
+            raise ValueError(f"at most {self.MAX_TOKENS} {name} tokens, got {len(words)}")
+        return words
+
+    def _show(self, ax_index: int, matrix: np.ndarray, key_tokens, query_tokens):
+        """Fill the top-left corner of a mesh with matrix; label its rows and columns."""
+        ax, mesh = (self._mask_ax, self._weight_ax)[ax_index], self._meshes[ax_index]
+        grid = np.ma.masked_all((self.MAX_TOKENS, self.MAX_TOKENS))
+        grid[: matrix.shape[0], : matrix.shape[1]] = matrix
+        mesh.set_array(grid)
+        mesh.set_visible(True)
+        ax.set_xlim(0, max(len(key_tokens), 1))
+        ax.set_ylim(max(len(query_tokens), 1), 0)  # row 0 at the top, as in a matrix
+        for labels, tokens in ((self._x_labels, key_tokens), (self._y_labels, query_tokens)):
+            for index, text in enumerate(labels[ax_index]):
+                text.set_text(tokens[index] if index < len(tokens) else "")
+                text.set_color("gray" if text.get_text() in PAD_MARKERS else "black")
+                text.set_rotation(90 if labels is self._x_labels and len(tokens) > 8 else 0)
+
+    def draw(self, tokens, source, kind):
+        self._summary.set_text(
+            f"target: {tokens}\nsource: {source}   (pads are <pad> or _; at most "
+            f"{self.MAX_TOKENS} tokens each)"
+        )
+        try:
+            target = self._parse(tokens, "target")
+            keys = self._parse(source, "source") if kind == "cross-attention" else target
+        except ValueError as problem:
+            self.state = {"error": str(problem)}
+            for index in (0, 1):
+                self._show(index, np.zeros((0, 0)), [], [])
+                self._meshes[index].set_visible(False)
+            self._mask_ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
+            self._weight_ax.set_title("")
+            return
+        mask = build_mask(target, keys, kind)  # (queries, keys)
+        queries = torch.stack([_token_embedding(t) for t in target])  # (queries, 8)
+        key_vectors = torch.stack([_token_embedding(t) for t in keys])  # (keys, 8)
+        weights = masked_softmax(queries @ key_vectors.T / 8**0.5, mask=mask)
+        empty_rows = [f"{target[i]} ({i})" for i in torch.nonzero(~mask.any(1)).flatten()]
+        self.state = {"mask": mask, "weights": weights, "fully_masked_rows": empty_rows}
+
+        self._show(0, mask.float().numpy(), keys, target)
+        self._show(1, weights.numpy(), keys, target)
+        key_side = "source" if kind == "cross-attention" else "target"
+        self._mask_ax.set_title(
+            f"{kind} mask {tuple(mask.shape)}: target queries × {key_side} keys",
+            color="black",
+            fontsize=10,
+        )
+        self._weight_ax.set_title(
+            f"fully masked: {', '.join(empty_rows)} → all-zero rows"
+            if empty_rows
+            else "attention weights: every row sums to 1",
+            fontsize=10,
         )

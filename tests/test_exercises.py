@@ -2,12 +2,16 @@ import torch
 
 from helpers.attention import DotProductAttention, masked_softmax, merge_heads, split_heads
 from helpers.exercises import (
+    check_decoder_mask,
     check_dot_product_attention,
     check_kernel_pooling,
     check_masked_softmax,
+    check_sinusoidal_encoding,
     check_split_merge,
 )
 from helpers.kernel_regression import KERNELS, kernel_pooling
+from helpers.masks import causal_padding_mask, padding_mask
+from helpers.positional import sinusoidal_encoding
 
 
 def test_kernel_pooling_checker_accepts_a_right_answer_and_rejects_a_wrong_one(capsys):
@@ -83,3 +87,24 @@ def test_split_merge_checker(capsys):
     assert torch.equal(merge_with_view(split_heads(x, 2)), x)
     assert not check_split_merge(split_heads, merge_with_view)
     assert "view size is not compatible" in capsys.readouterr().out
+
+
+def test_sinusoidal_encoding_checker_names_the_mistake(capsys):
+    assert check_sinusoidal_encoding(sinusoidal_encoding)
+
+    def all_sines_first(max_len, d_model):
+        encoding = sinusoidal_encoding(max_len, d_model)
+        return torch.cat([encoding[:, 0::2], encoding[:, 1::2]], dim=1)
+
+    capsys.readouterr()
+    assert not check_sinusoidal_encoding(all_sines_first)
+    assert "interleave them" in capsys.readouterr().out
+
+
+def test_decoder_mask_checker_names_the_mistake(capsys):
+    assert check_decoder_mask(causal_padding_mask)
+    capsys.readouterr()
+    assert not check_decoder_mask(lambda tokens, pad_id: ~causal_padding_mask(tokens, pad_id))
+    assert "torch's convention" in capsys.readouterr().out
+    assert not check_decoder_mask(lambda tokens, pad_id: padding_mask(tokens, pad_id))
+    assert "shape" in capsys.readouterr().out  # (B, 1, n) is not (B, n, n)

@@ -2,7 +2,13 @@ import pytest
 import torch
 
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling
-from helpers.widgets import KernelRegressionExplorer, MaskedSoftmaxExplorer
+from helpers.widgets import (
+    KernelRegressionExplorer,
+    MaskBuilderExplorer,
+    MaskedSoftmaxExplorer,
+    PositionalExplorer,
+    build_mask,
+)
 
 
 def test_kernel_regression_explorer_follows_its_sliders():
@@ -89,3 +95,63 @@ def test_head_explorer_switches_head_and_example():
     torch.testing.assert_close(explorer.state["weights"], model.attention.attention_weights[0, 1])
     explorer.controls["example"].value = 3
     assert explorer.state["tokens"] == tokens[3].tolist()
+
+
+def test_positional_explorer_rotates_every_position_by_the_same_angle():
+    explorer = PositionalExplorer(offset=3, pair=2)
+    first_image = bytes(explorer.image.value)
+    assert explorer.state["max_error"] < 1e-5
+    explorer.controls["offset"].value = 30
+    explorer.controls["pair"].value = 15
+    assert explorer.state["max_error"] < 1e-5
+    assert explorer.state["angle"] == pytest.approx(30 * 10000 ** (-30 / 32))
+    assert bytes(explorer.image.value) != first_image
+    explorer.controls["offset"].value = 0
+    torch.testing.assert_close(explorer.state["rotation"], torch.eye(2))
+
+
+def test_mask_builder_follows_tokens_and_kind():
+    explorer = MaskBuilderExplorer(tokens="<pad> <pad> the cat sat", kind="padding + causal")
+    assert explorer.state["fully_masked_rows"] == ["<pad> (0)", "<pad> (1)"]
+    weights = explorer.state["weights"]
+    torch.testing.assert_close(weights.sum(-1), torch.tensor([0.0, 0, 1, 1, 1]))
+    first_image = bytes(explorer.image.value)
+
+    explorer.controls["tokens"].value = "the cat _ sat"  # a pad in the middle
+    explorer.controls["kind"].value = "padding"
+    assert explorer.state["mask"][:, 2].sum() == 0 and explorer.state["mask"].sum() == 12
+    assert bytes(explorer.image.value) != first_image
+
+    explorer.controls["kind"].value = "causal"
+    assert torch.equal(explorer.state["mask"], torch.tril(torch.ones(4, 4)).bool())
+
+    explorer.controls["kind"].value = "cross-attention"
+    explorer.controls["source"].value = "le chat <pad>"
+    assert explorer.state["mask"].shape == (4, 3)
+    assert (explorer.state["weights"][:, 2] == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "message"),
+    [("tokens", "", "at least one target token"), ("tokens", "a " * 13, "at most 12")],
+)
+def test_mask_builder_answers_bad_input_with_a_message(field, text, message):
+    explorer = MaskBuilderExplorer()
+    before = bytes(explorer.image.value)
+    explorer.controls[field].value = text
+    assert message in explorer.state["error"]
+    assert bytes(explorer.image.value) != before
+    explorer.controls[field].value = "a b"
+    assert "error" not in explorer.state
+
+
+def test_build_mask_kinds():
+    target, source = "a _ b".split(), "x y _ z".split()
+    assert build_mask(target, source, "cross-attention").tolist() == [[True, True, False, True]] * 3
+    assert build_mask(target, source, "padding + causal").tolist() == [
+        [True, False, False],
+        [True, False, False],
+        [True, False, True],
+    ]
+    with pytest.raises(ValueError, match="kind must be one of"):
+        build_mask(target, source, "diagonal")
