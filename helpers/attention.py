@@ -189,7 +189,8 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention: project, split into heads, attend in each, merge, project.
 
     queries (B, q, d_model), keys and values (B, k, d_model) -> (B, q, d_model).
-    valid_lens: (B,) or (B, q). mask (True = may attend): (q, k), (B, q, k) or (B, heads, q, k).
+    valid_lens: (B,) or (B, q). mask (True = may attend): (q, k), (B, q, k) or (B, heads, q, k);
+    a 2-D mask is always (q, k), never torch's (B, k) key padding (use padding_mask for that).
     attention_weights after a forward pass: (B, heads, q, k).
     """
 
@@ -241,10 +242,17 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
         k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
         v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
+        num_keys = k.shape[2] + (0 if cache is None else len(cache))
+        if cache is not None and q.shape[2] > 1 and mask is None:
+            raise ValueError(
+                f"{q.shape[2]} new positions with a cache need a causal mask of shape "
+                f"(new, cached + new) = ({q.shape[2]}, {num_keys}): without one, the earlier "
+                f"new positions would see the later ones"
+            )
+        if mask is not None:  # checked before the cache grows: a bad call leaves it as it was
+            mask = self._heads_mask(mask, q.shape[0], q.shape[2], num_keys)
         if cache is not None:
-            k, v = cache.extend(k, v)  # (B, heads, cached + k, d_head)
-        if mask is not None:
-            mask = self._heads_mask(mask, q.shape[0], q.shape[2], k.shape[2])
+            k, v = cache.extend(k, v)  # (B, heads, cached + new, d_head)
         heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
         return self.W_o(merge_heads(heads))  # (B, q, d_model)
 

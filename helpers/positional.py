@@ -56,6 +56,8 @@ class PositionalEncoding(nn.Module):
         max_len, d_model = self.encoding.shape
         if x.dim() != 3 or x.shape[-1] != d_model:
             raise ValueError(f"x must be (batch, n, d_model={d_model}), got {tuple(x.shape)}")
+        if not isinstance(start, int) or start < 0:
+            raise ValueError(f"start must be a position >= 0, got {start!r}")
         if start + x.shape[1] > max_len:
             raise ValueError(
                 f"positions up to {start + x.shape[1] - 1} asked for, but the encoding was "

@@ -76,3 +76,8 @@ def test_bad_sizes_get_clear_errors():
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 11, 8))
     with pytest.raises(ValueError, match="d_model=8"):
         PositionalEncoding(8)(torch.zeros(1, 3, 6))
+
+
+def test_a_negative_start_is_refused():
+    with pytest.raises(ValueError, match="start must be a position >= 0"):
+        PositionalEncoding(8, max_len=10)(torch.zeros(1, 1, 8), start=-1)

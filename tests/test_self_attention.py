@@ -89,3 +89,28 @@ def test_a_cache_refuses_keys_of_another_shape():
     cache.extend(torch.zeros(2, 4, 1, 8), torch.zeros(2, 4, 1, 8))
     with pytest.raises(ValueError, match="do not extend a cache"):
         cache.extend(torch.zeros(2, 2, 1, 8), torch.zeros(2, 2, 1, 8))
+
+
+def test_a_rejected_call_leaves_the_cache_as_it_was():
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2).eval()
+    cache = KeyValueCache()
+    x = torch.randn(1, 1, 8)
+    layer(x, x, x, cache=cache)
+    with pytest.raises(ValueError, match="does not fit"):
+        layer(x, x, x, mask=torch.ones(1, 5, dtype=torch.bool), cache=cache)
+    assert len(cache) == 1
+
+
+def test_several_new_positions_with_a_cache_need_a_mask():
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, 5, 8)
+    with torch.no_grad():
+        whole = layer(x, x, x, mask=causal_mask(5))
+        cache = KeyValueCache()
+        with pytest.raises(ValueError, match="need a causal mask of shape"):
+            layer(x[:, :2], x[:, :2], x[:, :2], cache=cache)
+        first = layer(x[:, :2], x[:, :2], x[:, :2], mask=causal_mask(2), cache=cache)
+        rest = layer(x[:, 2:], x[:, 2:], x[:, 2:], mask=causal_mask(5)[2:], cache=cache)
+    torch.testing.assert_close(torch.cat([first, rest], 1), whole)
