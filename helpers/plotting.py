@@ -1,5 +1,7 @@
 """The one heatmap function of the series."""
 
+from unittest import mock
+
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
@@ -42,6 +44,18 @@ def _titles_grid(titles, rows: int, cols: int):
 
 def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=".2f", **kwargs):
     """One heatmap on ``ax`` (seaborn); returns its QuadMesh so callers can update the data."""
+    # seaborn draws the whole figure after each heatmap, only to see whether tick labels
+    # overlap; the rotation is decided below instead, and a grid of maps draws in a fraction
+    with mock.patch.object(sns.matrix, "_draw_figure", lambda figure: None):
+        _seaborn_heatmap(ax, matrix, x_labels, y_labels, annot, fmt, **kwargs)
+    shown = [label for label in ax.get_xticklabels() if label.get_text()]
+    crowded = len(shown) > 16
+    ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=7 if crowded else None)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax.collections[-1]
+
+
+def _seaborn_heatmap(ax, matrix, x_labels, y_labels, annot, fmt, **kwargs):
     sns.heatmap(
         matrix,
         ax=ax,
@@ -54,11 +68,6 @@ def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=
         linecolor="white",
         **kwargs,
     )
-    shown = [label for label in ax.get_xticklabels() if label.get_text()]
-    crowded = len(shown) > 16
-    ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=7 if crowded else None)
-    ax.tick_params(axis="y", labelrotation=0)
-    return ax.collections[-1]
 
 
 def show_heatmaps(
