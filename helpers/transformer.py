@@ -1,0 +1,312 @@
+"""The Transformer encoder-decoder, built from this project's attention and masks.
+
+Read top to bottom: the feed-forward network, the residual connection with LayerNorm (after
+the sublayer as in the 2017 paper, or before it: ``norm_first``), the encoder and decoder
+blocks, their stacks, and the model with greedy decoding.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from helpers.attention import KeyValueCache, MultiHeadAttention, copy_weights_from_torch
+from helpers.masks import causal_padding_mask, padding_mask
+from helpers.positional import PositionalEncoding
+
+
+class PositionWiseFFN(nn.Module):
+    """The same two-layer network applied at every position: d_model -> d_ff -> d_model."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):  # (B, n, d_model)
+        return self.linear2(self.dropout(torch.relu(self.linear1(x))))
+
+
+class Residual(nn.Module):
+    """x + sublayer(x), with a LayerNorm after the sum (post-norm, the 2017 paper) or on the
+    sublayer's input (pre-norm, most current models: the residual path stays un-normalised,
+    so gradients reach early layers directly and training needs no careful warm-up)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x, sublayer):
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention, then the feed-forward network, each inside a residual connection."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
+        self.attention_residual = Residual(d_model, dropout, norm_first)
+        self.ffn_residual = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x, mask):  # x (B, S, d_model); mask (B, 1, S): the source's non-pads
+        x = self.attention_residual(x, lambda h: self.self_attention(h, h, h, mask=mask))
+        return self.ffn_residual(x, self.ffn)
+
+
+class DecoderBlock(nn.Module):
+    """Masked self-attention, cross-attention to the encoder's output, feed-forward."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
+        self.self_residual = Residual(d_model, dropout, norm_first)
+        self.cross_residual = Residual(d_model, dropout, norm_first)
+        self.ffn_residual = Residual(d_model, dropout, norm_first)
+
+    def forward(self, y, memory, self_mask, memory_mask, cache=None):
+        """y (B, T, d_model); memory (B, S, d_model); self_mask (B, T, T) or None;
+        memory_mask (B, 1, S). With a KeyValueCache, y holds only the newest positions."""
+
+        def attend_to_self(h):
+            return self.self_attention(h, h, h, mask=self_mask, cache=cache)
+
+        y = self.self_residual(y, attend_to_self)
+        y = self.cross_residual(
+            y, lambda h: self.cross_attention(h, memory, memory, mask=memory_mask)
+        )
+        return self.ffn_residual(y, self.ffn)
+
+
+class Embedding(nn.Module):
+    """Token embedding times sqrt(d_model), plus the sinusoidal encoding of each position.
+
+    The scaling matters with embeddings initialised at variance 1/d_model (as here): they would
+    otherwise be small next to the encoding's entries of size about 1.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, dropout: float):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.tokens.weight, std=d_model**-0.5)
+        self.positions = PositionalEncoding(d_model, max_len, dropout)
+        self.scale = math.sqrt(d_model)
+
+    def forward(self, tokens, start: int = 0):  # (B, n) -> (B, n, d_model)
+        return self.positions(self.tokens(tokens) * self.scale, start)
+
+
+class Encoder(nn.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout, norm_first):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
+        )
+        # pre-norm leaves the residual stream un-normalised: one LayerNorm at the end
+        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, x, mask):
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.final_norm(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout, norm_first):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, y, memory, self_mask, memory_mask, caches=None):
+        for index, block in enumerate(self.blocks):
+            cache = None if caches is None else caches[index]
+            y = block(y, memory, self_mask, memory_mask, cache)
+        return self.final_norm(y)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder Transformer over token ids.
+
+    forward(src (B, S), tgt (B, T)) -> logits (B, T, tgt_vocab_size). Padding masks come from
+    pad_id; the decoder's causal mask is applied always, in training and in evaluation.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+        norm_first: bool = True,
+        max_len: int = 256,
+    ):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.pad_id, self.max_len = pad_id, max_len
+        self.config = {
+            "src_vocab_size": src_vocab_size,
+            "tgt_vocab_size": tgt_vocab_size,
+            "d_model": d_model,
+            "num_heads": num_heads,
+            "num_layers": num_layers,
+            "d_ff": d_ff,
+            "dropout": dropout,
+            "pad_id": pad_id,
+            "norm_first": norm_first,
+            "max_len": max_len,
+        }
+        layers = (num_layers, d_model, num_heads, d_ff, dropout, norm_first)
+        self.src_embedding = Embedding(src_vocab_size, d_model, max_len, dropout)
+        self.tgt_embedding = Embedding(tgt_vocab_size, d_model, max_len, dropout)
+        self.encoder = Encoder(*layers)
+        self.decoder = Decoder(*layers)
+        self.output = nn.Linear(d_model, tgt_vocab_size)
+
+    def _check_tokens(self, name, tokens, vocab_size):
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
+            got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+            raise ValueError(f"{name} must be integer token ids (batch, length), got {got}")
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"{name} has {tokens.shape[1]} positions; max_len is {self.max_len}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+            raise ValueError(
+                f"{name} holds ids from {tokens.min().item()} to {tokens.max().item()}, "
+                f"outside its vocabulary 0..{vocab_size - 1}"
+            )
+
+    def encode(self, src):
+        """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
+        self._check_tokens("src", src, self.config["src_vocab_size"])
+        src_mask = padding_mask(src, self.pad_id)
+        return self.encoder(self.src_embedding(src), src_mask), src_mask
+
+    def decode(self, tgt, memory, src_mask):
+        """tgt (B, T) -> logits (B, T, tgt_vocab), every position in one causal pass."""
+        self._check_tokens("tgt", tgt, self.config["tgt_vocab_size"])
+        tgt_mask = causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
+        y = self.decoder(self.tgt_embedding(tgt), memory, tgt_mask, src_mask)
+        return self.output(y)
+
+    def forward(self, src, tgt):
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt, memory, src_mask)
+
+    @torch.no_grad()
+    def greedy_decode(self, src, bos_id: int, eos_id: int, max_steps: int, use_cache=True):
+        """Generate up to max_steps tokens after bos_id, taking the most likely token each
+        step; stop when every sequence has produced eos_id. Returns (B, steps) token ids
+        without the bos, pad_id after each sequence's eos.
+
+        With use_cache, each step feeds only the newest token and the decoder's self-attention
+        reuses the keys and values of the earlier steps; without it, each step runs the whole
+        prefix again. The two give the same tokens.
+        """
+        memory, src_mask = self.encode(src)
+        batch = src.shape[0]
+        generated = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        caches = [KeyValueCache() for _ in self.decoder.blocks] if use_cache else None
+        for step in range(max_steps):
+            if use_cache:
+                newest = self.tgt_embedding(generated[:, -1:], start=step)  # (B, 1, d_model)
+                y = self.decoder(newest, memory, None, src_mask, caches)  # sees steps 0..step
+                logits = self.output(y[:, -1])
+            else:
+                logits = self.decode(generated, memory, src_mask)[:, -1]
+            logits[:, self.pad_id] = float("-inf")  # a pad is never a prediction
+            next_token = logits.argmax(-1).masked_fill(finished, self.pad_id)  # (B,)
+            generated = torch.cat([generated, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+        return generated[:, 1:]
+
+    def attention_maps(self) -> dict:
+        """The weights of the last forward pass, per kind and layer: (B, heads, q, k) each."""
+        return {
+            "encoder self-attention": [
+                b.self_attention.attention_weights for b in self.encoder.blocks
+            ],
+            "decoder self-attention": [
+                b.self_attention.attention_weights for b in self.decoder.blocks
+            ],
+            "cross-attention": [b.cross_attention.attention_weights for b in self.decoder.blocks],
+        }
+
+
+def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Transformer):
+    """Give our encoder and decoder stacks the weights of a torch.nn.Transformer of the same
+    size (embeddings and output layer are ours alone: nn.Transformer has none)."""
+
+    def copy_affine(target, source):  # a Linear or a LayerNorm
+        target.weight.copy_(source.weight)
+        target.bias.copy_(source.bias)
+
+    with torch.no_grad():
+        for block, layer in zip(ours.encoder.blocks, theirs.encoder.layers, strict=True):
+            copy_weights_from_torch(block.self_attention, layer.self_attn)
+            copy_affine(block.ffn.linear1, layer.linear1)
+            copy_affine(block.ffn.linear2, layer.linear2)
+            copy_affine(block.attention_residual.norm, layer.norm1)
+            copy_affine(block.ffn_residual.norm, layer.norm2)
+        for block, layer in zip(ours.decoder.blocks, theirs.decoder.layers, strict=True):
+            copy_weights_from_torch(block.self_attention, layer.self_attn)
+            copy_weights_from_torch(block.cross_attention, layer.multihead_attn)
+            copy_affine(block.ffn.linear1, layer.linear1)
+            copy_affine(block.ffn.linear2, layer.linear2)
+            copy_affine(block.self_residual.norm, layer.norm1)
+            copy_affine(block.cross_residual.norm, layer.norm2)
+            copy_affine(block.ffn_residual.norm, layer.norm3)
+        for our_norm, their_norm in (
+            (ours.encoder.final_norm, theirs.encoder.norm),
+            (ours.decoder.final_norm, theirs.decoder.norm),
+        ):
+            if isinstance(our_norm, nn.LayerNorm):
+                copy_affine(our_norm, their_norm)
+
+
+def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
+    """A torch.nn.Transformer with our model's sizes and layout, to compare against.
+
+    nn.Transformer always ends its stacks with a LayerNorm; with post-norm (the 2017 paper)
+    ours has none, so there the final norm is left out. Nested tensors are off: with them,
+    torch's encoder returns zeros at pad positions instead of their (unused) values.
+    """
+    c = ours.config
+    sizes = {
+        "d_model": c["d_model"],
+        "nhead": c["num_heads"],
+        "dim_feedforward": c["d_ff"],
+        "dropout": c["dropout"],
+        "batch_first": True,
+        "norm_first": c["norm_first"],
+    }
+
+    def final_norm():
+        return nn.LayerNorm(c["d_model"]) if c["norm_first"] else None
+
+    encoder = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(**sizes),
+        c["num_layers"],
+        norm=final_norm(),
+        enable_nested_tensor=False,
+    )
+    decoder = nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(**sizes), c["num_layers"], norm=final_norm()
+    )
+    return nn.Transformer(**sizes, custom_encoder=encoder, custom_decoder=decoder)
