@@ -1,0 +1,292 @@
+"""Chapter 07's task: dates as people write them -> ISO 8601 ("2015-03-03"), by character.
+
+Every date from 1950-01-01 to 2049-12-31 can appear. Day and month are never ambiguous:
+numeric formats always put them in the same order (day.month.year with dots, year/month/day
+with slashes), and two-digit years mean 1950-1999 for 50-99 and 2000-2049 for 00-49.
+The split into training, validation and test dates is fixed by a seed; a test date never
+appears in training, in any format.
+"""
+
+import datetime
+import random
+import string
+from pathlib import Path
+
+import torch
+
+from helpers.training import train_seq2seq
+from helpers.transformer import Seq2SeqTransformer
+
+FIRST_DAY, LAST_DAY = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
+MONTHS = [datetime.date(2000, m, 1).strftime("%B") for m in range(1, 13)]
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+SPECIALS = ["<pad>", "<bos>", "<eos>"]
+PAD, BOS, EOS = 0, 1, 2
+SOURCE_CHARACTERS = " ,-./" + string.digits + string.ascii_letters
+TARGET_CHARACTERS = "-" + string.digits
+MAX_SOURCE_LENGTH = 40
+TARGET_LENGTH = len("2015-03-03")
+
+
+def ordinal(day: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st, 22nd, 23rd, ..., 31st."""
+    if day in (11, 12, 13):
+        return f"{day}th"
+    return f"{day}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(day % 10, 'th') }"
+
+
+def _names(date: datetime.date):
+    return WEEKDAYS[date.weekday()], MONTHS[date.month - 1]
+
+
+FORMATS = {
+    "Tuesday, March 3rd 2015": lambda d, w, m: f"{w}, {m} {ordinal(d.day)} {d.year}",
+    "Tue 3 Mar 2015": lambda d, w, m: f"{w[:3]} {d.day} {m[:3]} {d.year}",
+    "March 3, 2015": lambda d, w, m: f"{m} {d.day}, {d.year}",
+    "MARCH 3, 2015": lambda d, w, m: f"{m.upper()} {d.day}, {d.year}",
+    "3 March 2015": lambda d, w, m: f"{d.day} {m} {d.year}",
+    "the 3rd of March, 2015": lambda d, w, m: f"the {ordinal(d.day)} of {m}, {d.year}",
+    "Mar 3 2015": lambda d, w, m: f"{m[:3]} {d.day} {d.year}",
+    "03 MAR 2015": lambda d, w, m: f"{d.day:02d} {m[:3].upper()} {d.year}",
+    "3-Mar-2015": lambda d, w, m: f"{d.day}-{m[:3]}-{d.year}",
+    "3 mar 15": lambda d, w, m: f"{d.day} {m[:3].lower()} {d.year % 100:02d}",
+    "03.03.2015": lambda d, w, m: f"{d.day:02d}.{d.month:02d}.{d.year}",
+    "2015/3/3": lambda d, w, m: f"{d.year}/{d.month}/{d.day}",
+    "20150303": lambda d, w, m: f"{d.year}{d.month:02d}{d.day:02d}",
+    "2015-03-03": lambda d, w, m: d.isoformat(),
+}
+
+
+def write_date(date: datetime.date, format_name: str) -> str:
+    """The date written in one of FORMATS (named by how it writes 3 March 2015)."""
+    if format_name not in FORMATS:
+        raise ValueError(f"unknown format {format_name!r}: expected one of {list(FORMATS)}")
+    return FORMATS[format_name](date, *_names(date))
+
+
+def all_dates() -> list[datetime.date]:
+    days = (LAST_DAY - FIRST_DAY).days + 1
+    return [FIRST_DAY + datetime.timedelta(days=offset) for offset in range(days)]
+
+
+class Vocabulary:
+    """Characters <-> ids; ids 0, 1, 2 are <pad>, <bos> and <eos>."""
+
+    def __init__(self, characters: str):
+        self.tokens = SPECIALS + list(characters)
+        self.ids = {token: index for index, token in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted({c for c in text if c not in self.ids or c in SPECIALS})
+        if unknown:
+            raise ValueError(
+                f"unknown character(s) {''.join(unknown)!r}: use letters, digits, spaces "
+                f"and {' '.join(c for c in SOURCE_CHARACTERS[1:5])}"
+            )
+        return [self.ids[c] for c in text]
+
+    def decode(self, ids) -> str:
+        """Characters up to the first <eos>, without specials."""
+        characters = []
+        for index in ids:
+            if index == EOS:
+                break
+            if index >= len(SPECIALS):
+                characters.append(self.tokens[index])
+        return "".join(characters)
+
+
+SOURCE_VOCABULARY = Vocabulary(SOURCE_CHARACTERS)
+TARGET_VOCABULARY = Vocabulary(TARGET_CHARACTERS)
+
+
+def encode_sources(texts: list[str]) -> torch.Tensor:
+    """(B, longest) source ids, padded on the right with <pad>."""
+    for text in texts:
+        if not text.strip():
+            raise ValueError("the date is empty: type a date, such as 3 March 2015")
+        if len(text) > MAX_SOURCE_LENGTH:
+            raise ValueError(f"at most {MAX_SOURCE_LENGTH} characters, got {len(text)}")
+    encoded = [SOURCE_VOCABULARY.encode(text) for text in texts]
+    longest = max(len(ids) for ids in encoded)
+    return torch.tensor([ids + [PAD] * (longest - len(ids)) for ids in encoded])
+
+
+def encode_targets(texts: list[str]) -> torch.Tensor:
+    """(B, TARGET_LENGTH + 2): <bos> ISO date <eos>."""
+    return torch.tensor([[BOS, *TARGET_VOCABULARY.encode(text), EOS] for text in texts])
+
+
+class DateTask:
+    """The fixed split and the examples drawn from it.
+
+    test and validation: one (source, target) pair per date, each in a format chosen once.
+    training: batches drawn afresh from the training dates in every format.
+    """
+
+    def __init__(self, num_test: int = 2000, num_validation: int = 1000, seed: int = 0):
+        dates = all_dates()
+        rng = random.Random(seed)
+        rng.shuffle(dates)
+        self.test_dates = dates[:num_test]
+        self.validation_dates = dates[num_test : num_test + num_validation]
+        self.train_dates = dates[num_test + num_validation :]
+        self.test = self._fixed_examples(self.test_dates, rng)
+        self.validation = self._fixed_examples(self.validation_dates, rng)
+
+    @staticmethod
+    def _fixed_examples(dates, rng):
+        names = list(FORMATS)
+        return [(write_date(date, rng.choice(names)), date.isoformat()) for date in dates]
+
+    def train_batch(self, batch_size: int, generator: torch.Generator):
+        """(sources (B, S), targets (B, 12)): random training dates in random formats."""
+        date_index = torch.randint(len(self.train_dates), (batch_size,), generator=generator)
+        format_index = torch.randint(len(FORMATS), (batch_size,), generator=generator)
+        names = list(FORMATS)
+        dates = [self.train_dates[i] for i in date_index.tolist()]
+        sources = [
+            write_date(d, names[f]) for d, f in zip(dates, format_index.tolist(), strict=True)
+        ]
+        return encode_sources(sources), encode_targets([d.isoformat() for d in dates])
+
+
+def normalise(model, texts: list[str], batch_size: int = 500) -> list[str]:
+    """The model's ISO date for each text, by greedy decoding."""
+    predictions = []
+    for start in range(0, len(texts), batch_size):
+        sources = encode_sources(texts[start : start + batch_size])
+        sources = sources.to(next(model.parameters()).device)
+        generated = model.greedy_decode(sources, BOS, EOS, max_steps=TARGET_LENGTH + 1)
+        predictions += [TARGET_VOCABULARY.decode(ids) for ids in generated.tolist()]
+    return predictions
+
+
+def exact_match(model, examples: list[tuple[str, str]]):
+    """(accuracy, errors): the share of examples normalised exactly right, and the others
+    as (source, prediction, target)."""
+    predictions = normalise(model, [source for source, _ in examples])
+    errors = [
+        (source, predicted, target)
+        for (source, target), predicted in zip(examples, predictions, strict=True)
+        if predicted != target
+    ]
+    return 1 - len(errors) / len(examples), errors
+
+
+SAVED_MODEL = Path(__file__).resolve().parents[1] / "data" / "date_transformer.pt"
+RECIPE = {"steps": 600, "batch_size": 128, "lr": 3e-3, "warmup": 60, "seed": 0}
+MODEL_SIZE = {"d_model": 64, "num_heads": 4, "num_layers": 2, "d_ff": 128, "norm_first": True}
+
+
+def new_date_model(seed: int = 0) -> Seq2SeqTransformer:
+    """The chapter's model, untrained: characters in, ISO characters out."""
+    torch.manual_seed(seed)
+    return Seq2SeqTransformer(
+        len(SOURCE_VOCABULARY), len(TARGET_VOCABULARY), pad_id=PAD, max_len=64, **MODEL_SIZE
+    )
+
+
+def train_date_model(task: DateTask, device="cpu", progress: bool = True, **recipe):
+    """Train a new model with RECIPE (or the given overrides); returns (model, history)."""
+    recipe = {**RECIPE, **recipe}
+    model = new_date_model(recipe["seed"]).to(device)
+    generator = torch.Generator().manual_seed(recipe["seed"])
+    history = train_seq2seq(
+        model,
+        lambda: task.train_batch(recipe["batch_size"], generator),
+        recipe["steps"],
+        recipe["lr"],
+        recipe["warmup"],
+        PAD,
+        progress,
+    )
+    return model, {**history, "recipe": recipe}
+
+
+def save_date_model(path, model: Seq2SeqTransformer, history: dict):
+    """Weights in float16 (half the bytes; the test checks the accuracy survives), the
+    model's configuration and the training history, in one file."""
+    weights = {name: tensor.half() for name, tensor in model.state_dict().items()}
+    torch.save({"config": model.config, "weights": weights, "history": history}, path)
+
+
+def load_date_model(path=SAVED_MODEL, device="cpu"):
+    """(model in eval mode, training history) from a file written by save_date_model."""
+    saved = torch.load(path, map_location=device, weights_only=True)
+    model = Seq2SeqTransformer(**saved["config"]).to(device)
+    model.load_state_dict({name: tensor.float() for name, tensor in saved["weights"].items()})
+    return model.eval(), saved["history"]
+
+
+def _shown(character: str) -> str:
+    return "␣" if character == " " else character
+
+
+@torch.no_grad()
+def attention_for(model, text: str) -> dict:
+    """Normalise one date and collect every attention map the model computed for it.
+
+    Returns the prediction, the labels (source characters; the decoder's input tokens; what
+    each decoder position wrote) and maps[kind][layer] of shape (heads, queries, keys).
+    """
+    device = next(model.parameters()).device
+    sources = encode_sources([text]).to(device)  # (1, S)
+    # without the cache, the last step runs the decoder over <bos> and everything it wrote
+    # before its last token: the maps it leaves cover every output position
+    generated = model.greedy_decode(sources, BOS, EOS, max_steps=TARGET_LENGTH + 1, use_cache=False)
+    written = generated[0].tolist()
+    written = written[: written.index(EOS) + 1] if EOS in written else written
+    decoder_input = torch.tensor([[BOS, *written[:-1]]])  # (1, T)
+    tokens = TARGET_VOCABULARY.tokens
+    return {
+        "prediction": TARGET_VOCABULARY.decode(written),
+        "source": [_shown(c) for c in text],
+        "decoder_input": [tokens[i] for i in decoder_input[0].tolist()],
+        "written": [tokens[i] for i in written],
+        "maps": {
+            kind: [layer[0].cpu() for layer in layers]
+            for kind, layers in model.attention_maps().items()
+        },
+    }
+
+
+ALIGNMENT_FORMAT = "March 3, 2015"
+OUTPUT_PARTS = {"year": [0, 1, 2, 3], "month": [5, 6], "day": [8, 9]}  # in "2015-03-03"
+
+
+def _source_parts(text: str) -> dict:
+    """Character positions of the month, day and year in a date written as 'March 3, 2015'."""
+    month_end, comma = text.index(" "), text.index(",")
+    return {
+        "year": list(range(len(text) - 4, len(text))),
+        "month": list(range(month_end)),
+        "day": list(range(month_end + 1, comma)),
+    }
+
+
+@torch.no_grad()
+def cross_attention_alignment(model, dates) -> tuple[torch.Tensor, torch.Tensor]:
+    """For dates written as 'March 3, 2015': (shares, uniform), both (layers, heads, 3).
+
+    shares[l, h, p]: the mean cross-attention weight that the output characters of part p
+    (year, month, day, in that order) put on the source characters of the same part.
+    uniform: the same share if the weights were spread evenly over the source.
+    """
+    texts = [write_date(date, ALIGNMENT_FORMAT) for date in dates]
+    targets = encode_targets([date.isoformat() for date in dates])
+    device = next(model.parameters()).device
+    model(encode_sources(texts).to(device), targets[:, :-1].to(device))  # teacher-forced
+    maps = torch.stack(model.attention_maps()["cross-attention"], 1).cpu()  # (B, L, H, T, S)
+    shares = torch.zeros(len(texts), maps.shape[1], maps.shape[2], len(OUTPUT_PARTS))
+    uniform = torch.zeros(len(texts), len(OUTPUT_PARTS))
+    for example, text in enumerate(texts):
+        source_parts = _source_parts(text)
+        for index, (part, outputs) in enumerate(OUTPUT_PARTS.items()):
+            on_part = maps[example][..., outputs, :][..., source_parts[part]].sum(-1)
+            shares[example, :, :, index] = on_part.mean(-1)  # (L, H)
+            uniform[example, index] = len(source_parts[part]) / len(text)
+    return shares.mean(0), uniform.mean(0).expand_as(shares[0])

@@ -1,0 +1,84 @@
+"""The date task: unambiguous formats, a fixed split, encodings, and the saved model."""
+
+import datetime
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.dates import (
+    BOS,
+    EOS,
+    FORMATS,
+    MAX_SOURCE_LENGTH,
+    DateTask,
+    all_dates,
+    encode_sources,
+    encode_targets,
+    exact_match,
+    load_date_model,
+    ordinal,
+    train_date_model,
+    write_date,
+)
+
+WEIGHTS = Path(__file__).resolve().parents[1] / "data" / "date_transformer.pt"
+
+
+def test_every_written_date_means_exactly_one_date():
+    meaning = {}
+    for date in all_dates():
+        for name in FORMATS:
+            text = write_date(date, name)
+            assert meaning.setdefault(text, date) == date, (text, name)
+            assert len(text) <= MAX_SOURCE_LENGTH
+
+
+def test_formats_write_what_their_names_say():
+    date = datetime.date(2015, 3, 3)
+    for name in FORMATS:
+        assert write_date(date, name) == name
+    assert write_date(datetime.date(1999, 12, 22), "3 mar 15") == "22 dec 99"
+    assert [ordinal(d) for d in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "31st",
+    ]  # fmt: skip
+
+
+def test_the_split_is_fixed_and_disjoint():
+    task, again = DateTask(), DateTask()
+    assert task.test == again.test and task.validation == again.validation
+    assert len(task.test) == 2000 and len(task.validation) == 1000
+    train = set(task.train_dates)
+    assert not train & set(task.test_dates) and not train & set(task.validation_dates)
+    assert len(train) + 3000 == len(all_dates())
+    generator = torch.Generator().manual_seed(0)
+    sources, targets = task.train_batch(16, generator)
+    assert sources.shape[0] == 16 and targets.shape == (16, 12)
+    assert (targets[:, 0] == BOS).all() and (targets[:, -1] == EOS).all()
+
+
+def test_bad_text_gets_a_friendly_error():
+    with pytest.raises(ValueError, match="unknown character.*'é'"):
+        encode_sources(["3 févr 2015"])
+    with pytest.raises(ValueError, match="the date is empty"):
+        encode_sources(["   "])
+    with pytest.raises(ValueError, match="at most 40 characters"):
+        encode_sources(["3" * 41])
+    assert encode_sources(["ab", "abcd"]).tolist()[0][2:] == [0, 0]
+    assert encode_targets(["2015-03-03"]).shape == (1, 12)
+
+
+def test_the_saved_weights_still_reach_99_percent():
+    model, history = load_date_model(WEIGHTS)
+    accuracy, errors = exact_match(model, DateTask().test)
+    assert accuracy >= 0.99, errors[:10]
+    assert len(history["loss"]) == history["recipe"]["steps"]
+
+
+def test_the_recipe_trains_a_model_to_99_percent():
+    """The claim of chapter 07, from scratch: about a minute on a 2-core CPU."""
+    task = DateTask()
+    model, history = train_date_model(task, progress=False)
+    accuracy, errors = exact_match(model, task.test)
+    print(f"trained in {history['seconds']:.1f} s: {accuracy:.2%} exact match")
+    assert accuracy >= 0.99, errors[:10]
