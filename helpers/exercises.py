@@ -238,3 +238,37 @@ def check_decoder_mask(learner_mask) -> bool:
             mistakes,
         )
     return _report(failures, passed)
+
+
+def check_pre_norm_residual(learner_residual) -> bool:
+    """learner_residual(x, sublayer, norm) -> the pre-norm residual connection's output."""
+    generator = torch.Generator().manual_seed(7)
+    torch.manual_seed(7)
+    norm = torch.nn.LayerNorm(8)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    sublayer = torch.nn.Linear(8, 8)
+    failures, passed = [], 0
+    for shape in ((2, 3, 8), (1, 5, 8)):
+        x = torch.randn(*shape, generator=generator) * 3 + 1
+        with torch.no_grad():
+            expected = x + sublayer(norm(x))
+            mistakes = {
+                "that is post-norm: normalise the sublayer's input, not the sum": norm(
+                    x + sublayer(x)
+                ),
+                "the residual is missing: add x back": sublayer(norm(x)),
+                "add the original x, not the normalised one": norm(x) + sublayer(norm(x)),
+            }
+        passed += _run_case(
+            f"x {shape}",
+            lambda x: learner_residual(x, sublayer, norm).detach(),
+            (x,),
+            expected,
+            failures,
+            1e-5,
+            "pre-norm: x + sublayer(norm(x))",
+            mistakes,
+        )
+    return _report(failures, passed)

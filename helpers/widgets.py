@@ -20,6 +20,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from helpers.attention import masked_softmax
+from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
 from helpers.masks import causal_mask
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
@@ -507,6 +508,50 @@ def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
     return key_is_real.expand(len(target), len(keys))
 
 
+class TokenHeatmap:
+    """A heatmap with token labels on both axes, refilled in place for any size up to
+    (max_rows, max_cols): one mesh of the largest size, whose axis limits show the part in
+    use, and labels drawn as text, so an explorer redraws it without redrawing its axes."""
+
+    def __init__(self, ax, max_rows: int, max_cols: int, cmap, vmin=0.0, vmax=1.0):
+        self.ax, self.max_rows, self.max_cols = ax, max_rows, max_cols
+        self.mesh = ax.pcolormesh(np.zeros((max_rows, max_cols)), cmap=cmap, vmin=vmin, vmax=vmax)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        self.x_labels = [
+            ax.text(j + 0.5, -0.02, "", ha="center", va="top", transform=ax.get_xaxis_transform())
+            for j in range(max_cols)
+        ]
+        self.y_labels = [
+            ax.text(-0.02, i + 0.5, "", ha="right", va="center", transform=ax.get_yaxis_transform())
+            for i in range(max_rows)
+        ]
+
+    @property
+    def artists(self) -> list:
+        return [self.mesh, *self.x_labels, *self.y_labels]
+
+    def show(self, matrix: np.ndarray, x_tokens, y_tokens, grey=()):
+        """Fill the top-left corner with matrix (rows = y_tokens, columns = x_tokens)."""
+        grid = np.ma.array(np.zeros((self.max_rows, self.max_cols)), mask=True)  # zeros: no garbage
+        grid[: matrix.shape[0], : matrix.shape[1]] = matrix
+        self.mesh.set_array(grid)
+        self.mesh.set_visible(len(x_tokens) > 0 and len(y_tokens) > 0)
+        self.ax.set_xlim(0, max(len(x_tokens), 1))
+        self.ax.set_ylim(max(len(y_tokens), 1), 0)  # row 0 at the top, as in a matrix
+        crowded = len(x_tokens) > 20
+        for labels, tokens in ((self.x_labels, x_tokens), (self.y_labels, y_tokens)):
+            for index, text in enumerate(labels):
+                text.set_text(tokens[index] if index < len(tokens) else "")
+                text.set_color("gray" if text.get_text() in grey else "black")
+                text.set_fontsize(7 if crowded and labels is self.x_labels else 9)
+        for text in self.x_labels:
+            text.set_rotation(90 if len(x_tokens) > 8 and not crowded else 0)
+
+    def hide(self):
+        self.show(np.zeros((0, 0)), [], [])
+
+
 class MaskBuilderExplorer(Explorer):
     """Chapter 06: type target and source tokens (pads as <pad> or _), pick a kind of mask,
     and see the mask next to the attention weights it leaves."""
@@ -520,57 +565,32 @@ class MaskBuilderExplorer(Explorer):
         kind: str = "padding + causal",
     ):
         controls = {
-            "tokens": widgets.Text(value=tokens, description="target tokens (queries)"),
-            "source": widgets.Text(value=source, description="source tokens"),
+            "tokens": widgets.Text(
+                value=tokens,
+                description="target tokens (queries)",
+                placeholder=f"up to {self.MAX_TOKENS} tokens; a pad is <pad> or _",
+            ),
+            "source": widgets.Text(
+                value=source,
+                description="source tokens",
+                placeholder=f"up to {self.MAX_TOKENS} tokens; a pad is <pad> or _",
+            ),
             "kind": widgets.ToggleButtons(options=MASK_KINDS, value=kind, description="mask"),
         }
         figure = Figure(figsize=(10, 4.8), layout="constrained")
-        self._summary = figure.suptitle("target:\nsource:", fontsize=9)
-        axes = figure.subplots(1, 2)
+        self._summary = figure.suptitle("target:", fontsize=9)
+        self._mask_ax, self._weight_ax = axes = figure.subplots(1, 2)
         size = self.MAX_TOKENS
-        mask_colours = ListedColormap(["#eeeeee", "#2ca02c"])
-        self._meshes, self._x_labels, self._y_labels = [], [], []
-        for ax, cmap in zip(axes, (mask_colours, "Reds"), strict=True):
-            # one mesh of the largest size; the axis limits show the part in use
-            mesh = ax.pcolormesh(np.zeros((size, size)), cmap=cmap, vmin=0, vmax=1)
-            self._meshes.append(mesh)
-            ax.set_xticks([])
-            ax.set_yticks([])
+        self._mask_map = TokenHeatmap(axes[0], size, size, ListedColormap(["#eeeeee", "#2ca02c"]))
+        self._weight_map = TokenHeatmap(axes[1], size, size, "Reds")
+        for ax in axes:
             ax.set_xlabel("keys", labelpad=28)
             ax.set_ylabel("queries (target)", labelpad=44)
-            self._x_labels.append(
-                [
-                    ax.text(
-                        j + 0.5,
-                        -0.02,
-                        "",
-                        ha="center",
-                        va="top",
-                        transform=ax.get_xaxis_transform(),
-                    )
-                    for j in range(size)
-                ]
-            )
-            self._y_labels.append(
-                [
-                    ax.text(
-                        -0.02,
-                        i + 0.5,
-                        "",
-                        ha="right",
-                        va="center",
-                        transform=ax.get_yaxis_transform(),
-                    )
-                    for i in range(size)
-                ]
-            )
-        mask_bar = figure.colorbar(self._meshes[0], ax=axes[0], ticks=[0.25, 0.75])
+        mask_bar = figure.colorbar(self._mask_map.mesh, ax=axes[0], ticks=[0.25, 0.75])
         mask_bar.set_ticklabels(["False\n(may not)", "True\n(may attend)"])
-        figure.colorbar(self._meshes[1], ax=axes[1], label="attention weight")
-        self._mask_ax, self._weight_ax = axes
-        labels = [text for per_axis in self._x_labels + self._y_labels for text in per_axis]
-        dynamic = [*self._meshes, *labels, self._summary, *(ax.title for ax in axes)]
-        super().__init__(controls, figure, dynamic)
+        figure.colorbar(self._weight_map.mesh, ax=axes[1], label="attention weight")
+        dynamic = [*self._mask_map.artists, *self._weight_map.artists, self._summary]
+        super().__init__(controls, figure, dynamic + [ax.title for ax in axes])
 
     def _parse(self, text: str, name: str) -> list[str]:
         words = text.split()
@@ -580,34 +600,15 @@ class MaskBuilderExplorer(Explorer):
             raise ValueError(f"at most {self.MAX_TOKENS} {name} tokens, got {len(words)}")
         return words
 
-    def _show(self, ax_index: int, matrix: np.ndarray, key_tokens, query_tokens):
-        """Fill the top-left corner of a mesh with matrix; label its rows and columns."""
-        ax, mesh = (self._mask_ax, self._weight_ax)[ax_index], self._meshes[ax_index]
-        grid = np.ma.masked_all((self.MAX_TOKENS, self.MAX_TOKENS))
-        grid[: matrix.shape[0], : matrix.shape[1]] = matrix
-        mesh.set_array(grid)
-        mesh.set_visible(True)
-        ax.set_xlim(0, max(len(key_tokens), 1))
-        ax.set_ylim(max(len(query_tokens), 1), 0)  # row 0 at the top, as in a matrix
-        for labels, tokens in ((self._x_labels, key_tokens), (self._y_labels, query_tokens)):
-            for index, text in enumerate(labels[ax_index]):
-                text.set_text(tokens[index] if index < len(tokens) else "")
-                text.set_color("gray" if text.get_text() in PAD_MARKERS else "black")
-                text.set_rotation(90 if labels is self._x_labels and len(tokens) > 8 else 0)
-
     def draw(self, tokens, source, kind):
-        self._summary.set_text(
-            f"target: {tokens}\nsource: {source}   (pads are <pad> or _; at most "
-            f"{self.MAX_TOKENS} tokens each)"
-        )
+        self._summary.set_text(f"target: {tokens}      source: {source}")
         try:
             target = self._parse(tokens, "target")
             keys = self._parse(source, "source") if kind == "cross-attention" else target
         except ValueError as problem:
             self.state = {"error": str(problem)}
-            for index in (0, 1):
-                self._show(index, np.zeros((0, 0)), [], [])
-                self._meshes[index].set_visible(False)
+            self._mask_map.hide()
+            self._weight_map.hide()
             self._mask_ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
             self._weight_ax.set_title("")
             return
@@ -618,8 +619,8 @@ class MaskBuilderExplorer(Explorer):
         empty_rows = [f"{target[i]} ({i})" for i in torch.nonzero(~mask.any(1)).flatten()]
         self.state = {"mask": mask, "weights": weights, "fully_masked_rows": empty_rows}
 
-        self._show(0, mask.float().numpy(), keys, target)
-        self._show(1, weights.numpy(), keys, target)
+        self._mask_map.show(mask.float().numpy(), keys, target, grey=PAD_MARKERS)
+        self._weight_map.show(weights.numpy(), keys, target, grey=PAD_MARKERS)
         key_side = "source" if kind == "cross-attention" else "target"
         self._mask_ax.set_title(
             f"{kind} mask {tuple(mask.shape)}: target queries × {key_side} keys",
@@ -631,4 +632,73 @@ class MaskBuilderExplorer(Explorer):
             if empty_rows
             else "attention weights: every row sums to 1",
             fontsize=10,
+        )
+
+
+class DateExplorer(Explorer):
+    """Chapter 07: type a date; pick the kind of attention, the layer and the head; see the
+    trained model's prediction and that head's attention over the characters."""
+
+    KINDS = ("encoder self-attention", "decoder self-attention", "cross-attention")
+
+    def __init__(
+        self, model=None, date: str = "Tuesday, March 3rd 2015", kind: str = "cross-attention"
+    ):
+        """model: a trained Seq2SeqTransformer (default: the one saved in data/)."""
+        self.model = model if model is not None else load_date_model()[0]
+        config = self.model.config
+        controls = {
+            "date": widgets.Text(value=date, description="date"),
+            "kind": widgets.ToggleButtons(options=self.KINDS, value=kind, description="attention"),
+            "layer": widgets.ToggleButtons(
+                options=[(f"layer {i}", i) for i in range(config["num_layers"])],
+                value=config["num_layers"] - 1,
+                description="layer",
+            ),
+            "head": widgets.ToggleButtons(
+                options=[(f"head {h}", h) for h in range(config["num_heads"])],
+                value=0,
+                description="head",
+            ),
+        }
+        for control in controls.values():
+            if isinstance(control, widgets.ToggleButtons):
+                control.style.button_width = "auto"
+        figure = Figure(figsize=(11, 4.6), layout="constrained")
+        ax = figure.subplots()
+        self._map = TokenHeatmap(ax, MAX_SOURCE_LENGTH, MAX_SOURCE_LENGTH, "Reds")
+        figure.colorbar(self._map.mesh, ax=ax, label="attention weight", shrink=0.9)
+        ax.set_xlabel("keys", labelpad=30)
+        ax.set_ylabel("queries", labelpad=40)
+        self._ax, self._computed = ax, {}
+        super().__init__(controls, figure, [*self._map.artists, ax.title])
+
+    def _attention(self, text: str) -> dict:
+        if text not in self._computed:
+            self._computed = {text: attention_for(self.model, text)}  # keep only the latest
+        return self._computed[text]
+
+    def draw(self, date, kind, layer, head):
+        try:
+            found = self._attention(date)
+        except ValueError as problem:
+            self.state = {"error": str(problem)}
+            self._map.hide()
+            self._ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
+            return
+        weights = found["maps"][kind][layer][head]  # (queries, keys)
+        rows = [f"→{c}" for c in found["written"]]  # the character each decoder step wrote
+        columns = {
+            "encoder self-attention": found["source"],
+            "decoder self-attention": found["decoder_input"],
+            "cross-attention": found["source"],
+        }[kind]
+        if kind == "encoder self-attention":
+            rows = found["source"]
+        self.state = {"prediction": found["prediction"], "weights": weights}
+        self._map.show(weights.numpy(), columns, rows)
+        self._ax.set_title(
+            f"“{date}” → {found['prediction']}      {kind}, layer {layer}, head {head}",
+            color="black",
+            fontsize=11,
         )

@@ -6,6 +6,7 @@ from helpers.exercises import (
     check_dot_product_attention,
     check_kernel_pooling,
     check_masked_softmax,
+    check_pre_norm_residual,
     check_sinusoidal_encoding,
     check_split_merge,
 )
@@ -108,3 +109,10 @@ def test_decoder_mask_checker_names_the_mistake(capsys):
     assert "torch's convention" in capsys.readouterr().out
     assert not check_decoder_mask(lambda tokens, pad_id: padding_mask(tokens, pad_id))
     assert "shape" in capsys.readouterr().out  # (B, 1, n) is not (B, n, n)
+
+
+def test_pre_norm_residual_checker_names_the_mistake(capsys):
+    assert check_pre_norm_residual(lambda x, sublayer, norm: x + sublayer(norm(x)))
+    capsys.readouterr()
+    assert not check_pre_norm_residual(lambda x, sublayer, norm: sublayer(norm(x)))
+    assert "the residual is missing" in capsys.readouterr().out

@@ -1,8 +1,10 @@
 import pytest
 import torch
 
+from helpers.dates import load_date_model
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling
 from helpers.widgets import (
+    DateExplorer,
     KernelRegressionExplorer,
     MaskBuilderExplorer,
     MaskedSoftmaxExplorer,
@@ -155,3 +157,39 @@ def test_build_mask_kinds():
     ]
     with pytest.raises(ValueError, match="kind must be one of"):
         build_mask(target, source, "diagonal")
+
+
+@pytest.fixture(scope="module")
+def date_model():
+    return load_date_model()[0]
+
+
+def test_date_explorer_follows_its_controls(date_model):
+    explorer = DateExplorer(date_model)
+    assert explorer.state["prediction"] == "2015-03-03"
+    first_image = bytes(explorer.image.value)
+    cross = explorer.state["weights"]
+    assert cross.shape == (11, len("Tuesday, March 3rd 2015"))  # 10 characters and <eos>
+    torch.testing.assert_close(cross.sum(-1), torch.ones(11))
+
+    explorer.controls["kind"].value = "decoder self-attention"
+    assert explorer.state["weights"].shape == (11, 11)
+    assert (explorer.state["weights"].triu(1) == 0).all()
+    explorer.controls["head"].value = 3
+    explorer.controls["layer"].value = 0
+    assert bytes(explorer.image.value) != first_image
+
+    explorer.controls["date"].value = "the 5th of May, 1997"
+    assert explorer.state["prediction"] == "1997-05-05"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("3 März 2015", "unknown character"), ("", "the date is empty"), ("1" * 41, "at most 40")],
+)
+def test_date_explorer_answers_bad_input_with_a_message(date_model, text, message):
+    explorer = DateExplorer(date_model)
+    before = bytes(explorer.image.value)
+    explorer.controls["date"].value = text
+    assert message in explorer.state["error"]
+    assert bytes(explorer.image.value) != before
