@@ -182,18 +182,31 @@ RECIPE = {"steps": 600, "batch_size": 128, "lr": 3e-3, "warmup": 60, "seed": 0}
 MODEL_SIZE = {"d_model": 64, "num_heads": 4, "num_layers": 2, "d_ff": 128, "norm_first": True}
 
 
-def new_date_model(seed: int = 0) -> Seq2SeqTransformer:
-    """The chapter's model, untrained: characters in, ISO characters out."""
+def new_date_model(seed: int = 0, **size) -> Seq2SeqTransformer:
+    """The chapter's model, untrained (MODEL_SIZE, or the given overrides): characters in,
+    ISO characters out."""
     torch.manual_seed(seed)
     return Seq2SeqTransformer(
-        len(SOURCE_VOCABULARY), len(TARGET_VOCABULARY), pad_id=PAD, max_len=64, **MODEL_SIZE
+        len(SOURCE_VOCABULARY),
+        len(TARGET_VOCABULARY),
+        pad_id=PAD,
+        max_len=64,
+        **{**MODEL_SIZE, **size},
     )
 
 
-def train_date_model(task: DateTask, device="cpu", progress: bool = True, **recipe):
-    """Train a new model with RECIPE (or the given overrides); returns (model, history)."""
-    recipe = {**RECIPE, **recipe}
-    model = new_date_model(recipe["seed"]).to(device)
+def train_date_model(task: DateTask, device="cpu", progress: bool = True, **overrides):
+    """Train a new model with MODEL_SIZE and RECIPE; any of their keys can be overridden
+    (norm_first=False, warmup=200, ...). Returns (model, history)."""
+    unknown = set(overrides) - set(MODEL_SIZE) - set(RECIPE)
+    if unknown:
+        raise ValueError(
+            f"unknown setting(s) {sorted(unknown)}: expected keys of MODEL_SIZE "
+            f"{list(MODEL_SIZE)} or RECIPE {list(RECIPE)}"
+        )
+    size = {key: overrides[key] for key in MODEL_SIZE if key in overrides}
+    recipe = {**RECIPE, **{key: overrides[key] for key in RECIPE if key in overrides}}
+    model = new_date_model(recipe["seed"], **size).to(device)
     generator = torch.Generator().manual_seed(recipe["seed"])
     history = train_seq2seq(
         model,
@@ -204,7 +217,7 @@ def train_date_model(task: DateTask, device="cpu", progress: bool = True, **reci
         PAD,
         progress,
     )
-    return model, {**history, "recipe": recipe}
+    return model, {**history, "recipe": recipe, "model_size": {**MODEL_SIZE, **size}}
 
 
 def save_date_model(path, model: Seq2SeqTransformer, history: dict):

@@ -48,9 +48,10 @@ def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=
     # overlap; the rotation is decided below instead, and a grid of maps draws in a fraction
     with mock.patch.object(sns.matrix, "_draw_figure", lambda figure: None):
         _seaborn_heatmap(ax, matrix, x_labels, y_labels, annot, fmt, **kwargs)
-    shown = [label for label in ax.get_xticklabels() if label.get_text()]
+    shown = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
     crowded = len(shown) > 16
-    ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=7 if crowded else None)
+    rotate = crowded and max(len(text) for text in shown) > 1  # single characters stay upright
+    ax.tick_params(axis="x", labelrotation=90 if rotate else 0, labelsize=7 if crowded else None)
     ax.tick_params(axis="y", labelrotation=0)
     return ax.collections[-1]
 

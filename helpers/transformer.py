@@ -31,7 +31,7 @@ class PositionWiseFFN(nn.Module):
 class Residual(nn.Module):
     """x + sublayer(x), with a LayerNorm after the sum (post-norm, the 2017 paper) or on the
     sublayer's input (pre-norm, most current models: the residual path stays un-normalised,
-    so gradients reach early layers directly and training needs no careful warm-up)."""
+    so gradients reach early layers directly and training is less sensitive to warm-up)."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
@@ -228,7 +228,7 @@ class Seq2SeqTransformer(nn.Module):
                 logits = self.output(y[:, -1])
             else:
                 logits = self.decode(generated, memory, src_mask)[:, -1]
-            logits[:, self.pad_id] = float("-inf")  # a pad is never a prediction
+            logits[:, [self.pad_id, bos_id]] = float("-inf")  # never predicted
             next_token = logits.argmax(-1).masked_fill(finished, self.pad_id)  # (B,)
             generated = torch.cat([generated, next_token[:, None]], dim=1)
             finished |= next_token == eos_id

@@ -668,10 +668,14 @@ class DateExplorer(Explorer):
         ax = figure.subplots()
         self._map = TokenHeatmap(ax, MAX_SOURCE_LENGTH, MAX_SOURCE_LENGTH, "Reds")
         figure.colorbar(self._map.mesh, ax=ax, label="attention weight", shrink=0.9)
-        ax.set_xlabel("keys", labelpad=30)
-        ax.set_ylabel("queries", labelpad=40)
+        ax.set_xlabel(" ", labelpad=30)  # room for the axis names, which change with the kind
+        ax.set_ylabel(" ", labelpad=40)
+        self._axis_names = (
+            ax.text(0.5, -0.13, "", ha="center", va="top", transform=ax.transAxes),
+            ax.text(-0.06, 0.5, "", ha="right", va="center", rotation=90, transform=ax.transAxes),
+        )
         self._ax, self._computed = ax, {}
-        super().__init__(controls, figure, [*self._map.artists, ax.title])
+        super().__init__(controls, figure, [*self._map.artists, *self._axis_names, ax.title])
 
     def _attention(self, text: str) -> dict:
         if text not in self._computed:
@@ -684,19 +688,33 @@ class DateExplorer(Explorer):
         except ValueError as problem:
             self.state = {"error": str(problem)}
             self._map.hide()
+            for text in self._axis_names:
+                text.set_text("")
             self._ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
             return
         weights = found["maps"][kind][layer][head]  # (queries, keys)
-        rows = [f"→{c}" for c in found["written"]]  # the character each decoder step wrote
-        columns = {
-            "encoder self-attention": found["source"],
-            "decoder self-attention": found["decoder_input"],
-            "cross-attention": found["source"],
+        written = [f"→{c}" for c in found["written"]]  # the character each decoder step wrote
+        columns, rows, names = {
+            "encoder self-attention": (
+                found["source"],
+                found["source"],
+                ("source characters (keys)", "source characters (queries)"),
+            ),
+            "decoder self-attention": (
+                found["decoder_input"],
+                written,
+                ("decoder input (keys)", "output (queries)"),
+            ),
+            "cross-attention": (
+                found["source"],
+                written,
+                ("source characters (keys)", "output (queries)"),
+            ),
         }[kind]
-        if kind == "encoder self-attention":
-            rows = found["source"]
         self.state = {"prediction": found["prediction"], "weights": weights}
         self._map.show(weights.numpy(), columns, rows)
+        for text, name in zip(self._axis_names, names, strict=True):
+            text.set_text(name)
         self._ax.set_title(
             f"“{date}” → {found['prediction']}      {kind}, layer {layer}, head {head}",
             color="black",

@@ -82,3 +82,11 @@ def test_the_recipe_trains_a_model_to_99_percent():
     accuracy, errors = exact_match(model, task.test)
     print(f"trained in {history['seconds']:.1f} s: {accuracy:.2%} exact match")
     assert accuracy >= 0.99, errors[:10]
+
+
+def test_training_settings_reach_the_model_or_are_refused():
+    task = DateTask()
+    model, history = train_date_model(task, progress=False, steps=1, norm_first=False)
+    assert model.config["norm_first"] is False and history["model_size"]["norm_first"] is False
+    with pytest.raises(ValueError, match="unknown setting.*'colour'"):
+        train_date_model(task, colour="red")
