@@ -244,7 +244,7 @@ def attention_for(model, text: str) -> dict:
     """Normalise one date and collect every attention map the model computed for it.
 
     Returns the prediction, the labels (source characters; the decoder's input tokens; what
-    each decoder position wrote) and maps[kind][layer] of shape (heads, queries, keys).
+    each decoder position wrote) and maps[kind] of shape (layers, heads, queries, keys).
     """
     device = next(model.parameters()).device
     sources = encode_sources([text]).to(device)  # (1, S)
@@ -260,8 +260,8 @@ def attention_for(model, text: str) -> dict:
         "source": [_shown(c) for c in text],
         "decoder_input": [tokens[i] for i in decoder_input[0].tolist()],
         "written": [tokens[i] for i in written],
-        "maps": {
-            kind: [layer[0].cpu() for layer in layers]
+        "maps": {  # kind -> (layers, heads, queries, keys)
+            kind: torch.stack([layer[0].cpu() for layer in layers])
             for kind, layers in model.attention_maps().items()
         },
     }
