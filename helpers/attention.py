@@ -5,10 +5,10 @@ query may attend to a key (as the boolean ``attn_mask`` of
 ``torch.nn.functional.scaled_dot_product_attention``).
 """
 
-import math
-
 import torch
 from torch import nn
+
+from helpers import validation
 
 
 def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -20,8 +20,11 @@ def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> tor
     if not isinstance(valid_lens, torch.Tensor):
         valid_lens = torch.as_tensor(valid_lens)
     if valid_lens.is_floating_point():
-        if not torch.equal(valid_lens, valid_lens.round()):
-            raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
+        finite = valid_lens.isfinite().all()
+        if not (finite and torch.equal(valid_lens, valid_lens.round())):
+            raise ValueError(
+                f"valid_lens must hold finite whole numbers, got {valid_lens.tolist()}"
+            )
         valid_lens = valid_lens.long()
     elif valid_lens.dtype == torch.bool or valid_lens.is_complex():
         raise ValueError(f"valid_lens must be integers, got dtype {valid_lens.dtype}")
@@ -80,6 +83,14 @@ def allowed_keys(
     return allowed
 
 
+def _check_scores(scores) -> None:
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a floating-point tensor, got {got}")
+    if scores.dim() < 1:
+        raise ValueError("scores must have at least one axis (the keys)")
+
+
 def masked_softmax(
     scores: torch.Tensor, valid_lens: torch.Tensor | None = None, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -89,31 +100,54 @@ def masked_softmax(
     valid_lens: ``(batch,)`` or ``(batch, queries)``; key j is allowed when j < valid_len.
     mask: boolean, broadcastable to ``scores``, True where a query may attend to a key.
 
-    A row with no allowed key returns all zeros (not NaN, not a uniform row), and its
-    gradient is zero. The input is not modified; the result has the input's dtype.
+    A score of -inf allows nothing either, so a row with no allowed key, or whose allowed
+    scores are all -inf, returns all zeros (not NaN, not a uniform row) with zero gradient.
+    The input is not modified; the result has the input's dtype (16-bit scores are
+    normalised in float32).
     """
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    if scores.dim() < 1:
-        raise ValueError("scores must have at least one axis (the keys)")
-    if valid_lens is None and mask is None:
-        return torch.softmax(scores, dim=-1)
-
-    allowed = allowed_keys(scores, valid_lens, mask)
+    _check_scores(scores)
+    allowed = allowed_keys(scores, valid_lens, mask) & (scores != float("-inf"))
     row_has_key = allowed.any(dim=-1, keepdim=True)
     # -inf is exact in every dtype (a fill of -1e9 overflows float16); rows with no
     # allowed key get a finite dummy row so that softmax gives no NaN, then zeros.
     filled = scores.masked_fill(~allowed, float("-inf")).masked_fill(~row_has_key, 0.0)
-    return torch.softmax(filled, dim=-1).masked_fill(~row_has_key, 0.0)
+    wide = torch.float32 if scores.element_size() < 4 else None
+    weights = torch.softmax(filled, dim=-1, dtype=wide).to(scores.dtype)
+    return weights.masked_fill(~row_has_key, 0.0)
 
 
-def _check_qkv(queries, keys, values, same_size: bool):
-    """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes."""
-    for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
-        if not isinstance(tensor, torch.Tensor) or tensor.dim() < 3:
-            got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise ValueError(f"{name} must be a tensor of shape (batch, ..., n, size), got {got}")
+def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """weights @ values, in which a key of weight 0 contributes nothing, even a value of inf
+    or NaN (a plain product gives 0 * inf = NaN, so a masked key would leak into the output).
+
+    weights (..., q, k), values (..., k, d_v) -> (..., q, d_v). A non-finite value at a key
+    that is read (weight not 0) still reaches the output, as it must.
+    """
+    output = weights @ values
+    if output.isfinite().all():
+        return output
+    bad = ~values.isfinite()  # (..., k, d_v)
+    reads = (weights != 0).to(values.dtype)  # (..., q, k): NaN weights count as read
+
+    def reached_by(which):  # (..., q, d_v): does any key that is read hold such a value?
+        return (reads @ which.to(values.dtype)) > 0
+
+    plus, minus = reached_by(values == float("inf")), reached_by(values == float("-inf"))
+    output = (weights @ values.masked_fill(bad, 0)).masked_fill(plus, float("inf"))
+    output = output.masked_fill(minus, float("-inf"))
+    return output.masked_fill(reached_by(values.isnan()) | (plus & minus), float("nan"))
+
+
+def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
+    """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes, all of one
+    floating-point dtype on one device."""
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        validation.tensor(value, name, "(batch, ..., n, size)")
+        if value.dim() < 3:
+            raise ValueError(
+                f"{name} must be a tensor of shape (batch, ..., n, size), got {tuple(value.shape)}"
+            )
+    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
     q, k, v = (tuple(t.shape) for t in (queries, keys, values))
     if not (q[:-2] == k[:-2] == v[:-2]) or k[-2] != v[-2]:
         raise ValueError(
@@ -136,11 +170,13 @@ class DotProductAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, queries, keys, values, valid_lens=None, mask=None):
-        _check_qkv(queries, keys, values, same_size=True)
-        d = queries.shape[-1]
-        scores = queries @ keys.transpose(-2, -1) / math.sqrt(d)  # (B, ..., q, k)
+        _check_attention_inputs(queries, keys, values, same_size=True)
+        # 1/sqrt(d) split as d^(-1/4) on each side before the product: the same scores, and
+        # no float16 overflow in the product of large queries and keys
+        root = queries.shape[-1] ** -0.25
+        scores = (queries * root) @ (keys * root).transpose(-2, -1)  # (B, ..., q, k)
         self.attention_weights = masked_softmax(scores, valid_lens, mask)
-        return self.dropout(self.attention_weights) @ values  # (B, ..., q, d_v)
+        return weighted_sum(self.dropout(self.attention_weights), values)  # (B, ..., q, d_v)
 
 
 class AdditiveAttention(nn.Module):
@@ -158,7 +194,7 @@ class AdditiveAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, queries, keys, values, valid_lens=None, mask=None):
-        _check_qkv(queries, keys, values, same_size=False)
+        _check_attention_inputs(queries, keys, values, same_size=False)
         for name, tensor, layer in (("queries", queries, self.W_q), ("keys", keys, self.W_k)):
             if tensor.shape[-1] != layer.in_features:
                 raise ValueError(
@@ -170,17 +206,28 @@ class AdditiveAttention(nn.Module):
         features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
         scores = self.w_v(features).squeeze(-1)  # (B, q, k)
         self.attention_weights = masked_softmax(scores, valid_lens, mask)
-        return self.dropout(self.attention_weights) @ values  # (B, q, d_v)
+        return weighted_sum(self.dropout(self.attention_weights), values)  # (B, q, d_v)
+
+
+def _check_split(x, num_heads) -> None:
+    if validation.tensor(x, "x", "(batch, n, d_model)").dim() != 3:
+        raise ValueError(f"x must be (batch, n, d_model), got {tuple(x.shape)}")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    if x.shape[-1] % num_heads:
+        raise ValueError(f"d_model ({x.shape[-1]}) must be divisible by num_heads ({num_heads})")
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, n, d_model) -> (B, heads, n, d_model / heads): a reshape, then a transpose."""
+    _check_split(x, num_heads)
     batch, n, d_model = x.shape
     return x.reshape(batch, n, num_heads, d_model // num_heads).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, heads, n, d_head) -> (B, n, heads * d_head): the inverse of split_heads."""
+    if validation.tensor(x, "x", "(batch, heads, n, d_head)").dim() != 4:
+        raise ValueError(f"x must be (batch, heads, n, d_head), got {tuple(x.shape)}")
     batch, num_heads, n, d_head = x.shape
     return x.transpose(1, 2).reshape(batch, n, num_heads * d_head)
 
@@ -196,7 +243,9 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        if num_heads < 1 or d_model % num_heads:
+        d_model = validation.whole_number(d_model, "d_model")
+        num_heads = validation.whole_number(num_heads, "num_heads")
+        if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model, self.num_heads = d_model, num_heads
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
@@ -231,14 +280,30 @@ class MultiHeadAttention(nn.Module):
             )
         return heads_mask
 
+    def _check_inputs(self, queries, keys, values) -> None:
+        for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+            validation.tensor(value, name, f"(batch, n, d_model={self.d_model})")
+            if value.dim() != 3 or value.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must be (batch, n, d_model={self.d_model}), got {tuple(value.shape)}"
+                )
+        validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
+        if keys.shape[:2] != values.shape[:2] or queries.shape[0] != keys.shape[0]:
+            raise ValueError(
+                f"queries {tuple(queries.shape)}, keys {tuple(keys.shape)} and values "
+                f"{tuple(values.shape)} must share the batch, and keys and values the positions"
+            )
+        weight = self.W_q.weight
+        if queries.dtype != weight.dtype or queries.device != weight.device:
+            raise ValueError(
+                f"inputs are {queries.dtype} on {queries.device} but the layer's weights are "
+                f"{weight.dtype} on {weight.device}: move one to the other with .to()"
+            )
+
     def forward(self, queries, keys, values, valid_lens=None, mask=None, cache=None):
         """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
         attend to every position it holds (decoding one token at a time)."""
-        for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
-            if tensor.dim() != 3 or tensor.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must be (batch, n, d_model={self.d_model}), got {tuple(tensor.shape)}"
-                )
+        self._check_inputs(queries, keys, values)
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
         k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
         v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
@@ -289,6 +354,14 @@ def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttent
         raise ValueError(
             f"sizes differ: ours d_model={d}, heads={ours.num_heads}; theirs "
             f"embed_dim={theirs.embed_dim}, heads={theirs.num_heads}"
+        )
+    if theirs.in_proj_weight is None:
+        raise ValueError("theirs has keys and values of other sizes (kdim, vdim); ours has not")
+    ours_bias, theirs_bias = ours.W_q.bias is not None, theirs.in_proj_bias is not None
+    if ours_bias != theirs_bias:
+        raise ValueError(
+            f"bias settings differ: ours bias={ours_bias}, theirs bias={theirs_bias}; build "
+            f"MultiHeadAttention(..., bias={theirs_bias})"
         )
     with torch.no_grad():
         for index, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):

@@ -9,11 +9,14 @@ appears in training, in any format.
 
 import datetime
 import random
+import re
 import string
 from pathlib import Path
 
 import torch
 
+from helpers import validation
+from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from helpers.training import train_seq2seq
 from helpers.transformer import Seq2SeqTransformer
 
@@ -103,10 +106,20 @@ SOURCE_VOCABULARY = Vocabulary(SOURCE_CHARACTERS)
 TARGET_VOCABULARY = Vocabulary(TARGET_CHARACTERS)
 
 
+def clean_text(text: str) -> str:
+    """The date as the model reads it: no spaces at either end, single spaces inside."""
+    if not isinstance(text, str):
+        raise ValueError(f"a date must be a string, got {type(text).__name__}")
+    return " ".join(text.split())
+
+
 def encode_sources(texts: list[str]) -> torch.Tensor:
-    """(B, longest) source ids, padded on the right with <pad>."""
+    """(B, longest) source ids of the cleaned texts, padded on the right with <pad>."""
+    if isinstance(texts, str) or not texts:
+        raise ValueError("texts must be a non-empty list of dates (strings)")
+    texts = [clean_text(text) for text in texts]
     for text in texts:
-        if not text.strip():
+        if not text:
             raise ValueError("the date is empty: type a date, such as 3 March 2015")
         if len(text) > MAX_SOURCE_LENGTH:
             raise ValueError(f"at most {MAX_SOURCE_LENGTH} characters, got {len(text)}")
@@ -129,6 +142,13 @@ class DateTask:
 
     def __init__(self, num_test: int = 2000, num_validation: int = 1000, seed: int = 0):
         dates = all_dates()
+        num_test = validation.whole_number(num_test, "num_test")
+        num_validation = validation.whole_number(num_validation, "num_validation")
+        if num_test + num_validation > len(dates) // 2:
+            raise ValueError(
+                f"num_test + num_validation ({num_test + num_validation}) must leave at least "
+                f"half of the {len(dates)} dates for training"
+            )
         rng = random.Random(seed)
         rng.shuffle(dates)
         self.test_dates = dates[:num_test]
@@ -154,8 +174,68 @@ class DateTask:
         return encode_sources(sources), encode_targets([d.isoformat() for d in dates])
 
 
-def normalise(model, texts: list[str], batch_size: int = 500) -> list[str]:
-    """The model's ISO date for each text, by greedy decoding."""
+def _year_numbers(text: str) -> list[int]:
+    """The four-digit years written in a date: runs of exactly four digits, and the first
+    four of an eight-digit run (20150303)."""
+    runs = re.findall(r"\d+", text)
+    return [int(run) for run in runs if len(run) == 4] + [
+        int(run[:4]) for run in runs if len(run) == 8
+    ]
+
+
+def check_years(text: str) -> None:
+    """Refuse a date whose year lies outside the years the model was trained on."""
+    for year in _year_numbers(text):
+        if not FIRST_DAY.year <= year <= LAST_DAY.year:
+            raise ValueError(
+                f"cannot read {text!r}: the model knows the years {FIRST_DAY.year} to "
+                f"{LAST_DAY.year} only, not {year}"
+            )
+
+
+def _names_in(text: str, names: list[str]) -> set[int]:
+    """Indices of the names (or their three-letter abbreviations) written as words."""
+    words = {word.lower() for word in re.findall(r"[A-Za-z]+", text)}
+    return {i for i, name in enumerate(names) if {name.lower(), name[:3].lower()} & words}
+
+
+def answer_problem(text: str, answer: str) -> str | None:
+    """Why the answer cannot be the date written in text, or None if nothing contradicts it.
+
+    The answer must be a calendar date from 1950 to 2049 in ISO form, and agree with every
+    number, month name and weekday the text writes.
+    """
+    try:
+        date = (
+            datetime.date.fromisoformat(answer)
+            if re.fullmatch(r"\d{4}-\d\d-\d\d", answer)
+            else None
+        )
+    except ValueError:
+        date = None
+    if date is None:
+        return f"the model answered {answer!r}, which is not a calendar date"
+    if not FIRST_DAY <= date <= LAST_DAY:
+        return f"the model answered {answer}, outside {FIRST_DAY.year} to {LAST_DAY.year}"
+    for run in re.findall(r"\d+", text):
+        if len(run) == 8:
+            numbers_fit = run == date.strftime("%Y%m%d")
+        elif len(run) == 4:
+            numbers_fit = int(run) == date.year
+        else:
+            numbers_fit = len(run) <= 2 and int(run) in (date.day, date.month, date.year % 100)
+        if not numbers_fit:
+            return f"the model answered {answer}, which does not fit the number {run}"
+    months, weekdays = _names_in(text, MONTHS), _names_in(text, WEEKDAYS)
+    if months and months != {date.month - 1}:
+        return f"the model answered {answer}, which is not in {MONTHS[min(months)]}"
+    if weekdays and weekdays != {date.weekday()}:
+        return f"the model answered {answer}, a {WEEKDAYS[date.weekday()]}"
+    return None
+
+
+def predict(model, texts: list[str], batch_size: int = 500) -> list[str]:
+    """What the model writes for each text by greedy decoding, unchecked."""
     predictions = []
     for start in range(0, len(texts), batch_size):
         sources = encode_sources(texts[start : start + batch_size])
@@ -165,10 +245,32 @@ def normalise(model, texts: list[str], batch_size: int = 500) -> list[str]:
     return predictions
 
 
+def normalise(model, texts: list[str]) -> list[str]:
+    """The ISO date for each text. A text the model cannot read (a year out of range, an
+    answer that is no calendar date or contradicts the text) raises a ValueError that names
+    every such text and why."""
+    if isinstance(texts, str) or not texts:
+        raise ValueError("texts must be a non-empty list of dates (strings)")
+    texts = [clean_text(text) for text in texts]
+    for text in texts:
+        check_years(text)
+    answers = predict(model, texts)
+    problems = [
+        f"cannot read {text!r}: {problem}"
+        for text, answer in zip(texts, answers, strict=True)
+        if (problem := answer_problem(text, answer))
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return answers
+
+
 def exact_match(model, examples: list[tuple[str, str]]):
     """(accuracy, errors): the share of examples normalised exactly right, and the others
     as (source, prediction, target)."""
-    predictions = normalise(model, [source for source, _ in examples])
+    if not examples:
+        raise ValueError("exact_match needs at least one (source, target) example")
+    predictions = predict(model, [source for source, _ in examples])
     errors = [
         (source, predicted, target)
         for (source, target), predicted in zip(examples, predictions, strict=True)
@@ -222,17 +324,46 @@ def train_date_model(task: DateTask, device="cpu", progress: bool = True, **over
 
 def save_date_model(path, model: Seq2SeqTransformer, history: dict):
     """Weights in float16 (half the bytes; the test checks the accuracy survives), the
-    model's configuration and the training history, in one file."""
+    model's configuration and the training history, in one file with its checksum beside it."""
     weights = {name: tensor.half() for name, tensor in model.state_dict().items()}
-    torch.save({"config": model.config, "weights": weights, "history": history}, path)
+    save_checkpoint(path, {"config": model.config, "weights": weights, "history": history})
+
+
+def _check_date_config(config, path) -> None:
+    """The saved configuration must describe a date model before anything is allocated."""
+    expected_vocab = {
+        "src_vocab_size": len(SOURCE_VOCABULARY),
+        "tgt_vocab_size": len(TARGET_VOCABULARY),
+        "pad_id": PAD,
+    }
+    allowed = {*MODEL_SIZE, *expected_vocab, "dropout", "max_len"}
+    if not isinstance(config, dict) or set(config) - allowed:
+        raise CheckpointError(f"{path}: its config is not a date model's: {config!r}")
+    for key, value in expected_vocab.items():
+        if config.get(key) != value:
+            raise CheckpointError(f"{path}: config {key} is {config.get(key)!r}, expected {value}")
+    for key in ("d_model", "num_heads", "num_layers", "d_ff", "max_len"):
+        value = config.get(key)
+        if not isinstance(value, int) or not 1 <= value <= 4096:
+            raise CheckpointError(f"{path}: config {key} is {value!r}, not a size from 1 to 4096")
 
 
 def load_date_model(path=SAVED_MODEL, device="cpu"):
-    """(model in eval mode, training history) from a file written by save_date_model."""
-    saved = torch.load(path, map_location=device, weights_only=True)
-    model = Seq2SeqTransformer(**saved["config"]).to(device)
-    model.load_state_dict({name: tensor.float() for name, tensor in saved["weights"].items()})
-    return model.eval(), saved["history"]
+    """(model in eval mode, training history) from a file written by save_date_model, after
+    its checksum, its configuration and every weight are checked (see helpers.checkpoints)."""
+    saved = load_checkpoint(path, ("config", "weights", "history"), remake="make date-model")
+    _check_date_config(saved["config"], path)
+    model = Seq2SeqTransformer(**saved["config"])
+    weights = saved["weights"]
+    if not isinstance(weights, dict) or not all(
+        isinstance(t, torch.Tensor) for t in weights.values()
+    ):
+        raise CheckpointError(f"{path}: its weights are not a dictionary of tensors")
+    try:
+        model.load_state_dict({name: tensor.float() for name, tensor in weights.items()})
+    except RuntimeError as error:
+        raise CheckpointError(f"{path}: its weights do not fit its config ({error})") from None
+    return model.to(device).eval(), saved["history"]
 
 
 def _shown(character: str) -> str:
@@ -247,6 +378,8 @@ def attention_for(model, text: str) -> dict:
     each decoder position wrote) and maps[kind] of shape (layers, heads, queries, keys).
     """
     device = next(model.parameters()).device
+    text = clean_text(text)
+    check_years(text)
     sources = encode_sources([text]).to(device)  # (1, S)
     # without the cache, the last step runs the decoder over <bos> and everything it wrote
     # before its last token: the maps it leaves cover every output position
@@ -255,8 +388,12 @@ def attention_for(model, text: str) -> dict:
     written = written[: written.index(EOS) + 1] if EOS in written else written
     decoder_input = torch.tensor([[BOS, *written[:-1]]])  # (1, T)
     tokens = TARGET_VOCABULARY.tokens
+    prediction = TARGET_VOCABULARY.decode(written)
+    problem = answer_problem(text, prediction)
+    if problem:
+        raise ValueError(f"cannot read {text!r}: {problem}")
     return {
-        "prediction": TARGET_VOCABULARY.decode(written),
+        "prediction": prediction,
         "source": [_shown(c) for c in text],
         "decoder_input": [tokens[i] for i in decoder_input[0].tolist()],
         "written": [tokens[i] for i in written],

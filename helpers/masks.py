@@ -6,6 +6,8 @@ translates between them; the other converters here only reshape around it.
 
 import torch
 
+from helpers import validation
+
 CONVENTIONS = {
     "allowed": "boolean, True = may attend (this project; F.scaled_dot_product_attention)",
     "ignored": "boolean, True = may NOT attend (nn.MultiheadAttention, nn.Transformer)",
@@ -65,6 +67,7 @@ def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> to
 
 def causal_mask(size: int, device=None) -> torch.Tensor:
     """(size, size): query i may attend to keys 0..i."""
+    size = validation.whole_number(size, "size")
     return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device))
 
 
@@ -77,6 +80,9 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(f"tokens must be (batch, length), got {got}")
+    if tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise ValueError(f"tokens must be integer token ids, got {tokens.dtype}")
+    pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
     return (tokens != pad_id)[:, None, :]
 
 

@@ -8,24 +8,26 @@ w_j at every step, so moving by delta positions is the same rotation at every po
 import torch
 from torch import nn
 
+from helpers import validation
 
-def _check_sizes(max_len: int, d_model: int):
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
+    max_len = validation.whole_number(max_len, "max_len")
+    d_model = validation.whole_number(d_model, "d_model")
     if d_model % 2:
         raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
+    return max_len, d_model
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2,): the angle w_j each sin/cos pair turns per position, from 1 down."""
-    _check_sizes(1, d_model)
+    _, d_model = _check_sizes(1, d_model)
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(max_len, d_model): row i is the encoding of position i (float32)."""
-    _check_sizes(max_len, d_model)
+    max_len, d_model = _check_sizes(max_len, d_model)
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * frequencies(d_model, base)
     encoding = torch.empty(max_len, d_model, dtype=torch.float64)
     encoding[:, 0::2] = torch.sin(angles)  # (max_len, d_model / 2)
@@ -56,8 +58,7 @@ class PositionalEncoding(nn.Module):
         max_len, d_model = self.encoding.shape
         if x.dim() != 3 or x.shape[-1] != d_model:
             raise ValueError(f"x must be (batch, n, d_model={d_model}), got {tuple(x.shape)}")
-        if not isinstance(start, int) or start < 0:
-            raise ValueError(f"start must be a position >= 0, got {start!r}")
+        start = validation.whole_number(start, "start", minimum=0)
         if start + x.shape[1] > max_len:
             raise ValueError(
                 f"positions up to {start + x.shape[1] - 1} asked for, but the encoding was "

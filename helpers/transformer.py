@@ -10,6 +10,7 @@ import math
 import torch
 from torch import nn
 
+from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention, copy_weights_from_torch
 from helpers.masks import causal_padding_mask, padding_mask
 from helpers.positional import PositionalEncoding
@@ -155,8 +156,23 @@ class Seq2SeqTransformer(nn.Module):
         max_len: int = 256,
     ):
         super().__init__()
+        src_vocab_size = validation.whole_number(src_vocab_size, "src_vocab_size", minimum=2)
+        tgt_vocab_size = validation.whole_number(tgt_vocab_size, "tgt_vocab_size", minimum=2)
+        d_model = validation.whole_number(d_model, "d_model")
+        num_heads = validation.whole_number(num_heads, "num_heads")
+        num_layers = validation.whole_number(num_layers, "num_layers")
+        d_ff = validation.whole_number(d_ff, "d_ff")
+        max_len = validation.whole_number(max_len, "max_len")
+        pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
+        if pad_id >= min(src_vocab_size, tgt_vocab_size):
+            raise ValueError(
+                f"pad_id ({pad_id}) must be an id of both vocabularies (sizes {src_vocab_size} "
+                f"and {tgt_vocab_size})"
+            )
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
         self.pad_id, self.max_len = pad_id, max_len
         self.config = {
             "src_vocab_size": src_vocab_size,
@@ -214,8 +230,34 @@ class Seq2SeqTransformer(nn.Module):
 
         With use_cache, each step feeds only the newest token and the decoder's self-attention
         reuses the keys and values of the earlier steps; without it, each step runs the whole
-        prefix again. The two give the same tokens.
+        prefix again. The two give the same tokens. Decoding runs in evaluation mode (no
+        dropout); the model's mode is restored afterwards.
         """
+        self._check_decoding(bos_id, eos_id, max_steps)
+        was_training = self.training
+        self.eval()
+        try:
+            return self._greedy_decode(src, bos_id, eos_id, max_steps, use_cache)
+        finally:
+            self.train(was_training)
+
+    def _check_decoding(self, bos_id, eos_id, max_steps) -> None:
+        vocab_size = self.config["tgt_vocab_size"]
+        bos_id = validation.whole_number(bos_id, "bos_id", minimum=0)
+        eos_id = validation.whole_number(eos_id, "eos_id", minimum=0)
+        validation.whole_number(max_steps, "max_steps")
+        for name, token in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if token >= vocab_size:
+                raise ValueError(
+                    f"{name} ({token}) is outside the target vocabulary 0..{vocab_size - 1}"
+                )
+        if len({bos_id, eos_id, self.pad_id}) < 3:
+            raise ValueError(
+                f"bos_id ({bos_id}), eos_id ({eos_id}) and pad_id ({self.pad_id}) must be three "
+                f"different tokens"
+            )
+
+    def _greedy_decode(self, src, bos_id, eos_id, max_steps, use_cache):
         memory, src_mask = self.encode(src)
         batch = src.shape[0]
         generated = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)

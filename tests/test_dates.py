@@ -13,10 +13,12 @@ from helpers.dates import (
     MAX_SOURCE_LENGTH,
     DateTask,
     all_dates,
+    answer_problem,
     encode_sources,
     encode_targets,
     exact_match,
     load_date_model,
+    normalise,
     ordinal,
     train_date_model,
     write_date,
@@ -90,3 +92,48 @@ def test_training_settings_reach_the_model_or_are_refused():
     assert model.config["norm_first"] is False and history["model_size"]["norm_first"] is False
     with pytest.raises(ValueError, match="unknown setting.*'colour'"):
         train_date_model(task, colour="red")
+
+
+@pytest.fixture(scope="module")
+def saved_model():
+    return load_date_model(WEIGHTS)[0]
+
+
+def test_every_correct_answer_is_accepted():
+    """The checks on an answer never refuse the right reading of a date in any format."""
+    for date in all_dates():
+        for name in FORMATS:
+            assert answer_problem(write_date(date, name), date.isoformat()) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("February 30, 2015", "'2015-02-30', which is not a calendar date"),
+        ("03.13.2015", "'2015-13-03', which is not a calendar date"),
+        ("7", "not a calendar date"),
+        ("March 3, 2050", "years 1950 to 2049 only, not 2050"),
+        ("March 3, 1949", "years 1950 to 2049 only, not 1949"),
+        ("20500303", "not 2050"),
+        ("Wednesday, September 23rd 1959", "does not fit the number 1959"),
+        ("Monday, March 3rd 2015", "2015-03-03, a Tuesday"),
+    ],
+)
+def test_a_date_the_model_cannot_read_is_refused(saved_model, text, message):
+    with pytest.raises(ValueError, match=f"cannot read.*{message}"):
+        normalise(saved_model, [text])
+
+
+def test_spaces_around_a_date_change_nothing(saved_model):
+    assert normalise(saved_model, ["20150303 ", "  3 March   2015"]) == ["2015-03-03"] * 2
+
+
+def test_bad_arguments_get_a_clear_error(saved_model):
+    with pytest.raises(ValueError, match="at least one"):
+        exact_match(saved_model, [])
+    with pytest.raises(ValueError, match="non-empty list"):
+        normalise(saved_model, "3 March 2015")
+    with pytest.raises(ValueError, match="num_test must be a whole number >= 1, got -5"):
+        DateTask(num_test=-5)
+    with pytest.raises(ValueError, match="half of the 36525 dates"):
+        DateTask(num_test=30000)

@@ -1,0 +1,90 @@
+"""A damaged, truncated, empty, foreign or non-finite checkpoint is refused with one clear
+error naming the file; the shipped one loads."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.checkpoints import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
+from helpers.dates import load_date_model, new_date_model, save_date_model
+
+WEIGHTS = Path(__file__).resolve().parents[1] / "data" / "date_transformer.pt"
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the shipped checkpoint and its checksum, free to damage."""
+    target = tmp_path / WEIGHTS.name
+    shutil.copy(WEIGHTS, target)
+    shutil.copy(checksum_path(WEIGHTS), checksum_path(target))
+    return target
+
+
+def test_the_shipped_checkpoint_loads(copy):
+    model, history = load_date_model(copy)
+    assert not model.training and len(history["loss"]) == history["recipe"]["steps"]
+
+
+def test_corrupted_bytes_are_caught_by_the_checksum(copy):
+    data = bytearray(copy.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(64)
+    copy.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=f"{copy.name} is damaged.*make date-model"):
+        load_date_model(copy)
+
+
+@pytest.mark.parametrize("size", [0, 1000])
+def test_truncated_and_empty_files_are_refused(copy, size):
+    copy.write_bytes(copy.read_bytes()[:size])
+    with pytest.raises(CheckpointError, match="is damaged"):
+        load_date_model(copy)
+
+
+def test_a_missing_file_or_checksum_is_named(copy):
+    checksum_path(copy).unlink()
+    with pytest.raises(CheckpointError, match="has no checksum file"):
+        load_date_model(copy)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_date_model(copy.with_name("nothing.pt"))
+
+
+def test_a_file_that_is_no_checkpoint_is_refused_even_with_a_checksum(tmp_path):
+    path = tmp_path / "notes.pt"
+    path.write_text("not a checkpoint")
+    checksum_path(path).write_text(
+        f"{__import__('hashlib').sha256(b'not a checkpoint').hexdigest()}  notes.pt\n"
+    )
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(path, ("config",), remake="make date-model")
+
+
+def test_a_checkpoint_without_the_expected_keys_is_refused(tmp_path):
+    path = tmp_path / "other.pt"
+    save_checkpoint(path, {101: torch.zeros(2)})
+    with pytest.raises(CheckpointError, match=r"should hold \['config', 'weights', 'history'\]"):
+        load_date_model(path)
+
+
+def test_non_finite_weights_are_refused(tmp_path):
+    model = new_date_model()
+    with torch.no_grad():
+        model.output.weight[0, 0] = float("nan")
+    path = tmp_path / "nan.pt"
+    save_date_model(path, model, {"loss": [1.0]})
+    with pytest.raises(CheckpointError, match="inf or NaN in checkpoint.weights.output.weight"):
+        load_date_model(path)
+
+
+def test_a_config_is_checked_before_the_model_is_built(tmp_path):
+    model = new_date_model()
+    config = {**model.config, "src_vocab_size": 400_000}
+    path = tmp_path / "huge.pt"
+    save_checkpoint(path, {"config": config, "weights": {}, "history": {}})
+    with pytest.raises(CheckpointError, match="src_vocab_size is 400000, expected 70"):
+        load_date_model(path)
+    save_checkpoint(path, {"config": {**model.config, "d_model": 32}, "weights": {}, "history": {}})
+    with pytest.raises(CheckpointError, match="weights do not fit its config"):
+        load_date_model(path)
