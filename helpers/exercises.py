@@ -19,18 +19,37 @@ def _report(failures: list[str], passed: int) -> bool:
     return True
 
 
-def _run_case(name, function, args, expected, failures, atol=1e-5, hint="", mistakes=None):
+def _as_answer(got, convert=None):
+    """(tensor, None), or (None, what is wrong with the learner's return value)."""
+    if got is None:
+        return None, "returned None: did the function forget to `return` its result?"
+    if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
+        return None, f"returned a {type(got).__name__} of {len(got)} tensors, expected one tensor"
+    try:
+        got = torch.as_tensor(got)
+        return (convert(got) if convert else got), None
+    except Exception:  # anything torch cannot read as numbers
+        return None, f"returned a {type(got).__name__}, expected a tensor"
+
+
+def _run_case(
+    name, function, args, expected, failures, atol=1e-5, hint="", mistakes=None, convert=None
+):
     """Compare function(*args) with expected; append a failure message if they differ.
 
     mistakes: {diagnosis: what that mistake returns}; a wrong answer equal to one of them
-    is reported with that diagnosis instead of the general hint.
+    is reported with that diagnosis instead of the general hint. convert: applied to the
+    answer before it is compared (e.g. to accept float64 where float32 is expected).
     """
     try:
         got = function(*args)
     except Exception as error:  # the learner's code may fail in any way; report it
-        failures.append(f"{name}: raised {type(error).__name__}: {error}")
+        failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
-    got = torch.as_tensor(got)
+    got, problem = _as_answer(got, convert)
+    if problem:
+        failures.append(f"{name}: {problem}")
+        return False
     problem = None
     if got.shape != expected.shape:
         problem = f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
@@ -192,13 +211,14 @@ def check_sinusoidal_encoding(learner_encoding) -> bool:
         }
         passed += _run_case(
             f"max_len={max_len}, d_model={d_model}",
-            lambda n, d: torch.as_tensor(learner_encoding(n, d)).float(),  # float64 is fine too
+            learner_encoding,
             (max_len, d_model),
             sinusoidal_encoding(max_len, d_model),
             failures,
             1e-5,
             "P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))",
             {name: wrong.float() for name, wrong in mistakes.items()},
+            convert=lambda got: got.float(),  # float64 is fine too
         )
     return _report(failures, passed)
 
@@ -229,13 +249,14 @@ def check_decoder_mask(learner_mask) -> bool:
         }
         passed += _run_case(
             name,
-            lambda t: torch.as_tensor(learner_mask(t, pad)).bool(),
+            lambda t: learner_mask(t, pad),
             (tokens,),
             causal_padding_mask(tokens, pad),
             failures,
             0,
             "combine padding_mask and causal_mask with &",
             mistakes,
+            convert=lambda got: got.bool(),
         )
     return _report(failures, passed)
 
@@ -263,12 +284,13 @@ def check_pre_norm_residual(learner_residual) -> bool:
             }
         passed += _run_case(
             f"x {shape}",
-            lambda x: learner_residual(x, sublayer, norm).detach(),
+            lambda x: learner_residual(x, sublayer, norm),
             (x,),
             expected,
             failures,
             1e-5,
             "pre-norm: x + sublayer(norm(x))",
             mistakes,
+            convert=lambda got: got.detach(),
         )
     return _report(failures, passed)

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from helpers.attention import DotProductAttention, masked_softmax, merge_heads, split_heads
@@ -116,3 +117,52 @@ def test_pre_norm_residual_checker_names_the_mistake(capsys):
     capsys.readouterr()
     assert not check_pre_norm_residual(lambda x, sublayer, norm: sublayer(norm(x)))
     assert "the residual is missing" in capsys.readouterr().out
+
+
+def _none(*args):
+    return None
+
+
+def _raises(*args):
+    raise KeyError("oops")
+
+
+def _scalar(*args):
+    return torch.tensor(0.5)
+
+
+def _text(*args):
+    return "weights"
+
+
+CHECKERS = {
+    "kernel pooling": lambda answer: check_kernel_pooling(answer),
+    "masked softmax": lambda answer: check_masked_softmax(answer),
+    "dot-product attention": lambda answer: check_dot_product_attention(answer),
+    "split": lambda answer: check_split_merge(answer, merge_heads),
+    "merge": lambda answer: check_split_merge(split_heads, answer),
+    "sinusoidal encoding": lambda answer: check_sinusoidal_encoding(answer),
+    "decoder mask": lambda answer: check_decoder_mask(answer),
+    "pre-norm residual": lambda answer: check_pre_norm_residual(answer),
+}
+WRONG_ANSWERS = {
+    _none: "returned None: did the function forget to `return`",
+    _raises: "your function raised KeyError: 'oops'",
+    _scalar: "shape ()",
+    _text: "returned a str, expected a tensor",
+}
+
+
+@pytest.mark.parametrize("checker", CHECKERS, ids=list(CHECKERS))
+@pytest.mark.parametrize("answer", WRONG_ANSWERS, ids=lambda f: f.__name__)
+def test_every_checker_answers_every_wrong_answer_without_raising(checker, answer, capsys):
+    assert CHECKERS[checker](answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and WRONG_ANSWERS[answer] in out
+
+
+def test_a_wrong_dtype_is_named(capsys):
+    assert not check_masked_softmax(lambda scores, lens: masked_softmax(scores, lens).double())
+    assert "dtype torch.float64, expected torch.float32 (keep the input's dtype)" in (
+        capsys.readouterr().out
+    )
