@@ -8,6 +8,7 @@ a browser. Display ``explorer.widget`` in a notebook; ``explorer.figure`` is the
 static view of the current settings.
 """
 
+import contextlib
 import io
 import zlib
 
@@ -27,6 +28,19 @@ from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_
 from helpers.plotting import draw_heatmap
 from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """Run torch on one thread inside the block: an explorer's small computations gain nothing
+    from more, and with a training notebook running beside it, torch's thread pools would
+    fight over the cores (one redraw took seconds instead of tens of milliseconds)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class Explorer:
@@ -76,8 +90,14 @@ class Explorer:
             self.redraw_background()
 
     def update(self):
-        self.draw(**self.values())
+        with one_torch_thread():
+            self.draw(**self.values())
         self.image.value = self.render_png()
+
+    @staticmethod
+    def show_error(ax, problem) -> None:
+        """The problem as the axes' title, in red, as plain text (never parsed as mathtext)."""
+        ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10, parse_math=False)
 
     def render_png(self) -> bytes:
         canvas = self.figure.canvas
@@ -519,11 +539,23 @@ class TokenHeatmap:
         ax.set_xticks([])
         ax.set_yticks([])
         self.x_labels = [
-            ax.text(j + 0.5, -0.02, "", ha="center", va="top", transform=ax.get_xaxis_transform())
+            ax.text(
+                *(j + 0.5, -0.02, ""),
+                ha="center",
+                va="top",
+                transform=ax.get_xaxis_transform(),
+                parse_math=False,  # a token such as $x$ is text, not a formula
+            )
             for j in range(max_cols)
         ]
         self.y_labels = [
-            ax.text(-0.02, i + 0.5, "", ha="right", va="center", transform=ax.get_yaxis_transform())
+            ax.text(
+                *(-0.02, i + 0.5, ""),
+                ha="right",
+                va="center",
+                transform=ax.get_yaxis_transform(),
+                parse_math=False,
+            )
             for i in range(max_rows)
         ]
 
@@ -552,11 +584,16 @@ class TokenHeatmap:
         self.show(np.zeros((0, 0)), [], [])
 
 
+def _shortened(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 class MaskBuilderExplorer(Explorer):
     """Chapter 06: type target and source tokens (pads as <pad> or _), pick a kind of mask,
     and see the mask next to the attention weights it leaves."""
 
     MAX_TOKENS = 12
+    MAX_TOKEN_CHARACTERS = 15
 
     def __init__(
         self,
@@ -578,7 +615,7 @@ class MaskBuilderExplorer(Explorer):
             "kind": widgets.ToggleButtons(options=MASK_KINDS, value=kind, description="mask"),
         }
         figure = Figure(figsize=(10, 4.8), layout="constrained")
-        self._summary = figure.suptitle("target:", fontsize=9)
+        self._summary = figure.suptitle("target:", fontsize=9, parse_math=False)
         self._mask_ax, self._weight_ax = axes = figure.subplots(1, 2)
         size = self.MAX_TOKENS
         self._mask_map = TokenHeatmap(axes[0], size, size, ListedColormap(["#eeeeee", "#2ca02c"]))
@@ -593,15 +630,24 @@ class MaskBuilderExplorer(Explorer):
         super().__init__(controls, figure, dynamic + [ax.title for ax in axes])
 
     def _parse(self, text: str, name: str) -> list[str]:
+        longest = self.MAX_TOKENS * (self.MAX_TOKEN_CHARACTERS + 1)
+        if len(text) > longest:
+            raise ValueError(f"at most {longest} characters of {name} tokens, got {len(text)}")
         words = text.split()
         if not words:
             raise ValueError(f"type at least one {name} token, separated by spaces")
         if len(words) > self.MAX_TOKENS:
             raise ValueError(f"at most {self.MAX_TOKENS} {name} tokens, got {len(words)}")
+        long_words = [word for word in words if len(word) > self.MAX_TOKEN_CHARACTERS]
+        if long_words:
+            raise ValueError(
+                f"a token has at most {self.MAX_TOKEN_CHARACTERS} characters: "
+                f"{long_words[0][:12]}… has {len(long_words[0])}"
+            )
         return words
 
     def draw(self, tokens, source, kind):
-        self._summary.set_text(f"target: {tokens}      source: {source}")
+        self._summary.set_text(f"target: {_shortened(tokens)}      source: {_shortened(source)}")
         try:
             target = self._parse(tokens, "target")
             keys = self._parse(source, "source") if kind == "cross-attention" else target
@@ -609,7 +655,7 @@ class MaskBuilderExplorer(Explorer):
             self.state = {"error": str(problem)}
             self._mask_map.hide()
             self._weight_map.hide()
-            self._mask_ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
+            self.show_error(self._mask_ax, problem)
             self._weight_ax.set_title("")
             return
         mask = build_mask(target, keys, kind)  # (queries, keys)
@@ -632,6 +678,7 @@ class MaskBuilderExplorer(Explorer):
             if empty_rows
             else "attention weights: every row sums to 1",
             fontsize=10,
+            parse_math=False,
         )
 
 
@@ -690,7 +737,7 @@ class DateExplorer(Explorer):
             self._map.hide()
             for text in self._axis_names:
                 text.set_text("")
-            self._ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10)
+            self.show_error(self._ax, problem)
             return
         weights = found["maps"][kind][layer][head]  # (queries, keys)
         written = [f"→{c}" for c in found["written"]]  # the character each decoder step wrote
@@ -719,4 +766,5 @@ class DateExplorer(Explorer):
             f"“{date}” → {found['prediction']}      {kind}, layer {layer}, head {head}",
             color="black",
             fontsize=11,
+            parse_math=False,
         )

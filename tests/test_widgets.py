@@ -135,7 +135,12 @@ def test_mask_builder_follows_tokens_and_kind():
 
 @pytest.mark.parametrize(
     ("field", "text", "message"),
-    [("tokens", "", "at least one target token"), ("tokens", "a " * 13, "at most 12")],
+    [
+        ("tokens", "", "at least one target token"),
+        ("tokens", "a " * 13, "at most 12"),
+        ("tokens", "a" * 16, "at most 15 characters"),
+        ("tokens", "a" * 10_000, "at most 192 characters"),
+    ],
 )
 def test_mask_builder_answers_bad_input_with_a_message(field, text, message):
     explorer = MaskBuilderExplorer()
@@ -145,6 +150,28 @@ def test_mask_builder_answers_bad_input_with_a_message(field, text, message):
     assert bytes(explorer.image.value) != before
     explorer.controls[field].value = "a b"
     assert "error" not in explorer.state
+
+
+def test_mask_builder_draws_dollar_signs_as_text():
+    """Matplotlib would parse $...$ as a formula, and a broken one fails the redraw."""
+    explorer = MaskBuilderExplorer()
+    before = bytes(explorer.image.value)
+    explorer.controls["tokens"].value = r"$x$ $\frac{a b$ _"
+    assert "error" not in explorer.state and explorer.state["mask"].shape == (4, 4)
+    assert bytes(explorer.image.value) != before
+
+
+def test_explorers_compute_on_one_thread_and_give_the_threads_back():
+    before = torch.get_num_threads()
+    seen = []
+
+    class Probe(MaskBuilderExplorer):
+        def draw(self, **values):
+            seen.append(torch.get_num_threads())
+            super().draw(**values)
+
+    Probe().controls["tokens"].value = "a b"
+    assert seen == [1, 1] and torch.get_num_threads() == before
 
 
 def test_build_mask_kinds():
@@ -185,7 +212,13 @@ def test_date_explorer_follows_its_controls(date_model):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("3 März 2015", "unknown character"), ("", "the date is empty"), ("1" * 41, "at most 40")],
+    [
+        ("3 März 2015", "unknown character"),
+        ("", "the date is empty"),
+        ("1" * 41, "at most 40"),
+        ("February 30, 2015", "cannot read 'February 30, 2015'"),
+        ("March 3, 2050", "1950 to 2049 only"),
+    ],
 )
 def test_date_explorer_answers_bad_input_with_a_message(date_model, text, message):
     explorer = DateExplorer(date_model)
