@@ -9,17 +9,20 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-browser lint execute bench date-model readme-figure clean
+.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
 	@echo "              (on another port: make lab PORT=8890)"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
 	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
+	@echo "make test-threads  every notebook again under strict nbval with 1, 2, 3 and 4 torch threads"
 	@echo "make test-browser  only the browser test"
 	@echo "make lint     ruff over helpers/, tests/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
+	@echo "              and every notebook's run (budget: 30 s; chapter 07: 60 s)"
+	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
@@ -46,12 +49,22 @@ test: setup
 	$(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
 		--durations=0 --durations-min=0.5 -p no:cacheprovider
 
+# A stored output must not depend on how many threads torch uses (they change the order of
+# floating-point sums). OMP_NUM_THREADS sets torch's intra-op thread count at start-up.
+THREADS ?= 1 2 3 4
+test-threads: setup
+	@for n in $(THREADS); do \
+		echo "== strict nbval with OMP_NUM_THREADS=$$n"; \
+		OMP_NUM_THREADS=$$n $(PY) -m pytest $(NOTEBOOKS) --nbval --nbval-current-env -q \
+			-p no:cacheprovider || exit 1; \
+	done
+
 test-browser: setup
 	$(PY) -m pytest tests/test_notebooks_in_browser.py -s --durations=0 -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check helpers tests notebooks
-	$(VENV)/bin/ruff format --check helpers tests
+	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check helpers tests benchmarks
 
 execute: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
@@ -59,7 +72,11 @@ execute: setup
 		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
 bench: setup
-	$(PY) tests/benchmark_explorers.py
+	$(PY) benchmarks/explorers.py
+	$(PY) benchmarks/notebooks.py
+
+bench-under-load: setup
+	$(PY) benchmarks/explorers.py --under-load
 
 # Retrain chapter 07's model with helpers.dates.RECIPE and store it in data/ (about a minute).
 date-model: setup

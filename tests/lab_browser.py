@@ -31,7 +31,7 @@ CHROMIUM_ARGS = [
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
 KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"
-TIMEOUT_MS = 60_000
+TIMEOUT_MS = 180_000  # only for hangs: a loaded machine is slow, not stuck
 # What an explorer's controls drive: the sources of its images (a new blob URL on every
 # redraw), or else the text of its output and HTML widgets. Installed in every page.
 VIEW_SIGNATURE_JS = """
@@ -77,6 +77,7 @@ def jupyterlab(root_dir: Path, scratch: Path):
         "MPLCONFIGDIR": str(dirs["matplotlib"]),
         "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
         "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
+        "JUPYTER_TOKEN": token,  # in the environment: a command line is readable through ps
     }
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend, as in a learner's lab
     command = [
@@ -85,7 +86,6 @@ def jupyterlab(root_dir: Path, scratch: Path):
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root_dir}",
     ]
     if os.geteuid() == 0:

@@ -29,7 +29,6 @@ from lab_browser import (
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SCREENSHOTS = ROOT / "artifacts" / "browser"
-BUDGET_S = 20
 
 if not CHROMIUM.exists():
     message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
@@ -124,7 +123,7 @@ def test_notebook_runs_and_its_widgets_work(lab, page, notebook):
     elapsed = time.monotonic() - start
     print(
         f"{notebook.name}: {elapsed:.1f} s in the browser, {ran:.1f} s of it to open and "
-        f"Run All (budget {BUDGET_S} s)"
+        f"Run All (a report, not a test: time budgets are checked by make bench)"
     )
 
 
