@@ -18,7 +18,7 @@ help:
 	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
 	@echo "make test-threads  every notebook again under strict nbval with 1, 2, 3 and 4 torch threads"
 	@echo "make test-browser  only the browser test"
-	@echo "make lint     ruff over helpers/, tests/ and the notebooks"
+	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
 	@echo "              and every notebook's run (budget: 30 s; chapter 07: 60 s)"
@@ -64,7 +64,7 @@ test-browser: setup
 
 lint: setup
 	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check helpers tests benchmarks
+	$(VENV)/bin/ruff format --check helpers tests benchmarks notebooks
 
 execute: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
