@@ -42,6 +42,30 @@ def _titles_grid(titles, rows: int, cols: int):
     return titles
 
 
+def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
+    """One set of labels per map: the same for every map (a list of `size` tokens, "auto", or
+    an integer step), or one list per map (`rows * cols` lists, or `rows` rows of `cols`)."""
+    per_map = (
+        isinstance(labels, list | tuple)
+        and len(labels) > 0
+        and all(isinstance(item, list | tuple) for item in labels)
+    )
+    if not per_map:
+        if not isinstance(labels, str | bool | int) and len(labels) != size:
+            raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
+        return [[labels] * cols for _ in range(rows)]
+    if len(labels) == rows * cols and all(len(item) == size for item in labels):
+        return [list(labels[r * cols : (r + 1) * cols]) for r in range(rows)]
+    if len(labels) == rows and all(
+        len(row) == cols and all(len(item) == size for item in row) for row in labels
+    ):
+        return [list(row) for row in labels]
+    raise ValueError(
+        f"{name} must be one list of {size} labels, or one such list per map "
+        f"({rows} x {cols} maps)"
+    )
+
+
 def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=".2f", **kwargs):
     """One heatmap on ``ax`` (seaborn); returns its QuadMesh so callers can update the data."""
     # seaborn draws the whole figure after each heatmap, only to see whether tick labels
@@ -84,7 +108,7 @@ def show_heatmaps(
     cmap: str = "Reds",
     vmin: float | None = 0.0,
     vmax: float | None = None,
-    cbar_label: str = "attention weight",
+    cbar_label: str | None = "attention weight",
     shared_scale: bool = True,
     figsize=None,
 ):
@@ -92,19 +116,17 @@ def show_heatmaps(
 
     matrices: (queries, keys), (maps, queries, keys) or (rows, cols, queries, keys),
     a tensor or an array. x_labels / y_labels: the key and query tokens (a list),
-    "auto" for positions, or an integer n to label every n-th position.
+    "auto" for positions, or an integer n to label every n-th position; or one list of
+    tokens per map, when each map shows another example.
     titles: one per map (a list, or a list of rows).
     ``vmax`` defaults to the largest value over all maps; with ``shared_scale=False``
-    each map gets its own colour bar, up to its own largest value. Returns the figure.
+    each map gets its own colour bar, up to its own largest value; with ``cbar_label=None``
+    there is no colour bar (for a mask, whose two colours need none). Returns the figure.
     """
     grid = _as_grid(matrices)
     rows, cols, num_queries, num_keys = grid.shape
-    for name, labels, size in (
-        ("x_labels", x_labels, num_keys),
-        ("y_labels", y_labels, num_queries),
-    ):
-        if not isinstance(labels, str | bool | int) and len(labels) != size:
-            raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
+    x_grid = _labels_grid(x_labels, rows, cols, num_keys, "x_labels")
+    y_grid = _labels_grid(y_labels, rows, cols, num_queries, "y_labels")
     titles = _titles_grid(titles, rows, cols)
     if vmax is None and shared_scale:
         vmax = _largest_finite(grid)
@@ -120,20 +142,20 @@ def show_heatmaps(
             draw_heatmap(
                 ax,
                 grid[r, c],
-                x_labels,
-                y_labels,
+                x_grid[r][c],
+                y_grid[r][c],
                 annot=annot,
                 fmt=fmt,
                 cmap=cmap,
                 vmin=vmin,
                 vmax=vmax if shared_scale else _largest_finite(grid[r, c]),
-                cbar=not shared_scale,
+                cbar=not shared_scale and cbar_label is not None,
                 cbar_kws=None if shared_scale else {"label": cbar_label},
             )
             ax.set_title(titles[r][c])
             ax.set_xlabel(xlabel if r == rows - 1 else "")
             ax.set_ylabel(ylabel if c == 0 else "")
-    if shared_scale:
+    if shared_scale and cbar_label is not None:
         colorbar = fig.colorbar(axes[0, 0].collections[0], ax=axes, shrink=0.8)
         colorbar.set_label(cbar_label)
     if suptitle:

@@ -57,3 +57,15 @@ def test_bad_shapes_and_labels_are_explained():
         show_heatmaps(np.ones((3, 4)), x_labels=["a", "b"])
     with pytest.raises(ValueError, match="titles must match"):
         show_heatmaps(np.ones((2, 3, 4)), titles=["only one"])
+
+
+def test_show_heatmaps_labels_each_map_with_its_own_tokens():
+    tokens = [["a", "b"], ["c", "d"], ["e", "f"]]
+    fig = show_heatmaps(torch.rand(3, 2, 2), x_labels=tokens, y_labels=tokens, cbar_label=None)
+    for ax, labels in zip(fig.axes, tokens, strict=True):
+        assert [t.get_text() for t in ax.get_xticklabels()] == labels
+        assert [t.get_text() for t in ax.get_yticklabels()] == labels
+    assert len(fig.axes) == 3  # no colour bar
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one such list per map"):
+        show_heatmaps(torch.rand(3, 2, 2), x_labels=tokens[:2])
