@@ -61,8 +61,7 @@ def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
     ):
         return [list(row) for row in labels]
     raise ValueError(
-        f"{name} must be one list of {size} labels, or one such list per map "
-        f"({rows} x {cols} maps)"
+        f"{name} must be one list of {size} labels, or one such list per map ({rows} x {cols} maps)"
     )
 
 
