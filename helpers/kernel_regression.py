@@ -141,15 +141,3 @@ def train_sharpness(
 
 def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> float:
     return ((predictions - targets) ** 2).mean().item()
-
-
-def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: str = ""):
-    """Training points, the true curve and any number of fitted curves on one axes."""
-    ax.plot(data.x_test, data.y_test, color="black", lw=1.5, label="truth")
-    for label, predictions in (fits or {}).items():
-        ax.plot(data.x_test, torch.as_tensor(predictions).detach(), lw=2, label=label)
-    ax.scatter(data.x_train, data.y_train, s=14, color="tab:gray", alpha=0.7, label="training data")
-    ax.set_xlabel("x (queries and keys)")
-    ax.set_ylabel("y (values)")
-    ax.set_title(title)
-    ax.legend(loc="upper right", fontsize="small")

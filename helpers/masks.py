@@ -107,3 +107,24 @@ def from_torch_attn_mask(attn_mask: torch.Tensor) -> torch.Tensor:
     if not isinstance(attn_mask, torch.Tensor):
         raise ValueError(f"attn_mask must be a tensor, got {type(attn_mask).__name__}")
     return convert_mask(attn_mask, "ignored" if attn_mask.dtype == torch.bool else "additive")
+
+
+PAD_MARKERS = ("<pad>", "_")
+MASK_KINDS = ("padding", "causal", "padding + causal", "cross-attention")
+
+
+def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
+    """The boolean mask (queries, keys), True = may attend, for a kind in MASK_KINDS.
+
+    Queries are the target tokens; keys are the target tokens too, or the source tokens
+    for cross-attention. Tokens in PAD_MARKERS are pads.
+    """
+    if kind not in MASK_KINDS:
+        raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+    keys = source if kind == "cross-attention" else target
+    key_is_real = torch.tensor([token not in PAD_MARKERS for token in keys])  # (keys,)
+    if kind == "causal":
+        return causal_mask(len(target))
+    if kind == "padding + causal":
+        return causal_mask(len(target)) & key_is_real
+    return key_is_real.expand(len(target), len(keys))

@@ -1,4 +1,5 @@
-"""The one heatmap function of the series."""
+"""Every drawing function of the series: heatmaps (static, and refillable for explorers) and
+the regression plot of chapter 01."""
 
 from unittest import mock
 
@@ -6,6 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
+
+from helpers.kernel_regression import RegressionData
 
 
 def _as_grid(matrices) -> np.ndarray:
@@ -160,3 +163,75 @@ def show_heatmaps(
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+class TokenHeatmap:
+    """A heatmap with token labels on both axes, refilled in place for any size up to
+    (max_rows, max_cols): one mesh of the largest size, whose axis limits show the part in
+    use, and labels drawn as text, so an explorer redraws it without redrawing its axes."""
+
+    def __init__(self, ax, max_rows: int, max_cols: int, cmap, vmin=0.0, vmax=1.0):
+        self.ax, self.max_rows, self.max_cols = ax, max_rows, max_cols
+        self.mesh = ax.pcolormesh(np.zeros((max_rows, max_cols)), cmap=cmap, vmin=vmin, vmax=vmax)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        self.x_labels = [
+            ax.text(
+                j + 0.5,
+                -0.02,
+                "",
+                ha="center",
+                va="top",
+                transform=ax.get_xaxis_transform(),
+                parse_math=False,  # a token such as $x$ is text, not a formula
+            )
+            for j in range(max_cols)
+        ]
+        self.y_labels = [
+            ax.text(
+                -0.02,
+                i + 0.5,
+                "",
+                ha="right",
+                va="center",
+                transform=ax.get_yaxis_transform(),
+                parse_math=False,
+            )
+            for i in range(max_rows)
+        ]
+
+    @property
+    def artists(self) -> list:
+        return [self.mesh, *self.x_labels, *self.y_labels]
+
+    def show(self, matrix: np.ndarray, x_tokens, y_tokens, grey=()):
+        """Fill the top-left corner with matrix (rows = y_tokens, columns = x_tokens)."""
+        grid = np.ma.array(np.zeros((self.max_rows, self.max_cols)), mask=True)  # zeros: no garbage
+        grid[: matrix.shape[0], : matrix.shape[1]] = matrix
+        self.mesh.set_array(grid)
+        self.mesh.set_visible(len(x_tokens) > 0 and len(y_tokens) > 0)
+        self.ax.set_xlim(0, max(len(x_tokens), 1))
+        self.ax.set_ylim(max(len(y_tokens), 1), 0)  # row 0 at the top, as in a matrix
+        crowded = len(x_tokens) > 20
+        for labels, tokens in ((self.x_labels, x_tokens), (self.y_labels, y_tokens)):
+            for index, text in enumerate(labels):
+                text.set_text(tokens[index] if index < len(tokens) else "")
+                text.set_color("gray" if text.get_text() in grey else "black")
+                text.set_fontsize(7 if crowded and labels is self.x_labels else 9)
+        for text in self.x_labels:
+            text.set_rotation(90 if len(x_tokens) > 8 and not crowded else 0)
+
+    def hide(self):
+        self.show(np.zeros((0, 0)), [], [])
+
+
+def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: str = ""):
+    """Training points, the true curve and any number of fitted curves on one axes."""
+    ax.plot(data.x_test, data.y_test, color="black", lw=1.5, label="truth")
+    for label, predictions in (fits or {}).items():
+        ax.plot(data.x_test, torch.as_tensor(predictions).detach(), lw=2, label=label)
+    ax.scatter(data.x_train, data.y_train, s=14, color="tab:gray", alpha=0.7, label="training data")
+    ax.set_xlabel("x (queries and keys)")
+    ax.set_ylabel("y (values)")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small")

@@ -6,6 +6,7 @@ blocks, their stacks, and the model with greedy decoding.
 """
 
 import math
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -135,11 +136,50 @@ class Decoder(nn.Module):
         return self.final_norm(y)
 
 
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The sizes of a Seq2SeqTransformer, each default with its reason. Build a variant with
+    dataclasses.replace(config, d_model=128), which refuses a key that is not a field."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64  # small enough to train on a laptop CPU in minutes
+    num_heads: int = 4  # d_model / num_heads = 16 dimensions per head
+    num_layers: int = 2  # per stack; the 2017 paper used 6 for translation
+    d_ff: int = 256  # 4 x d_model, the paper's ratio
+    dropout: float = 0.0  # toy tasks with unlimited fresh data do not overfit
+    pad_id: int = 0  # the id of <pad> in both vocabularies
+    norm_first: bool = True  # pre-norm: trains without a careful warm-up (chapter 07)
+    max_len: int = 256  # positions the sinusoidal table is built for
+
+    def __post_init__(self):
+        sizes = ("d_model", "num_heads", "num_layers", "d_ff", "max_len")
+        for name in sizes:
+            object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
+        for name in ("src_vocab_size", "tgt_vocab_size"):
+            value = validation.whole_number(getattr(self, name), name, minimum=2)
+            object.__setattr__(self, name, value)
+        pad_id = validation.whole_number(self.pad_id, "pad_id", minimum=0)
+        object.__setattr__(self, "pad_id", pad_id)
+        if pad_id >= min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(
+                f"pad_id ({pad_id}) must be an id of both vocabularies (sizes "
+                f"{self.src_vocab_size} and {self.tgt_vocab_size})"
+            )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+            )
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
+
+
 class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder Transformer over token ids.
 
     forward(src (B, S), tgt (B, T)) -> logits (B, T, tgt_vocab_size). Padding masks come from
     pad_id; the decoder's causal mask is applied always, in training and in evaluation.
+    The arguments are the fields of TransformerConfig; ``model.config`` holds them.
     """
 
     def __init__(
@@ -156,42 +196,21 @@ class Seq2SeqTransformer(nn.Module):
         max_len: int = 256,
     ):
         super().__init__()
-        src_vocab_size = validation.whole_number(src_vocab_size, "src_vocab_size", minimum=2)
-        tgt_vocab_size = validation.whole_number(tgt_vocab_size, "tgt_vocab_size", minimum=2)
-        d_model = validation.whole_number(d_model, "d_model")
-        num_heads = validation.whole_number(num_heads, "num_heads")
-        num_layers = validation.whole_number(num_layers, "num_layers")
-        d_ff = validation.whole_number(d_ff, "d_ff")
-        max_len = validation.whole_number(max_len, "max_len")
-        pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
-        if pad_id >= min(src_vocab_size, tgt_vocab_size):
-            raise ValueError(
-                f"pad_id ({pad_id}) must be an id of both vocabularies (sizes {src_vocab_size} "
-                f"and {tgt_vocab_size})"
-            )
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        self.pad_id, self.max_len = pad_id, max_len
-        self.config = {
-            "src_vocab_size": src_vocab_size,
-            "tgt_vocab_size": tgt_vocab_size,
-            "d_model": d_model,
-            "num_heads": num_heads,
-            "num_layers": num_layers,
-            "d_ff": d_ff,
-            "dropout": dropout,
-            "pad_id": pad_id,
-            "norm_first": norm_first,
-            "max_len": max_len,
-        }
-        layers = (num_layers, d_model, num_heads, d_ff, dropout, norm_first)
-        self.src_embedding = Embedding(src_vocab_size, d_model, max_len, dropout)
-        self.tgt_embedding = Embedding(tgt_vocab_size, d_model, max_len, dropout)
+        c = self.config = TransformerConfig(
+            src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, dropout,
+            pad_id, norm_first, max_len,
+        )  # fmt: skip
+        self.pad_id, self.max_len = c.pad_id, c.max_len
+        layers = (c.num_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
+        self.src_embedding = Embedding(c.src_vocab_size, c.d_model, c.max_len, c.dropout)
+        self.tgt_embedding = Embedding(c.tgt_vocab_size, c.d_model, c.max_len, c.dropout)
         self.encoder = Encoder(*layers)
         self.decoder = Decoder(*layers)
-        self.output = nn.Linear(d_model, tgt_vocab_size)
+        self.output = nn.Linear(c.d_model, c.tgt_vocab_size)
+
+    @classmethod
+    def from_config(cls, config: TransformerConfig) -> "Seq2SeqTransformer":
+        return cls(**asdict(config))
 
     def _check_tokens(self, name, tokens, vocab_size):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
@@ -207,13 +226,13 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src):
         """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
-        self._check_tokens("src", src, self.config["src_vocab_size"])
+        self._check_tokens("src", src, self.config.src_vocab_size)
         src_mask = padding_mask(src, self.pad_id)
         return self.encoder(self.src_embedding(src), src_mask), src_mask
 
     def decode(self, tgt, memory, src_mask):
         """tgt (B, T) -> logits (B, T, tgt_vocab), every position in one causal pass."""
-        self._check_tokens("tgt", tgt, self.config["tgt_vocab_size"])
+        self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)
         tgt_mask = causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
         y = self.decoder(self.tgt_embedding(tgt), memory, tgt_mask, src_mask)
         return self.output(y)
@@ -242,7 +261,7 @@ class Seq2SeqTransformer(nn.Module):
             self.train(was_training)
 
     def _check_decoding(self, bos_id, eos_id, max_steps) -> None:
-        vocab_size = self.config["tgt_vocab_size"]
+        vocab_size = self.config.tgt_vocab_size
         bos_id = validation.whole_number(bos_id, "bos_id", minimum=0)
         eos_id = validation.whole_number(eos_id, "eos_id", minimum=0)
         validation.whole_number(max_steps, "max_steps")
@@ -331,24 +350,24 @@ def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
     """
     c = ours.config
     sizes = {
-        "d_model": c["d_model"],
-        "nhead": c["num_heads"],
-        "dim_feedforward": c["d_ff"],
-        "dropout": c["dropout"],
+        "d_model": c.d_model,
+        "nhead": c.num_heads,
+        "dim_feedforward": c.d_ff,
+        "dropout": c.dropout,
         "batch_first": True,
-        "norm_first": c["norm_first"],
+        "norm_first": c.norm_first,
     }
 
     def final_norm():
-        return nn.LayerNorm(c["d_model"]) if c["norm_first"] else None
+        return nn.LayerNorm(c.d_model) if c.norm_first else None
 
     encoder = nn.TransformerEncoder(
         nn.TransformerEncoderLayer(**sizes),
-        c["num_layers"],
+        c.num_layers,
         norm=final_norm(),
         enable_nested_tensor=False,
     )
     decoder = nn.TransformerDecoder(
-        nn.TransformerDecoderLayer(**sizes), c["num_layers"], norm=final_norm()
+        nn.TransformerDecoderLayer(**sizes), c.num_layers, norm=final_norm()
     )
     return nn.Transformer(**sizes, custom_encoder=encoder, custom_decoder=decoder)

@@ -23,9 +23,9 @@ from matplotlib.figure import Figure
 from helpers.attention import masked_softmax
 from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
-from helpers.masks import causal_mask
+from helpers.masks import MASK_KINDS, PAD_MARKERS, build_mask
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
-from helpers.plotting import draw_heatmap
+from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
 
@@ -383,20 +383,12 @@ class HeadExplorer(Explorer):
         }
         figure = Figure(figsize=(6.5, 5), layout="constrained")
         ax = figure.subplots()
-        self._mesh = _weight_heatmap(ax, list(range(length)), list(range(length)))
-        self._x_labels = [
-            ax.text(j + 0.5, length + 0.35, "", ha="center", va="top") for j in range(length)
-        ]
-        self._y_labels = [
-            ax.text(-0.35, i + 0.5, "", ha="right", va="center") for i in range(length)
-        ]
-        ax.set_xticks([])
-        ax.set_yticks([])
+        self._map = TokenHeatmap(ax, length, length, "Reds")
+        figure.colorbar(self._map.mesh, ax=ax, label="attention weight")
         ax.set_xlabel("keys (position:token)", labelpad=24)
         ax.set_ylabel("queries (position:token)", labelpad=34)
         self._ax = ax
-        dynamic = [self._mesh, *self._x_labels, *self._y_labels, ax.title]
-        super().__init__(controls, figure, dynamic)
+        super().__init__(controls, figure, [*self._map.artists, ax.title])
 
     def draw(self, head, example):
         weights = self.all_weights[example, head]  # (length, length)
@@ -404,12 +396,8 @@ class HeadExplorer(Explorer):
         offsets = weight_by_offset(self.all_weights[:, head : head + 1])[0]  # (3,) at -1, 0, +1
         self.state = {"weights": weights, "tokens": tokens, "offsets": offsets}
 
-        self._mesh.set_array(weights.numpy().ravel())
-        for position, (x_label, y_label) in enumerate(
-            zip(self._x_labels, self._y_labels, strict=True)
-        ):
-            x_label.set_text(f"{position}:{tokens[position]}")
-            y_label.set_text(f"{position}:{tokens[position]}")
+        labels = [f"{position}:{token}" for position, token in enumerate(tokens)]
+        self._map.show(weights.numpy(), labels, labels)
         self._ax.set_title(
             f"head {head}, example {example}. Mean over all {len(self.tokens)} examples: "
             f"left {offsets[0]:.2f}, itself {offsets[1]:.2f}, right {offsets[2]:.2f}",
@@ -501,87 +489,10 @@ class PositionalExplorer(Explorer):
         )
 
 
-PAD_MARKERS = ("<pad>", "_")
-MASK_KINDS = ("padding", "causal", "padding + causal", "cross-attention")
-
-
 def _token_embedding(token: str, size: int = 8) -> torch.Tensor:
     """A fixed random vector per token string, the same on every run and machine."""
     generator = torch.Generator().manual_seed(zlib.crc32(token.encode()))
     return torch.randn(size, generator=generator)
-
-
-def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
-    """The boolean mask (queries, keys), True = may attend, for a kind in MASK_KINDS.
-
-    Queries are the target tokens; keys are the target tokens too, or the source tokens
-    for cross-attention. Tokens in PAD_MARKERS are pads.
-    """
-    if kind not in MASK_KINDS:
-        raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
-    keys = source if kind == "cross-attention" else target
-    key_is_real = torch.tensor([token not in PAD_MARKERS for token in keys])  # (keys,)
-    if kind == "causal":
-        return causal_mask(len(target))
-    if kind == "padding + causal":
-        return causal_mask(len(target)) & key_is_real
-    return key_is_real.expand(len(target), len(keys))
-
-
-class TokenHeatmap:
-    """A heatmap with token labels on both axes, refilled in place for any size up to
-    (max_rows, max_cols): one mesh of the largest size, whose axis limits show the part in
-    use, and labels drawn as text, so an explorer redraws it without redrawing its axes."""
-
-    def __init__(self, ax, max_rows: int, max_cols: int, cmap, vmin=0.0, vmax=1.0):
-        self.ax, self.max_rows, self.max_cols = ax, max_rows, max_cols
-        self.mesh = ax.pcolormesh(np.zeros((max_rows, max_cols)), cmap=cmap, vmin=vmin, vmax=vmax)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        self.x_labels = [
-            ax.text(
-                *(j + 0.5, -0.02, ""),
-                ha="center",
-                va="top",
-                transform=ax.get_xaxis_transform(),
-                parse_math=False,  # a token such as $x$ is text, not a formula
-            )
-            for j in range(max_cols)
-        ]
-        self.y_labels = [
-            ax.text(
-                *(-0.02, i + 0.5, ""),
-                ha="right",
-                va="center",
-                transform=ax.get_yaxis_transform(),
-                parse_math=False,
-            )
-            for i in range(max_rows)
-        ]
-
-    @property
-    def artists(self) -> list:
-        return [self.mesh, *self.x_labels, *self.y_labels]
-
-    def show(self, matrix: np.ndarray, x_tokens, y_tokens, grey=()):
-        """Fill the top-left corner with matrix (rows = y_tokens, columns = x_tokens)."""
-        grid = np.ma.array(np.zeros((self.max_rows, self.max_cols)), mask=True)  # zeros: no garbage
-        grid[: matrix.shape[0], : matrix.shape[1]] = matrix
-        self.mesh.set_array(grid)
-        self.mesh.set_visible(len(x_tokens) > 0 and len(y_tokens) > 0)
-        self.ax.set_xlim(0, max(len(x_tokens), 1))
-        self.ax.set_ylim(max(len(y_tokens), 1), 0)  # row 0 at the top, as in a matrix
-        crowded = len(x_tokens) > 20
-        for labels, tokens in ((self.x_labels, x_tokens), (self.y_labels, y_tokens)):
-            for index, text in enumerate(labels):
-                text.set_text(tokens[index] if index < len(tokens) else "")
-                text.set_color("gray" if text.get_text() in grey else "black")
-                text.set_fontsize(7 if crowded and labels is self.x_labels else 9)
-        for text in self.x_labels:
-            text.set_rotation(90 if len(x_tokens) > 8 and not crowded else 0)
-
-    def hide(self):
-        self.show(np.zeros((0, 0)), [], [])
 
 
 def _shortened(text: str, most: int = 80) -> str:
@@ -698,12 +609,12 @@ class DateExplorer(Explorer):
             "date": widgets.Text(value=date, description="date"),
             "kind": widgets.ToggleButtons(options=self.KINDS, value=kind, description="attention"),
             "layer": widgets.ToggleButtons(
-                options=[(f"layer {i}", i) for i in range(config["num_layers"])],
-                value=config["num_layers"] - 1,
+                options=[(f"layer {i}", i) for i in range(config.num_layers)],
+                value=config.num_layers - 1,
                 description="layer",
             ),
             "head": widgets.ToggleButtons(
-                options=[(f"head {h}", h) for h in range(config["num_heads"])],
+                options=[(f"head {h}", h) for h in range(config.num_heads)],
                 value=0,
                 description="head",
             ),

@@ -2,6 +2,7 @@
 error naming the file; the shipped one loads."""
 
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -80,11 +81,13 @@ def test_non_finite_weights_are_refused(tmp_path):
 
 def test_a_config_is_checked_before_the_model_is_built(tmp_path):
     model = new_date_model()
-    config = {**model.config, "src_vocab_size": 400_000}
+    config = {**asdict(model.config), "src_vocab_size": 400_000}
     path = tmp_path / "huge.pt"
     save_checkpoint(path, {"config": config, "weights": {}, "history": {}})
     with pytest.raises(CheckpointError, match="src_vocab_size is 400000, expected 70"):
         load_date_model(path)
-    save_checkpoint(path, {"config": {**model.config, "d_model": 32}, "weights": {}, "history": {}})
+    save_checkpoint(
+        path, {"config": {**asdict(model.config), "d_model": 32}, "weights": {}, "history": {}}
+    )
     with pytest.raises(CheckpointError, match="weights do not fit its config"):
         load_date_model(path)

@@ -1,6 +1,7 @@
 """The date task: unambiguous formats, a fixed split, encodings, and the saved model."""
 
 import datetime
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,9 +9,11 @@ import torch
 
 from helpers.dates import (
     BOS,
+    DATE_MODEL,
     EOS,
     FORMATS,
     MAX_SOURCE_LENGTH,
+    RECIPE,
     DateTask,
     all_dates,
     answer_problem,
@@ -88,10 +91,12 @@ def test_the_recipe_trains_a_model_to_99_percent():
 
 def test_training_settings_reach_the_model_or_are_refused():
     task = DateTask()
-    model, history = train_date_model(task, progress=False, steps=1, norm_first=False)
-    assert model.config["norm_first"] is False and history["model_size"]["norm_first"] is False
-    with pytest.raises(ValueError, match="unknown setting.*'colour'"):
-        train_date_model(task, colour="red")
+    config, recipe = replace(DATE_MODEL, norm_first=False), replace(RECIPE, steps=1)
+    model, history = train_date_model(task, progress=False, config=config, recipe=recipe)
+    assert model.config.norm_first is False and history["model_size"]["norm_first"] is False
+    assert len(history["loss"]) == 1
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        replace(RECIPE, colour="red")
 
 
 @pytest.fixture(scope="module")

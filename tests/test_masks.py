@@ -10,6 +10,7 @@ from torch import nn
 from helpers.attention import MultiHeadAttention, copy_weights_from_torch, masked_softmax
 from helpers.masks import (
     CONVENTIONS,
+    build_mask,
     causal_mask,
     causal_padding_mask,
     convert_mask,
@@ -114,3 +115,15 @@ def test_fully_masked_rows_stay_finite_through_two_layers():
         out = layer(out, out, out, mask=mask)
     assert torch.isfinite(out).all()
     assert (layer.attention_weights[0, :, 0] == 0).all()
+
+
+def test_build_mask_kinds():
+    target, source = "a _ b".split(), "x y _ z".split()
+    assert build_mask(target, source, "cross-attention").tolist() == [[True, True, False, True]] * 3
+    assert build_mask(target, source, "padding + causal").tolist() == [
+        [True, False, False],
+        [True, False, False],
+        [True, False, True],
+    ]
+    with pytest.raises(ValueError, match="kind must be one of"):
+        build_mask(target, source, "diagonal")

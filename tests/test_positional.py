@@ -70,7 +70,7 @@ def test_positional_encoding_adds_the_rows_from_the_start_position():
 def test_bad_sizes_get_clear_errors():
     with pytest.raises(ValueError, match="must be even"):
         sinusoidal_encoding(10, 7)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="max_len must be a whole number >= 1, got 0"):
         sinusoidal_encoding(0, 8)
     with pytest.raises(ValueError, match="max_len=10"):
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 11, 8))
@@ -79,5 +79,5 @@ def test_bad_sizes_get_clear_errors():
 
 
 def test_a_negative_start_is_refused():
-    with pytest.raises(ValueError, match="start must be a position >= 0"):
+    with pytest.raises(ValueError, match="start must be a whole number >= 0, got -1"):
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 1, 8), start=-1)

@@ -9,7 +9,6 @@ from helpers.widgets import (
     MaskBuilderExplorer,
     MaskedSoftmaxExplorer,
     PositionalExplorer,
-    build_mask,
 )
 
 
@@ -172,18 +171,6 @@ def test_explorers_compute_on_one_thread_and_give_the_threads_back():
 
     Probe().controls["tokens"].value = "a b"
     assert seen == [1, 1] and torch.get_num_threads() == before
-
-
-def test_build_mask_kinds():
-    target, source = "a _ b".split(), "x y _ z".split()
-    assert build_mask(target, source, "cross-attention").tolist() == [[True, True, False, True]] * 3
-    assert build_mask(target, source, "padding + causal").tolist() == [
-        [True, False, False],
-        [True, False, False],
-        [True, False, True],
-    ]
-    with pytest.raises(ValueError, match="kind must be one of"):
-        build_mask(target, source, "diagonal")
 
 
 @pytest.fixture(scope="module")
