@@ -5,6 +5,8 @@ query may attend to a key (as the boolean ``attn_mask`` of
 ``torch.nn.functional.scaled_dot_product_attention``).
 """
 
+import math
+
 import torch
 from torch import nn
 
@@ -121,21 +123,45 @@ def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     or NaN (a plain product gives 0 * inf = NaN, so a masked key would leak into the output).
 
     weights (..., q, k), values (..., k, d_v) -> (..., q, d_v). A non-finite value at a key
-    that is read (weight not 0) still reaches the output, as it must.
+    that is read (weight not 0) reaches the output by the rules of IEEE arithmetic.
     """
+    _check_weighted_sum(weights, values)
     output = weights @ values
     if output.isfinite().all():
         return output
     bad = ~values.isfinite()  # (..., k, d_v)
-    reads = (weights != 0).to(values.dtype)  # (..., q, k): NaN weights count as read
+    output = weights @ values.masked_fill(bad, 0)  # NaN here only from a NaN weight
 
-    def reached_by(which):  # (..., q, d_v): does any key that is read hold such a value?
-        return (reads @ which.to(values.dtype)) > 0
+    def reached(weight_sign, value_kind):  # (..., q, d_v): does any such product occur?
+        return (weight_sign.to(values.dtype) @ value_kind.to(values.dtype)) > 0
 
-    plus, minus = reached_by(values == float("inf")), reached_by(values == float("-inf"))
-    output = (weights @ values.masked_fill(bad, 0)).masked_fill(plus, float("inf"))
-    output = output.masked_fill(minus, float("-inf"))
-    return output.masked_fill(reached_by(values.isnan()) | (plus & minus), float("nan"))
+    positive, negative = weights > 0, weights < 0
+    plus_inf, minus_inf = values == float("inf"), values == float("-inf")
+    to_plus = reached(positive, plus_inf) | reached(negative, minus_inf)
+    to_minus = reached(positive, minus_inf) | reached(negative, plus_inf)
+    nan = output.isnan() | reached(weights != 0, values.isnan()) | (to_plus & to_minus)
+    output = output.masked_fill(to_plus, float("inf")).masked_fill(to_minus, float("-inf"))
+    return output.masked_fill(nan, float("nan"))
+
+
+def _check_weighted_sum(weights, values) -> None:
+    validation.tensor(weights, "weights", "(..., q, k)")
+    validation.tensor(values, "values", "(..., k, d_v)")
+    validation.same_float_dtype({"weights": weights, "values": values})
+    if weights.dim() < 2 or values.dim() < 2 or weights.shape[-1] != values.shape[-2]:
+        raise ValueError(
+            f"weights {tuple(weights.shape)} and values {tuple(values.shape)} must be "
+            f"(..., q, k) and (..., k, d_v) with the same number of keys"
+        )
+
+
+def scaled_dot_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Q K^T / sqrt(d): (..., q, d) and (..., k, d) -> (..., q, k). 16-bit inputs are
+    multiplied in float32, as torch's scaled_dot_product_attention does: their products
+    overflow float16 (largest 65504) long before the scaled scores would."""
+    if queries.element_size() < 4:
+        queries, keys = queries.float(), keys.float()
+    return queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
 
 
 def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
@@ -149,6 +175,8 @@ def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
             )
     validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
     q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if 0 in (q[-1], k[-1], v[-1]):
+        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
     if not (q[:-2] == k[:-2] == v[:-2]) or k[-2] != v[-2]:
         raise ValueError(
             f"queries {q}, keys {k} and values {v} must share their leading axes, and keys "
@@ -166,16 +194,13 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(validation.probability(dropout))
         self.attention_weights = None
 
     def forward(self, queries, keys, values, valid_lens=None, mask=None):
         _check_attention_inputs(queries, keys, values, same_size=True)
-        # 1/sqrt(d) split as d^(-1/4) on each side before the product: the same scores, and
-        # no float16 overflow in the product of large queries and keys
-        root = queries.shape[-1] ** -0.25
-        scores = (queries * root) @ (keys * root).transpose(-2, -1)  # (B, ..., q, k)
-        self.attention_weights = masked_softmax(scores, valid_lens, mask)
+        scores = scaled_dot_scores(queries, keys)  # (B, ..., q, k)
+        self.attention_weights = masked_softmax(scores, valid_lens, mask).to(values.dtype)
         return weighted_sum(self.dropout(self.attention_weights), values)  # (B, ..., q, d_v)
 
 
@@ -187,6 +212,10 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0):
         super().__init__()
+        key_size = validation.whole_number(key_size, "key_size")
+        query_size = validation.whole_number(query_size, "query_size")
+        num_hiddens = validation.whole_number(num_hiddens, "num_hiddens")
+        dropout = validation.probability(dropout)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
@@ -245,6 +274,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         d_model = validation.whole_number(d_model, "d_model")
         num_heads = validation.whole_number(num_heads, "num_heads")
+        bias = validation.flag(bias, "bias")
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model, self.num_heads = d_model, num_heads
@@ -280,7 +310,22 @@ class MultiHeadAttention(nn.Module):
             )
         return heads_mask
 
-    def _check_inputs(self, queries, keys, values) -> None:
+    def _check_inputs(self, queries, keys, values, mask, cache) -> torch.Tensor | None:
+        """Check every argument before anything changes (a bad call leaves the cache as it
+        was); return the mask shaped for the heads."""
+        self._check_tensors(queries, keys, values)
+        if cache is not None and not isinstance(cache, KeyValueCache):
+            raise ValueError(f"cache must be a KeyValueCache, got {type(cache).__name__}")
+        new, num_keys = queries.shape[1], keys.shape[1] + (0 if cache is None else len(cache))
+        if cache is not None and new > 1 and mask is None:
+            raise ValueError(
+                f"{new} new positions with a cache need a causal mask of shape "
+                f"(new, cached + new) = ({new}, {num_keys}): without one, the earlier "
+                f"new positions would see the later ones"
+            )
+        return None if mask is None else self._heads_mask(mask, queries.shape[0], new, num_keys)
+
+    def _check_tensors(self, queries, keys, values) -> None:
         for name, value in (("queries", queries), ("keys", keys), ("values", values)):
             validation.tensor(value, name, f"(batch, n, d_model={self.d_model})")
             if value.dim() != 3 or value.shape[-1] != self.d_model:
@@ -303,19 +348,10 @@ class MultiHeadAttention(nn.Module):
     def forward(self, queries, keys, values, valid_lens=None, mask=None, cache=None):
         """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
         attend to every position it holds (decoding one token at a time)."""
-        self._check_inputs(queries, keys, values)
+        mask = self._check_inputs(queries, keys, values, mask, cache)  # (B | 1, heads | 1, q, k)
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
         k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
         v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
-        num_keys = k.shape[2] + (0 if cache is None else len(cache))
-        if cache is not None and q.shape[2] > 1 and mask is None:
-            raise ValueError(
-                f"{q.shape[2]} new positions with a cache need a causal mask of shape "
-                f"(new, cached + new) = ({q.shape[2]}, {num_keys}): without one, the earlier "
-                f"new positions would see the later ones"
-            )
-        if mask is not None:  # checked before the cache grows: a bad call leaves it as it was
-            mask = self._heads_mask(mask, q.shape[0], q.shape[2], num_keys)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, heads, cached + new, d_head)
         heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
@@ -334,6 +370,15 @@ class KeyValueCache:
 
     def extend(self, keys: torch.Tensor, values: torch.Tensor):
         """Append (B, heads, new, d_head) keys and values; return all of them so far."""
+        for name, value in (("keys", keys), ("values", values)):
+            if validation.tensor(value, name, "(B, heads, new, d_head)").dim() != 4:
+                raise ValueError(
+                    f"{name} must be (B, heads, new, d_head), got {tuple(value.shape)}"
+                )
+        if keys.shape != values.shape:
+            raise ValueError(
+                f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must have one shape"
+            )
         if self.keys is None:
             self.keys, self.values = keys, values
         elif keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]:
@@ -357,6 +402,8 @@ def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttent
         )
     if theirs.in_proj_weight is None:
         raise ValueError("theirs has keys and values of other sizes (kdim, vdim); ours has not")
+    if theirs.bias_k is not None or theirs.add_zero_attn:
+        raise ValueError("theirs adds extra keys (add_bias_kv or add_zero_attn); ours has none")
     ours_bias, theirs_bias = ours.W_q.bias is not None, theirs.in_proj_bias is not None
     if ours_bias != theirs_bias:
         raise ValueError(

@@ -38,7 +38,8 @@ def save_checkpoint(path, contents: dict) -> None:
 def _non_finite(value, where: str) -> list[str]:
     """Where in a nested checkpoint a tensor or float holds inf or NaN."""
     if isinstance(value, torch.Tensor):
-        finite = not value.is_floating_point() or bool(value.isfinite().all())
+        numeric = value.is_floating_point() or value.is_complex()
+        finite = not numeric or bool(value.isfinite().all())
         return [] if finite else [where]
     if isinstance(value, float):
         return [] if math.isfinite(value) else [where]
@@ -47,6 +48,13 @@ def _non_finite(value, where: str) -> list[str]:
     if isinstance(value, list | tuple):
         return [bad for i, item in enumerate(value) for bad in _non_finite(item, f"{where}[{i}]")]
     return []
+
+
+def _recorded_checksum(path: Path) -> str:
+    """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex")."""
+    text = path.read_text().strip()
+    digest = text.rsplit("=", 1)[-1] if text.startswith("SHA256 (") else text.split(" ")[0]
+    return digest.strip().lower()
 
 
 def load_checkpoint(path, keys: tuple[str, ...], remake: str) -> dict:
@@ -61,8 +69,7 @@ def load_checkpoint(path, keys: tuple[str, ...], remake: str) -> dict:
         raise CheckpointError(f"{path} does not exist: {fix}")
     if not checksum_path(path).is_file():
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
-    expected = checksum_path(path).read_text().split()[:1]
-    if [sha256(path)] != expected:
+    if sha256(path) != _recorded_checksum(checksum_path(path)):
         raise CheckpointError(
             f"{path} is damaged: its SHA-256 differs from the one recorded when it was saved "
             f"({checksum_path(path).name}); {fix}"

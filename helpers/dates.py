@@ -8,6 +8,7 @@ appears in training, in any format.
 """
 
 import datetime
+import itertools
 import random
 import re
 import string
@@ -19,7 +20,7 @@ import torch
 from helpers import validation
 from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from helpers.training import train_seq2seq
-from helpers.transformer import Seq2SeqTransformer, TransformerConfig
+from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
 
 FIRST_DAY, LAST_DAY = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
 MONTHS = [datetime.date(2000, m, 1).strftime("%B") for m in range(1, 13)]
@@ -34,6 +35,9 @@ TARGET_LENGTH = len("2015-03-03")
 
 def ordinal(day: int) -> str:
     """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st, 22nd, 23rd, ..., 31st."""
+    day = validation.whole_number(day, "day")
+    if day > 31:
+        raise ValueError(f"day must be from 1 to 31, got {day}")
     if day in (11, 12, 13):
         return f"{day}th"
     return f"{day}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(day % 10, 'th') }"
@@ -63,6 +67,10 @@ FORMATS = {
 
 def write_date(date: datetime.date, format_name: str) -> str:
     """The date written in one of FORMATS (named by how it writes 3 March 2015)."""
+    if not isinstance(date, datetime.date) or isinstance(date, datetime.datetime):
+        raise ValueError(f"date must be a datetime.date, got {type(date).__name__}")
+    if not FIRST_DAY <= date <= LAST_DAY:
+        raise ValueError(f"dates from {FIRST_DAY} to {LAST_DAY} only, got {date}")
     if format_name not in FORMATS:
         raise ValueError(f"unknown format {format_name!r}: expected one of {list(FORMATS)}")
     return FORMATS[format_name](date, *_names(date))
@@ -96,6 +104,8 @@ class Vocabulary:
         """Characters up to the first <eos>, without specials."""
         characters = []
         for index in ids:
+            if not 0 <= index < len(self.tokens):
+                raise ValueError(f"id {index} is outside the vocabulary 0..{len(self.tokens) - 1}")
             if index == EOS:
                 break
             if index >= len(SPECIALS):
@@ -131,6 +141,11 @@ def encode_sources(texts: list[str]) -> torch.Tensor:
 
 def encode_targets(texts: list[str]) -> torch.Tensor:
     """(B, TARGET_LENGTH + 2): <bos> ISO date <eos>."""
+    if isinstance(texts, str) or not texts:
+        raise ValueError("texts must be a non-empty list of ISO dates (strings)")
+    for text in texts:
+        if not isinstance(text, str) or len(text) != TARGET_LENGTH:
+            raise ValueError(f"a target must be an ISO date such as 2015-03-03, got {text!r}")
     return torch.tensor([[BOS, *TARGET_VOCABULARY.encode(text), EOS] for text in texts])
 
 
@@ -165,6 +180,7 @@ class DateTask:
 
     def train_batch(self, batch_size: int, generator: torch.Generator):
         """(sources (B, S), targets (B, 12)): random training dates in random formats."""
+        batch_size = validation.whole_number(batch_size, "batch_size")
         date_index = torch.randint(len(self.train_dates), (batch_size,), generator=generator)
         format_index = torch.randint(len(FORMATS), (batch_size,), generator=generator)
         names = list(FORMATS)
@@ -200,12 +216,62 @@ def _names_in(text: str, names: list[str]) -> set[int]:
     return {i for i, name in enumerate(names) if {name.lower(), name[:3].lower()} & words}
 
 
-def answer_problem(text: str, answer: str) -> str | None:
-    """Why the answer cannot be the date written in text, or None if nothing contradicts it.
+NUMERIC_ORDERS = {  # all-number formats: the fixed order of year, month and day
+    r"(\d{4})/(\d{1,2})/(\d{1,2})": "ymd",
+    r"(\d{4})-(\d{2})-(\d{2})": "ymd",
+    r"(\d{4})(\d{2})(\d{2})": "ymd",
+    r"(\d{2})\.(\d{2})\.(\d{4})": "dmy",
+}
 
-    The answer must be a calendar date from 1950 to 2049 in ISO form, and agree with every
-    number, month name and weekday the text writes.
+
+def _fits(run: str, part: str, date: datetime.date) -> bool:
+    """Can the digits `run` write this part (year, month, day) of the date?"""
+    if part == "year":
+        return (
+            int(run) == date.year
+            if len(run) == 4
+            else len(run) == 2 and int(run) == date.year % 100
+        )
+    return len(run) <= 2 and int(run) == (date.month if part == "month" else date.day)
+
+
+def _numbers_problem(text: str, date: datetime.date) -> str | None:
+    """Why the numbers of the text cannot write this date, or None if they do: every number
+    is one part of the date, and the parts the text does not name (a month may be a name)
+    are all there."""
+    for pattern, order in NUMERIC_ORDERS.items():
+        found = re.fullmatch(pattern, text)
+        if found:
+            parts = dict(zip(order, found.groups(), strict=True))
+            if all(_fits(parts[p[0]], p, date) for p in ("year", "month", "day")):
+                return None
+            names = ", ".join({"y": "year", "m": "month", "d": "day"}[p] for p in order)
+            return f"which is not {text} read in its fixed order ({names})"
+    runs = re.findall(r"\d+", text)
+    parts = ["year", "day"] + ([] if _names_in(text, MONTHS) else ["month"])
+    if len(runs) != len(parts):
+        written = ["a month name"] if len(parts) == 2 else []
+        written.append(f"{len(runs)} number{'' if len(runs) == 1 else 's'}")
+        listed = f" ({', '.join(runs)})" if runs else ""
+        return (
+            f"but a date needs a year, a month and a day, and the text writes "
+            f"{' and '.join(written)}{listed}"
+        )
+    for order in itertools.permutations(parts):
+        if all(_fits(run, part, date) for run, part in zip(runs, order, strict=True)):
+            return None
+    return f"which does not fit the numbers {', '.join(runs)}"
+
+
+def answer_problem(text: str, answer: str) -> str | None:
+    """Why the answer cannot be the date written in text, or None if the text writes it.
+
+    The answer must be a calendar date from 1950 to 2049 in ISO form; every number in the
+    text must be its year, month or day (all-number formats in their fixed order), and every
+    part must be written; a month or weekday name must be the answer's.
     """
+    if not isinstance(text, str) or not isinstance(answer, str):
+        raise ValueError(f"text and answer must be strings, got {text!r} and {answer!r}")
     try:
         date = (
             datetime.date.fromisoformat(answer)
@@ -218,15 +284,9 @@ def answer_problem(text: str, answer: str) -> str | None:
         return f"the model answered {answer!r}, which is not a calendar date"
     if not FIRST_DAY <= date <= LAST_DAY:
         return f"the model answered {answer}, outside {FIRST_DAY.year} to {LAST_DAY.year}"
-    for run in re.findall(r"\d+", text):
-        if len(run) == 8:
-            numbers_fit = run == date.strftime("%Y%m%d")
-        elif len(run) == 4:
-            numbers_fit = int(run) == date.year
-        else:
-            numbers_fit = len(run) <= 2 and int(run) in (date.day, date.month, date.year % 100)
-        if not numbers_fit:
-            return f"the model answered {answer}, which does not fit the number {run}"
+    problem = _numbers_problem(text, date)
+    if problem:
+        return f"the model answered {answer}, {problem}"
     months, weekdays = _names_in(text, MONTHS), _names_in(text, WEEKDAYS)
     if months and months != {date.month - 1}:
         return f"the model answered {answer}, which is not in {MONTHS[min(months)]}"
@@ -237,6 +297,7 @@ def answer_problem(text: str, answer: str) -> str | None:
 
 def predict(model, texts: list[str], batch_size: int = 500) -> list[str]:
     """What the model writes for each text by greedy decoding, unchecked."""
+    batch_size = validation.whole_number(batch_size, "batch_size")
     predictions = []
     for start in range(0, len(texts), batch_size):
         sources = encode_sources(texts[start : start + batch_size])
@@ -269,8 +330,11 @@ def normalise(model, texts: list[str]) -> list[str]:
 def exact_match(model, examples: list[tuple[str, str]]):
     """(accuracy, errors): the share of examples normalised exactly right, and the others
     as (source, prediction, target)."""
-    if not examples:
-        raise ValueError("exact_match needs at least one (source, target) example")
+    if isinstance(examples, str) or not examples:
+        raise ValueError("exact_match needs a list of at least one (source, target) example")
+    for example in examples:
+        if not (isinstance(example, tuple | list) and len(example) == 2):
+            raise ValueError(f"each example must be a (source, target) pair, got {example!r}")
     predictions = predict(model, [source for source, _ in examples])
     errors = [
         (source, predicted, target)
@@ -303,6 +367,13 @@ class TrainingRecipe:
     lr: float = 3e-3  # high for Adam: fine with pre-norm and the warm-up
     warmup: int = 60  # steps of linear warm-up before the cosine decay
     seed: int = 0  # the initial weights and the batches
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size"):
+            validation.whole_number(getattr(self, name), name)
+        validation.whole_number(self.warmup, "warmup", minimum=0)
+        validation.whole_number(self.seed, "seed", minimum=0)
+        validation.positive_number(self.lr, "lr")
 
 
 RECIPE = TrainingRecipe()
@@ -358,10 +429,18 @@ def _check_date_config(config, path) -> None:
     for key, value in expected_vocab.items():
         if config.get(key) != value:
             raise CheckpointError(f"{path}: config {key} is {config.get(key)!r}, expected {value}")
-    for key in ("d_model", "num_heads", "num_layers", "d_ff", "max_len"):
-        value = config.get(key)
-        if not isinstance(value, int) or not 1 <= value <= 4096:
-            raise CheckpointError(f"{path}: config {key} is {value!r}, not a size from 1 to 4096")
+    try:
+        config = TransformerConfig(**config)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
+    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
+            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
+
+
+MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16 numbers
 
 
 def load_date_model(path=SAVED_MODEL, device="cpu"):

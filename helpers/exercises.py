@@ -27,9 +27,12 @@ def _as_answer(got, convert=None):
         return None, f"returned a {type(got).__name__} of {len(got)} tensors, expected one tensor"
     try:
         got = torch.as_tensor(got)
-        return (convert(got) if convert else got), None
     except Exception:  # anything torch cannot read as numbers
         return None, f"returned a {type(got).__name__}, expected a tensor"
+    if got.layout != torch.strided or got.is_meta or got.is_complex():
+        kind = "complex" if got.is_complex() else "meta" if got.is_meta else "sparse"
+        return None, f"returned a {kind} tensor, expected an ordinary real one"
+    return (convert(got.detach()) if convert else got.detach()), None
 
 
 def _run_case(
@@ -43,7 +46,7 @@ def _run_case(
     """
     try:
         got = function(*args)
-    except Exception as error:  # the learner's code may fail in any way; report it
+    except (Exception, SystemExit) as error:  # the learner's code may fail in any way
         failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
     got, problem = _as_answer(got, convert)
@@ -54,7 +57,8 @@ def _run_case(
     if got.shape != expected.shape:
         problem = f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
     elif got.dtype != expected.dtype:
-        problem = f"dtype {got.dtype}, expected {expected.dtype} (keep the input's dtype)"
+        why = "a boolean mask" if expected.dtype == torch.bool else "keep the input's dtype"
+        problem = f"dtype {got.dtype}, expected {expected.dtype} ({why})"
     elif torch.isnan(got).any():
         where = tuple(torch.nonzero(torch.isnan(got))[0].tolist())
         problem = f"NaN at index {where}"
@@ -256,7 +260,6 @@ def check_decoder_mask(learner_mask) -> bool:
             0,
             "combine padding_mask and causal_mask with &",
             mistakes,
-            convert=lambda got: got.bool(),
         )
     return _report(failures, passed)
 
@@ -291,6 +294,5 @@ def check_pre_norm_residual(learner_residual) -> bool:
             1e-5,
             "pre-norm: x + sublayer(norm(x))",
             mistakes,
-            convert=lambda got: got.detach(),
         )
     return _report(failures, passed)

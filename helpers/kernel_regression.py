@@ -10,11 +10,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from helpers import validation
 from helpers.attention import masked_softmax
 
 
 def true_function(x: torch.Tensor) -> torch.Tensor:
-    """The curve the noisy training labels come from."""
+    """The curve the noisy training labels come from, on x >= 0."""
+    if (x < 0).any():
+        raise ValueError("true_function is defined for x >= 0 (x ** 0.8 of a negative x is NaN)")
     return 2 * torch.sin(x) + x**0.8
 
 
@@ -28,6 +31,9 @@ class RegressionData:
 
 def make_data(n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int = 0):
     """Noisy samples of ``true_function`` on [0, 5], and a grid of test queries."""
+    n_train = validation.whole_number(n_train, "n_train", minimum=2)
+    n_test = validation.whole_number(n_test, "n_test")
+    validation.positive_number(noise, "noise", allow_zero=True)
     if n_train < 2 or n_test < 1:
         raise ValueError(f"need n_train >= 2 and n_test >= 1, got {n_train} and {n_test}")
     generator = torch.Generator().manual_seed(seed)
@@ -69,6 +75,14 @@ def kernel_pooling(queries, keys, values, kernel=gaussian_kernel, width: float =
     queries: (n_queries,), keys and values: (n_keys,).
     Returns the predictions (n_queries,) and the weights (n_queries, n_keys).
     """
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        validation.tensor(value, name, "(n,)")
+    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
+    if not callable(kernel):
+        raise ValueError(
+            f"kernel must be a function of distance and width, such as KERNELS[{kernel!r}]"
+        )
+    validation.positive_number(width, "width")
     if keys.shape != values.shape or keys.dim() != 1 or queries.dim() != 1:
         raise ValueError(
             f"expected queries (n_queries,), keys and values (n_keys,); got queries "
@@ -96,6 +110,7 @@ class NadarayaWatson(nn.Module):
 
     def __init__(self, sharpness: float = 1.0):
         super().__init__()
+        sharpness = validation.positive_number(sharpness, "sharpness")
         self.log_w = nn.Parameter(torch.tensor(float(sharpness)).log())
         self.attention_weights = None
 
@@ -105,6 +120,11 @@ class NadarayaWatson(nn.Module):
 
     def forward(self, queries, keys, values, mask=None):
         """queries (n_q,), keys and values (n_k,), mask (n_q, n_k) True = may attend."""
+        for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+            if validation.tensor(value, name, "(n,)").dim() != 1:
+                raise ValueError(f"{name} must be one-dimensional (n,), got {tuple(value.shape)}")
+        if keys.shape != values.shape:
+            raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ")
         scores = gaussian_scores(queries, keys, self.w)  # (n_q, n_k)
         self.attention_weights = masked_softmax(scores, mask=mask)  # (n_q, n_k)
         return self.attention_weights @ values  # (n_q,)
@@ -123,6 +143,8 @@ def train_sharpness(
     only (the diagonal of the mask is False); without it, a point may attend to itself.
     Returns the model and a history dict with the loss and w after every epoch.
     """
+    epochs = validation.whole_number(epochs, "epochs")
+    lr = validation.positive_number(lr, "lr")
     model = NadarayaWatson(sharpness)
     n = len(data.x_train)
     mask = ~torch.eye(n, dtype=torch.bool) if leave_one_out else None  # (n, n)
@@ -140,4 +162,9 @@ def train_sharpness(
 
 
 def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> float:
+    if predictions.shape != targets.shape or predictions.numel() == 0:
+        raise ValueError(
+            f"predictions {tuple(predictions.shape)} and targets {tuple(targets.shape)} must "
+            f"have one shape, with at least one number"
+        )
     return ((predictions - targets) ** 2).mean().item()

@@ -47,7 +47,7 @@ def _allowed_from(mask: torch.Tensor, convention: str) -> torch.Tensor:
 def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> torch.Tensor:
     """The same mask, same shape, in another convention (see CONVENTIONS for their names)."""
     for name in (source, target):
-        if name not in CONVENTIONS:
+        if not isinstance(name, str) or name not in CONVENTIONS:
             raise ValueError(
                 f"unknown mask convention {name!r}: expected one of {list(CONVENTIONS)}"
             )
@@ -106,6 +106,10 @@ def from_torch_attn_mask(attn_mask: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(attn_mask, torch.Tensor):
         raise ValueError(f"attn_mask must be a tensor, got {type(attn_mask).__name__}")
+    if not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+        raise ValueError(
+            f"torch's attn_mask is boolean (True = ignore) or float (added), got {attn_mask.dtype}"
+        )
     return convert_mask(attn_mask, "ignored" if attn_mask.dtype == torch.bool else "additive")
 
 
@@ -121,10 +125,13 @@ def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
     """
     if kind not in MASK_KINDS:
         raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+    for name, tokens in (("target", target), ("source", source)):
+        if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+            raise ValueError(f"{name} must be a list of token strings, got {tokens!r}")
     keys = source if kind == "cross-attention" else target
     key_is_real = torch.tensor([token not in PAD_MARKERS for token in keys])  # (keys,)
     if kind == "causal":
         return causal_mask(len(target))
     if kind == "padding + causal":
         return causal_mask(len(target)) & key_is_real
-    return key_is_real.expand(len(target), len(keys))
+    return key_is_real.bool().expand(len(target), len(keys))

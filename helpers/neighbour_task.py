@@ -9,11 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers import validation
 from helpers.attention import MultiHeadAttention
 
 
 def make_neighbour_batch(num: int, length: int = 8, vocab: int = 10, generator=None):
     """tokens (num, length); left and right neighbours (num, length), wrapping around."""
+    num = validation.whole_number(num, "num")
+    length = validation.whole_number(length, "length", minimum=2)
+    vocab = validation.whole_number(vocab, "vocab")
     tokens = torch.randint(0, vocab, (num, length), generator=generator)
     return tokens, tokens.roll(1, dims=1), tokens.roll(-1, dims=1)
 
@@ -25,6 +29,11 @@ class NeighbourModel(nn.Module):
 
     def __init__(self, vocab: int = 10, length: int = 8, d_model: int = 32, num_heads: int = 2):
         super().__init__()
+        vocab, length = (
+            validation.whole_number(vocab, "vocab"),
+            validation.whole_number(length, "length", 2),
+        )
+        self.vocab = vocab
         self.length = length
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.position_embedding = nn.Parameter(torch.randn(length, d_model))
@@ -33,14 +42,26 @@ class NeighbourModel(nn.Module):
         self.right_output = nn.Linear(d_model, vocab)
 
     def forward(self, tokens):  # (B, length)
-        if tokens.dim() != 2 or tokens.shape[1] != self.length:
+        validation.token_ids(tokens, "tokens", self.vocab, f"(batch, {self.length})")
+        if tokens.shape[1] != self.length:
             raise ValueError(f"tokens must be (batch, {self.length}), got {tuple(tokens.shape)}")
         x = self.token_embedding(tokens) + self.position_embedding  # (B, length, d_model)
         mixed = self.attention(x, x, x)  # (B, length, d_model)
         return self.left_output(mixed), self.right_output(mixed)  # 2 x (B, length, vocab)
 
 
+def _check_neighbours(tokens, left, right) -> None:
+    for name, value in (("tokens", tokens), ("left", left), ("right", right)):
+        validation.tensor(value, name, "(batch, length)")
+    if not (tokens.shape == left.shape == right.shape) or tokens.dim() != 2 or not len(tokens):
+        raise ValueError(
+            f"tokens {tuple(tokens.shape)}, left {tuple(left.shape)} and right "
+            f"{tuple(right.shape)} must be one (batch, length) shape with batch >= 1"
+        )
+
+
 def neighbour_loss(model, tokens, left, right):
+    _check_neighbours(tokens, left, right)
     left_logits, right_logits = model(tokens)
     return F.cross_entropy(left_logits.flatten(0, 1), left.flatten()) + F.cross_entropy(
         right_logits.flatten(0, 1), right.flatten()
@@ -49,6 +70,7 @@ def neighbour_loss(model, tokens, left, right):
 
 def neighbour_accuracy(model, tokens, left, right) -> float:
     """Share of positions where both neighbours are predicted right."""
+    _check_neighbours(tokens, left, right)
     with torch.no_grad():
         left_logits, right_logits = model(tokens)
     correct = (left_logits.argmax(-1) == left) & (right_logits.argmax(-1) == right)
@@ -57,6 +79,8 @@ def neighbour_accuracy(model, tokens, left, right) -> float:
 
 def train_neighbour_model(steps: int = 150, batch_size: int = 128, seed: int = 0, **sizes):
     """Adam on fresh batches; returns the model and the loss after every step."""
+    steps = validation.whole_number(steps, "steps")
+    batch_size = validation.whole_number(batch_size, "batch_size")
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = NeighbourModel(**sizes)
@@ -78,6 +102,14 @@ def weight_by_offset(weights: torch.Tensor, offsets=(-1, 0, 1)) -> torch.Tensor:
 
     weights: (B, heads, length, length) -> (heads, len(offsets)).
     """
+    validation.tensor(weights, "weights", "(B, heads, length, length)")
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or not len(weights):
+        raise ValueError(
+            f"weights must be (B, heads, length, length) with B >= 1, got {tuple(weights.shape)}"
+        )
+    if isinstance(offsets, str) or not offsets:
+        raise ValueError(f"offsets must be a non-empty sequence of whole numbers, got {offsets!r}")
+    offsets = [validation.whole_number(o, "offset", minimum=-weights.shape[-1]) for o in offsets]
     length = weights.shape[-1]
     positions = torch.arange(length)
     columns = [weights[..., positions, (positions + offset) % length] for offset in offsets]

@@ -13,6 +13,8 @@ from helpers.kernel_regression import RegressionData
 
 def _as_grid(matrices) -> np.ndarray:
     """(q, k), (n, q, k) or (rows, cols, q, k) -> (rows, cols, q, k) numpy array."""
+    if isinstance(matrices, torch.Tensor) and matrices.is_complex() or np.iscomplexobj(matrices):
+        raise ValueError("matrices must be real numbers, got complex ones")
     if isinstance(matrices, torch.Tensor):
         matrices = matrices.detach().cpu().float().numpy()
     grid = np.asarray(matrices, dtype=float)
@@ -54,7 +56,13 @@ def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
         and all(isinstance(item, list | tuple) for item in labels)
     )
     if not per_map:
-        if not isinstance(labels, str | bool | int) and len(labels) != size:
+        if isinstance(labels, str) and labels != "auto":
+            raise ValueError(f'{name} must be "auto", a step, or a list of labels; got {labels!r}')
+        if isinstance(labels, int) and not isinstance(labels, bool) and labels < 1:
+            raise ValueError(f"{name} as a step must be at least 1, got {labels}")
+        if not isinstance(labels, str | bool | int | list | tuple):
+            raise ValueError(f"{name} must be a list of labels, got {labels!r}")
+        if isinstance(labels, list | tuple) and len(labels) != size:
             raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
         return [[labels] * cols for _ in range(rows)]
     if len(labels) == rows * cols and all(len(item) == size for item in labels):

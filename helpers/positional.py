@@ -22,6 +22,8 @@ def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
 def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2,): the angle w_j each sin/cos pair turns per position, from 1 down."""
     _, d_model = _check_sizes(1, d_model)
+    if validation.positive_number(base, "base") <= 1:
+        raise ValueError(f"base must be > 1 (the longest wavelength is 2 pi base), got {base!r}")
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
@@ -38,6 +40,7 @@ def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> to
 def offset_rotations(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2, 2, 2): for each pair j, the matrix R with P[i + offset, pair j] =
     R @ P[i, pair j] for every position i. It depends on the offset, never on i."""
+    offset = validation.whole_number(offset, "offset", minimum=-(2**31))
     angle = offset * frequencies(d_model, base)  # (d_model / 2,)
     cos, sin = torch.cos(angle), torch.sin(angle)
     rotations = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
@@ -49,13 +52,16 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(validation.probability(dropout))
         self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x: (B, n, d_model) for positions start .. start + n - 1 (start > 0 when decoding
         one token at a time)."""
         max_len, d_model = self.encoding.shape
+        validation.tensor(x, "x", f"(batch, n, d_model={d_model})")
+        if not x.is_floating_point():
+            raise ValueError(f"x must be floating-point embeddings, got {x.dtype}")
         if x.dim() != 3 or x.shape[-1] != d_model:
             raise ValueError(f"x must be (batch, n, d_model={d_model}), got {tuple(x.shape)}")
         start = validation.whole_number(start, "start", minimum=0)

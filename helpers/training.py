@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from helpers import validation
+
 
 def sequence_cross_entropy(
     logits: torch.Tensor, targets: torch.Tensor, pad_id: int
@@ -16,11 +18,15 @@ def sequence_cross_entropy(
     logits (B, T, vocab), targets (B, T). A pad position still has an output row (its query
     attends like any other), but its target is not a token to predict: it counts for nothing.
     """
+    validation.tensor(logits, "logits", "(batch, T, vocab)")
+    validation.tensor(targets, "targets", "(batch, T)")
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(
             f"logits must be (batch, T, vocab) and targets (batch, T): got {tuple(logits.shape)} "
             f"and {tuple(targets.shape)}"
         )
+    validation.token_ids(targets, "targets", logits.shape[-1], "(batch, T)")
+    pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
     if (targets == pad_id).all():
         raise ValueError("every target is a pad: there is nothing to compute a loss over")
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
@@ -28,9 +34,12 @@ def sequence_cross_entropy(
 
 def learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     """Linear warm-up over `warmup` steps, then a cosine decay to 5% at the last step."""
+    step = validation.whole_number(step, "step", minimum=0)
+    steps = validation.whole_number(steps, "steps")
+    warmup = validation.whole_number(warmup, "warmup", minimum=0)
     if step < warmup:
         return (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
+    progress = min(1.0, (step - warmup) / max(1, steps - warmup))  # stays at 5% after the end
     return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
@@ -40,6 +49,8 @@ def train_seq2seq(
     """Teacher-forced training: the decoder reads the target shifted right, and every position
     predicts its next token in one causal pass. next_batch() -> (src (B, S), tgt (B, T)),
     tgt starting with <bos>. Returns the loss of every step and the seconds taken."""
+    steps = validation.whole_number(steps, "steps")
+    lr = validation.positive_number(lr, "lr")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: learning_rate_factor(step, steps, warmup)

@@ -22,6 +22,10 @@ class PositionWiseFFN(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
+        d_model, d_ff = (
+            validation.whole_number(d_model, "d_model"),
+            validation.whole_number(d_ff, "d_ff"),
+        )
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -170,8 +174,22 @@ class TransformerConfig:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
             )
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
+        object.__setattr__(self, "dropout", validation.probability(self.dropout))
+        object.__setattr__(self, "norm_first", validation.flag(self.norm_first, "norm_first"))
+
+
+def parameter_count(config: TransformerConfig) -> int:
+    """The number of parameters a Seq2SeqTransformer of this config has, without building it."""
+    d, d_ff, layers = config.d_model, config.d_ff, config.num_layers
+    attention = 4 * (d * d + d)
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    encoder = layers * (attention + ffn + 2 * norm)
+    decoder = layers * (2 * attention + ffn + 3 * norm)
+    final_norms = 2 * norm if config.norm_first else 0
+    embeddings = (config.src_vocab_size + config.tgt_vocab_size) * d
+    output = d * config.tgt_vocab_size + config.tgt_vocab_size
+    return encoder + decoder + final_norms + embeddings + output
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -210,6 +228,8 @@ class Seq2SeqTransformer(nn.Module):
 
     @classmethod
     def from_config(cls, config: TransformerConfig) -> "Seq2SeqTransformer":
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"config must be a TransformerConfig, got {type(config).__name__}")
         return cls(**asdict(config))
 
     def _check_tokens(self, name, tokens, vocab_size):
@@ -318,6 +338,7 @@ def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Tra
         target.weight.copy_(source.weight)
         target.bias.copy_(source.bias)
 
+    _check_same_layout(ours, theirs)
     with torch.no_grad():
         for block, layer in zip(ours.encoder.blocks, theirs.encoder.layers, strict=True):
             copy_weights_from_torch(block.self_attention, layer.self_attn)
@@ -339,6 +360,29 @@ def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Tra
         ):
             if isinstance(our_norm, nn.LayerNorm):
                 copy_affine(our_norm, their_norm)
+
+
+def _check_same_layout(ours: Seq2SeqTransformer, theirs: nn.Transformer) -> None:
+    """Refuse, before copying anything, a torch model that would compute something else."""
+    if not isinstance(ours, Seq2SeqTransformer) or not isinstance(theirs, nn.Transformer):
+        raise ValueError("expected a Seq2SeqTransformer and a torch.nn.Transformer")
+    c, layer = ours.config, theirs.encoder.layers[0]
+    found = {
+        "encoder layers": (c.num_layers, len(theirs.encoder.layers)),
+        "decoder layers": (c.num_layers, len(theirs.decoder.layers)),
+        "d_model": (c.d_model, layer.linear1.in_features),
+        "d_ff": (c.d_ff, layer.linear1.out_features),
+        "heads": (c.num_heads, layer.self_attn.num_heads),
+        "norm_first": (c.norm_first, layer.norm_first),
+        "activation": (
+            "relu",
+            getattr(layer.activation, "__name__", type(layer.activation).__name__),
+        ),
+        "layer_norm_eps": (1e-5, layer.norm1.eps),
+    }
+    differ = [f"{name} ours {a!r}, theirs {b!r}" for name, (a, b) in found.items() if a != b]
+    if differ:
+        raise ValueError(f"the models differ: {'; '.join(differ)}")
 
 
 def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:

@@ -48,3 +48,42 @@ def same_float_dtype(named_tensors: dict) -> None:
     if len(set(devices.values())) > 1:
         listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
         raise ValueError(f"inputs must be on one device, got {listed}")
+
+
+def positive_number(value, name: str, allow_zero: bool = False) -> float:
+    """value as a float, if it is a finite real number > 0 (or >= 0 with allow_zero)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return float(value)
+
+
+def probability(value, name: str = "dropout") -> float:
+    """value as a float in [0, 1): a dropout rate."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+    return float(value)
+
+
+def flag(value, name: str) -> bool:
+    """value itself if it is True or False (a string such as 'False' would count as true)."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def token_ids(value, name: str, vocab_size: int, shape: str = "(batch, length)", dim: int = 2):
+    """An integer tensor of the given rank whose ids all lie in 0..vocab_size - 1."""
+    tensor(value, name, shape)
+    if value.dim() != dim:
+        raise ValueError(f"{name} must be {shape}, got shape {tuple(value.shape)}")
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer token ids, got {value.dtype}")
+    if value.numel() and (value.min() < 0 or value.max() >= vocab_size):
+        raise ValueError(
+            f"{name} holds ids from {value.min().item()} to {value.max().item()}, outside the "
+            f"vocabulary 0..{vocab_size - 1}"
+        )
+    return value

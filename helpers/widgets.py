@@ -20,14 +20,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from helpers import validation
 from helpers.attention import masked_softmax
 from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
-from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
+from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.masks import MASK_KINDS, PAD_MARKERS, build_mask
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
+from helpers.transformer import Seq2SeqTransformer
 
 
 @contextlib.contextmanager
@@ -91,7 +93,12 @@ class Explorer:
 
     def update(self):
         with one_torch_thread():
-            self.draw(**self.values())
+            try:
+                self.draw(**self.values())
+            except ValueError as problem:  # a setting the figure cannot show: say so in it
+                self.state = {"error": str(problem)}
+                self.show_error(self.figure.axes[0], problem)
+                self.redraw_background()
         self.image.value = self.render_png()
 
     @staticmethod
@@ -152,6 +159,8 @@ class KernelRegressionExplorer(Explorer):
 
     def __init__(self, data=None, width: float = 0.3, query: float = 2.5):
         self.data = data if data is not None else make_data()
+        if not isinstance(self.data, RegressionData):
+            raise ValueError(f"data must come from make_data(), got {type(self.data).__name__}")
         x_train, y_train = self.data.x_train, self.data.y_train
         controls = {
             "width": widgets.FloatLogSlider(
@@ -229,8 +238,12 @@ class MaskedSoftmaxExplorer(Explorer):
         if scores is None:
             generator = torch.Generator().manual_seed(2)
             scores = torch.randn(4, 6, generator=generator) * 1.5  # (queries, keys)
+        if validation.tensor(scores, "scores", "(queries, keys)").dim() != 2:
+            raise ValueError(f"scores must be (queries, keys), got {tuple(scores.shape)}")
         self.scores = scores
         num_queries, num_keys = scores.shape
+        if key_tokens is not None and len(key_tokens) != num_keys:
+            raise ValueError(f"{len(key_tokens)} key_tokens for {num_keys} keys")
         self.key_tokens = key_tokens or [f"k{j}" for j in range(num_keys)]
         self.query_tokens = [f"q{i}" for i in range(num_queries)]
         controls = {
@@ -364,6 +377,8 @@ class HeadExplorer(Explorer):
         if model is None:
             torch.manual_seed(0)
             model = NeighbourModel()
+        if not isinstance(model, NeighbourModel):
+            raise ValueError(f"model must be a NeighbourModel, got {type(model).__name__}")
         if tokens is None:
             tokens, _, _ = make_neighbour_batch(
                 20, model.length, generator=torch.Generator().manual_seed(0)
@@ -412,10 +427,18 @@ class PositionalExplorer(Explorer):
     STARTS = (0, 6, 12, 18)
 
     def __init__(self, offset: int = 3, pair: int = 2, d_model: int = 32, max_len: int = 60):
+        longest_offset = 30
+        if validation.whole_number(max_len, "max_len") <= self.STARTS[-1] + longest_offset:
+            raise ValueError(
+                f"max_len must be more than {self.STARTS[-1] + longest_offset}: the arrows start "
+                f"at positions up to {self.STARTS[-1]} and move up to {longest_offset}"
+            )
         self.encoding = sinusoidal_encoding(max_len, d_model)  # (max_len, d_model)
         self.rates = frequencies(d_model)  # (d_model / 2,)
         controls = {
-            "offset": widgets.IntSlider(value=offset, min=0, max=30, description="offset δ"),
+            "offset": widgets.IntSlider(
+                value=offset, min=0, max=longest_offset, description="offset δ"
+            ),
             "pair": widgets.IntSlider(
                 value=pair, min=0, max=d_model // 2 - 1, description="frequency pair j"
             ),
@@ -604,6 +627,8 @@ class DateExplorer(Explorer):
     ):
         """model: a trained Seq2SeqTransformer (default: the one saved in data/)."""
         self.model = model if model is not None else load_date_model()[0]
+        if not isinstance(self.model, Seq2SeqTransformer):
+            raise ValueError(f"model must be a Seq2SeqTransformer, got {type(self.model).__name__}")
         config = self.model.config
         controls = {
             "date": widgets.Text(value=date, description="date"),

@@ -157,3 +157,64 @@ def test_greedy_decode_checks_its_tokens_and_runs_in_eval_mode():
         arguments = {"bos_id": 1, "eos_id": 2, "max_steps": 6, **kwargs}
         with pytest.raises(ValueError, match=message):
             model.greedy_decode(src, **arguments)
+
+
+def test_float16_queries_of_300_stay_finite_like_sdpa():
+    q = torch.full((1, 4, 64), 300.0).half()  # q . q = 5.8 million: past float16 even scaled
+    v = torch.randn(1, 4, 64).half()
+    ours = DotProductAttention()(q, q, v)
+    assert ours.isfinite().all()
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, q, v))
+
+
+def test_weighted_sum_follows_the_sign_of_each_weight():
+    inf = float("inf")
+    assert weighted_sum(torch.tensor([[-1.0]]), torch.tensor([[inf]])).item() == -inf
+    assert weighted_sum(torch.tensor([[0.5, -0.5]]), torch.tensor([[inf], [inf]])).isnan().all()
+    assert weighted_sum(torch.tensor([[float("nan")]]), torch.tensor([[inf]])).isnan().all()
+
+
+def test_a_cache_refuses_keys_and_values_that_do_not_match():
+    from helpers.attention import KeyValueCache
+
+    with pytest.raises(ValueError, match="must have one shape"):
+        KeyValueCache().extend(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4))
+    with pytest.raises(ValueError, match=r"keys must be \(B, heads, new, d_head\)"):
+        KeyValueCache().extend(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4))
+
+
+def test_copying_from_a_differently_built_torch_transformer_is_refused():
+    from helpers.transformer import copy_weights_from_torch_transformer, torch_transformer_like
+
+    ours = Seq2SeqTransformer(10, 10, d_model=16, num_heads=2, num_layers=1, d_ff=32)
+    theirs = torch_transformer_like(Seq2SeqTransformer(10, 10, 16, 2, 1, 32, norm_first=False))
+    before = ours.encoder.blocks[0].ffn.linear1.weight.clone()
+    with pytest.raises(ValueError, match="norm_first ours True, theirs False"):
+        copy_weights_from_torch_transformer(ours, theirs)
+    assert torch.equal(ours.encoder.blocks[0].ffn.linear1.weight, before)  # nothing copied
+
+
+def test_copying_from_torch_attention_with_extra_keys_is_refused():
+    theirs = nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)
+    with pytest.raises(ValueError, match="adds extra keys"):
+        copy_weights_from_torch(MultiHeadAttention(8, 2), theirs)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: Seq2SeqTransformer(10, 10, norm_first="False"),
+            "norm_first must be True or False",
+        ),
+        (lambda: Seq2SeqTransformer(10, 10, dropout="0.1"), "dropout must be a probability"),
+        (lambda: MultiHeadAttention(8, 2, bias="no"), "bias must be True or False"),
+        (lambda: AdditiveAttention(8, 6, 0), "num_hiddens must be a whole number >= 1, got 0"),
+        (lambda: DotProductAttention(dropout=float("nan")), "dropout must be a probability"),
+        (lambda: sinusoidal_encoding(5, 4, base=0.0), "base must be > 0"),
+        (lambda: DotProductAttention()(*[torch.zeros(1, 2, 0)] * 3), "need a size of at least 1"),
+    ],
+)
+def test_more_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

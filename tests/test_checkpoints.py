@@ -91,3 +91,17 @@ def test_a_config_is_checked_before_the_model_is_built(tmp_path):
     )
     with pytest.raises(CheckpointError, match="weights do not fit its config"):
         load_date_model(path)
+
+
+def test_a_config_too_large_for_a_checkpoint_is_refused_before_it_is_built(tmp_path):
+    config = {**asdict(new_date_model().config), "d_model": 4096, "num_layers": 4096}
+    path = tmp_path / "huge.pt"
+    save_checkpoint(path, {"config": config, "weights": {}, "history": {}})
+    with pytest.raises(CheckpointError, match="more than a checkpoint of at most 16 MB"):
+        load_date_model(path)
+
+
+def test_a_bsd_style_or_uppercase_checksum_is_accepted(copy):
+    digest = checksum_path(copy).read_text().split()[0]
+    checksum_path(copy).write_text(f"SHA256 ({copy.name}) = {digest.upper()}\n")
+    load_date_model(copy)

@@ -120,7 +120,7 @@ def test_every_correct_answer_is_accepted():
         ("March 3, 2050", "years 1950 to 2049 only, not 2050"),
         ("March 3, 1949", "years 1950 to 2049 only, not 1949"),
         ("20500303", "not 2050"),
-        ("Wednesday, September 23rd 1959", "does not fit the number 1959"),
+        ("Wednesday, September 23rd 1959", "does not fit the numbers 23, 1959"),
         ("Monday, March 3rd 2015", "2015-03-03, a Tuesday"),
     ],
 )
@@ -142,3 +142,25 @@ def test_bad_arguments_get_a_clear_error(saved_model):
         DateTask(num_test=-5)
     with pytest.raises(ValueError, match="half of the 36525 dates"):
         DateTask(num_test=30000)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "abcdefghij",
+        "March",
+        "the 3rd of March",
+        "3 March two thousand",
+        "March 2015",
+        "3 Marhc 2015",
+    ],
+)
+def test_text_that_does_not_write_a_whole_date_is_refused(saved_model, text):
+    with pytest.raises(ValueError, match="a date needs a year, a month and a day"):
+        normalise(saved_model, [text])
+
+
+def test_all_number_dates_are_read_in_their_fixed_order():
+    assert "fixed order (year, month, day)" in answer_problem("2015/13/3", "2015-03-13")
+    assert "fixed order (day, month, year)" in answer_problem("13.13.2015", "2015-01-13")
+    assert answer_problem("2015/3/13", "2015-03-13") is None

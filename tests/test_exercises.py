@@ -166,3 +166,30 @@ def test_a_wrong_dtype_is_named(capsys):
     assert "dtype torch.float64, expected torch.float32 (keep the input's dtype)" in (
         capsys.readouterr().out
     )
+
+
+def _exits(*args):
+    raise SystemExit(1)
+
+
+def _meta(*args):
+    return torch.empty(2, 3, 5, device="meta")
+
+
+def _complex(*args):
+    return torch.zeros(2, 3, 5, dtype=torch.complex64)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [(_exits, "raised SystemExit"), (_meta, "meta tensor"), (_complex, "complex tensor")],
+)
+@pytest.mark.parametrize("checker", CHECKERS, ids=list(CHECKERS))
+def test_exotic_answers_get_not_yet_too(checker, answer, message, capsys):
+    assert CHECKERS[checker](answer) is False
+    assert message in capsys.readouterr().out
+
+
+def test_the_decoder_mask_checker_wants_booleans(capsys):
+    assert not check_decoder_mask(lambda t, pad: causal_padding_mask(t, pad).float() * 0.5)
+    assert "expected torch.bool (a boolean mask)" in capsys.readouterr().out

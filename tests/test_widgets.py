@@ -213,3 +213,13 @@ def test_date_explorer_answers_bad_input_with_a_message(date_model, text, messag
     explorer.controls["date"].value = text
     assert message in explorer.state["error"]
     assert bytes(explorer.image.value) != before
+
+
+def test_an_explorer_shows_a_setting_it_cannot_draw_instead_of_raising():
+    from helpers.kernel_regression import make_data
+
+    explorer = KernelRegressionExplorer(data=make_data(n_train=3, seed=1), width=0.5)
+    explorer.controls["width"].value = 0.0316
+    assert "no key lies within width" in explorer.state["error"]
+    explorer.controls["width"].value = 3.0
+    assert "error" not in explorer.state
