@@ -20,7 +20,10 @@ def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> tor
     (one length per query); ``scores`` is ``(batch, ..., queries, keys)``.
     """
     if not isinstance(valid_lens, torch.Tensor):
-        valid_lens = torch.as_tensor(valid_lens)
+        try:
+            valid_lens = torch.as_tensor(valid_lens)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"valid_lens must be whole numbers, got {valid_lens!r}") from None
     if valid_lens.is_floating_point():
         finite = valid_lens.isfinite().all()
         if not (finite and torch.equal(valid_lens, valid_lens.round())):
@@ -230,6 +233,11 @@ class AdditiveAttention(nn.Module):
                     f"{name} of size {tensor.shape[-1]} given to AdditiveAttention built for "
                     f"{name} of size {layer.in_features}"
                 )
+        if queries.dtype != self.W_q.weight.dtype:
+            raise ValueError(
+                f"inputs are {queries.dtype} but the layer's weights are {self.W_q.weight.dtype}: "
+                f"convert one with .to()"
+            )
         projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
         projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
         features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
@@ -394,6 +402,11 @@ class KeyValueCache:
 
 def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
     """Give ``ours`` the weights of a torch.nn.MultiheadAttention of the same size."""
+    if not isinstance(ours, MultiHeadAttention) or not isinstance(theirs, nn.MultiheadAttention):
+        raise ValueError(
+            f"expected our MultiHeadAttention and a torch.nn.MultiheadAttention, got "
+            f"{type(ours).__name__} and {type(theirs).__name__}"
+        )
     d = ours.d_model
     if theirs.embed_dim != d or theirs.num_heads != ours.num_heads:
         raise ValueError(

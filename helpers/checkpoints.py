@@ -31,6 +31,8 @@ def sha256(path) -> str:
 def save_checkpoint(path, contents: dict) -> None:
     """torch.save(contents) to path, and its SHA-256 to path.sha256."""
     path = Path(path)
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     torch.save(contents, path)
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
 
@@ -64,6 +66,8 @@ def load_checkpoint(path, keys: tuple[str, ...], remake: str) -> dict:
     named in every error.
     """
     path = Path(path)
+    if isinstance(keys, str) or not isinstance(keys, tuple | list):
+        raise ValueError(f"keys must be a tuple of the names the checkpoint holds, got {keys!r}")
     fix = f"rebuild it with `{remake}`"
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist: {fix}")

@@ -92,6 +92,8 @@ class Vocabulary:
         return len(self.tokens)
 
     def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
         unknown = sorted({c for c in text if c not in self.ids or c in SPECIALS})
         if unknown:
             raise ValueError(
@@ -102,8 +104,14 @@ class Vocabulary:
 
     def decode(self, ids) -> str:
         """Characters up to the first <eos>, without specials."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        if isinstance(ids, str) or not hasattr(ids, "__iter__"):
+            raise ValueError(f"ids must be a list of token ids, got {ids!r}")
         characters = []
         for index in ids:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise ValueError(f"ids must be whole numbers, got {index!r}")
             if not 0 <= index < len(self.tokens):
                 raise ValueError(f"id {index} is outside the vocabulary 0..{len(self.tokens) - 1}")
             if index == EOS:
@@ -126,7 +134,7 @@ def clean_text(text: str) -> str:
 
 def encode_sources(texts: list[str]) -> torch.Tensor:
     """(B, longest) source ids of the cleaned texts, padded on the right with <pad>."""
-    if isinstance(texts, str) or not texts:
+    if not isinstance(texts, list | tuple) or not texts:
         raise ValueError("texts must be a non-empty list of dates (strings)")
     texts = [clean_text(text) for text in texts]
     for text in texts:
@@ -178,9 +186,11 @@ class DateTask:
         names = list(FORMATS)
         return [(write_date(date, rng.choice(names)), date.isoformat()) for date in dates]
 
-    def train_batch(self, batch_size: int, generator: torch.Generator):
+    def train_batch(self, batch_size: int, generator: torch.Generator | None = None):
         """(sources (B, S), targets (B, 12)): random training dates in random formats."""
         batch_size = validation.whole_number(batch_size, "batch_size")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         date_index = torch.randint(len(self.train_dates), (batch_size,), generator=generator)
         format_index = torch.randint(len(FORMATS), (batch_size,), generator=generator)
         names = list(FORMATS)
@@ -202,6 +212,8 @@ def _year_numbers(text: str) -> list[int]:
 
 def check_years(text: str) -> None:
     """Refuse a date whose year lies outside the years the model was trained on."""
+    if not isinstance(text, str):
+        raise ValueError(f"a date must be a string, got {type(text).__name__}")
     for year in _year_numbers(text):
         if not FIRST_DAY.year <= year <= LAST_DAY.year:
             raise ValueError(
@@ -297,6 +309,8 @@ def answer_problem(text: str, answer: str) -> str | None:
 
 def predict(model, texts: list[str], batch_size: int = 500) -> list[str]:
     """What the model writes for each text by greedy decoding, unchecked."""
+    if not isinstance(model, Seq2SeqTransformer):
+        raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
     batch_size = validation.whole_number(batch_size, "batch_size")
     predictions = []
     for start in range(0, len(texts), batch_size):
@@ -311,7 +325,7 @@ def normalise(model, texts: list[str]) -> list[str]:
     """The ISO date for each text. A text the model cannot read (a year out of range, an
     answer that is no calendar date or contradicts the text) raises a ValueError that names
     every such text and why."""
-    if isinstance(texts, str) or not texts:
+    if not isinstance(texts, list | tuple) or not texts:
         raise ValueError("texts must be a non-empty list of dates (strings)")
     texts = [clean_text(text) for text in texts]
     for text in texts:
@@ -333,8 +347,14 @@ def exact_match(model, examples: list[tuple[str, str]]):
     if isinstance(examples, str) or not examples:
         raise ValueError("exact_match needs a list of at least one (source, target) example")
     for example in examples:
-        if not (isinstance(example, tuple | list) and len(example) == 2):
-            raise ValueError(f"each example must be a (source, target) pair, got {example!r}")
+        if not (
+            isinstance(example, tuple | list)
+            and len(example) == 2
+            and all(isinstance(part, str) for part in example)
+        ):
+            raise ValueError(
+                f"each example must be a (source, target) pair of strings, got {example!r}"
+            )
     predictions = predict(model, [source for source, _ in examples])
     errors = [
         (source, predicted, target)
@@ -381,7 +401,7 @@ RECIPE = TrainingRecipe()
 
 def new_date_model(seed: int = 0, config: TransformerConfig = DATE_MODEL) -> Seq2SeqTransformer:
     """The chapter's model, untrained: characters in, ISO characters out."""
-    torch.manual_seed(seed)
+    torch.manual_seed(validation.whole_number(seed, "seed", minimum=0))
     return Seq2SeqTransformer.from_config(config)
 
 
@@ -395,6 +415,11 @@ def train_date_model(
     """Train a new model; returns (model, history). For a variant, pass
     config=dataclasses.replace(DATE_MODEL, norm_first=False) or
     recipe=dataclasses.replace(RECIPE, warmup=200)."""
+    if not isinstance(recipe, TrainingRecipe) or not isinstance(config, TransformerConfig):
+        raise ValueError(
+            "recipe must be a TrainingRecipe and config a TransformerConfig (make variants with "
+            "dataclasses.replace(RECIPE, ...) and dataclasses.replace(DATE_MODEL, ...))"
+        )
     model = new_date_model(recipe.seed, config).to(device)
     generator = torch.Generator().manual_seed(recipe.seed)
     history = train_seq2seq(
@@ -521,6 +546,8 @@ def cross_attention_alignment(model, dates) -> tuple[torch.Tensor, torch.Tensor]
     (year, month, day, in that order) put on the source characters of the same part.
     uniform: the same share if the weights were spread evenly over the source.
     """
+    if isinstance(dates, str) or not dates:
+        raise ValueError("dates must be a non-empty list of datetime.date")
     texts = [write_date(date, ALIGNMENT_FORMAT) for date in dates]
     targets = encode_targets([date.isoformat() for date in dates])
     device = next(model.parameters()).device

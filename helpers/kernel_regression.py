@@ -34,6 +34,7 @@ def make_data(n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int
     n_train = validation.whole_number(n_train, "n_train", minimum=2)
     n_test = validation.whole_number(n_test, "n_test")
     validation.positive_number(noise, "noise", allow_zero=True)
+    seed = validation.whole_number(seed, "seed", minimum=0)
     if n_train < 2 or n_test < 1:
         raise ValueError(f"need n_train >= 2 and n_test >= 1, got {n_train} and {n_test}")
     generator = torch.Generator().manual_seed(seed)
@@ -44,15 +45,22 @@ def make_data(n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int
 
 
 # Kernels: similarity as a function of the distance d = query - key.
+def _check_width(width) -> None:
+    validation.positive_number(width, "width")
+
+
 def gaussian_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    _check_width(width)
     return torch.exp(-(d**2) / (2 * width**2))
 
 
 def boxcar_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    _check_width(width)
     return (d.abs() <= width).to(d.dtype)
 
 
 def epanechnikov_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
+    _check_width(width)
     return torch.clamp(1 - (d / width) ** 2, min=0)
 
 
@@ -143,6 +151,8 @@ def train_sharpness(
     only (the diagonal of the mask is False); without it, a point may attend to itself.
     Returns the model and a history dict with the loss and w after every epoch.
     """
+    if not isinstance(data, RegressionData):
+        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
     epochs = validation.whole_number(epochs, "epochs")
     lr = validation.positive_number(lr, "lr")
     model = NadarayaWatson(sharpness)
@@ -162,6 +172,8 @@ def train_sharpness(
 
 
 def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> float:
+    validation.tensor(predictions, "predictions", "(n,)")
+    validation.tensor(targets, "targets", "(n,)")
     if predictions.shape != targets.shape or predictions.numel() == 0:
         raise ValueError(
             f"predictions {tuple(predictions.shape)} and targets {tuple(targets.shape)} must "

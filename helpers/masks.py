@@ -67,7 +67,7 @@ def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> to
 
 def causal_mask(size: int, device=None) -> torch.Tensor:
     """(size, size): query i may attend to keys 0..i."""
-    size = validation.whole_number(size, "size")
+    size = validation.whole_number(size, "size", minimum=0)
     return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device))
 
 

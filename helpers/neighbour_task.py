@@ -15,6 +15,8 @@ from helpers.attention import MultiHeadAttention
 
 def make_neighbour_batch(num: int, length: int = 8, vocab: int = 10, generator=None):
     """tokens (num, length); left and right neighbours (num, length), wrapping around."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     num = validation.whole_number(num, "num")
     length = validation.whole_number(length, "length", minimum=2)
     vocab = validation.whole_number(vocab, "vocab")
@@ -34,6 +36,7 @@ class NeighbourModel(nn.Module):
             validation.whole_number(length, "length", 2),
         )
         self.vocab = vocab
+        d_model = validation.whole_number(d_model, "d_model")
         self.length = length
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.position_embedding = nn.Parameter(torch.randn(length, d_model))
@@ -62,6 +65,8 @@ def _check_neighbours(tokens, left, right) -> None:
 
 def neighbour_loss(model, tokens, left, right):
     _check_neighbours(tokens, left, right)
+    for name, value in (("left", left), ("right", right)):
+        validation.token_ids(value, name, model.vocab)
     left_logits, right_logits = model(tokens)
     return F.cross_entropy(left_logits.flatten(0, 1), left.flatten()) + F.cross_entropy(
         right_logits.flatten(0, 1), right.flatten()

@@ -13,11 +13,7 @@ from helpers.kernel_regression import RegressionData
 
 def _as_grid(matrices) -> np.ndarray:
     """(q, k), (n, q, k) or (rows, cols, q, k) -> (rows, cols, q, k) numpy array."""
-    if isinstance(matrices, torch.Tensor) and matrices.is_complex() or np.iscomplexobj(matrices):
-        raise ValueError("matrices must be real numbers, got complex ones")
-    if isinstance(matrices, torch.Tensor):
-        matrices = matrices.detach().cpu().float().numpy()
-    grid = np.asarray(matrices, dtype=float)
+    grid = _as_array(matrices)
     if grid.ndim == 2:
         return grid[None, None]
     if grid.ndim == 3:
@@ -30,6 +26,24 @@ def _as_grid(matrices) -> np.ndarray:
     )
 
 
+def _as_array(matrices) -> np.ndarray:
+    """A real float array from a tensor (any dtype, on any device, with or without grad), an
+    array or nested lists."""
+    if isinstance(matrices, torch.Tensor):
+        if matrices.is_complex():
+            raise ValueError("matrices must be real numbers, got complex ones")
+        return matrices.detach().cpu().float().numpy()
+    try:
+        array = np.asarray(matrices)
+    except ValueError:
+        raise ValueError("matrices must be rectangular: every row of one length") from None
+    if np.iscomplexobj(array) or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise ValueError(f"matrices must hold real numbers, got {array.dtype}")
+    return array.astype(float)
+
+
 def _largest_finite(values: np.ndarray) -> float:
     finite = values[np.isfinite(values)]
     return float(finite.max()) if finite.size else 1.0
@@ -38,6 +52,8 @@ def _largest_finite(values: np.ndarray) -> float:
 def _titles_grid(titles, rows: int, cols: int):
     if titles is None:
         return [[""] * cols for _ in range(rows)]
+    if not isinstance(titles, str | list | tuple):
+        raise ValueError(f"titles must be a string or a list of strings, got {titles!r}")
     if isinstance(titles, str):
         titles = [titles]
     if rows == 1 and all(isinstance(t, str) for t in titles):
@@ -78,6 +94,9 @@ def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
 
 def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=".2f", **kwargs):
     """One heatmap on ``ax`` (seaborn); returns its QuadMesh so callers can update the data."""
+    matrix = _as_array(matrix)
+    if matrix.ndim != 2:
+        raise ValueError(f"matrix must be (rows, columns), got shape {matrix.shape}")
     # seaborn draws the whole figure after each heatmap, only to see whether tick labels
     # overlap; the rotation is decided below instead, and a grid of maps draws in a fraction
     with mock.patch.object(sns.matrix, "_draw_figure", lambda figure: None):
@@ -235,6 +254,15 @@ class TokenHeatmap:
 
 def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: str = ""):
     """Training points, the true curve and any number of fitted curves on one axes."""
+    if not isinstance(data, RegressionData):
+        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
+    if fits is not None and not isinstance(fits, dict):
+        raise ValueError(f"fits must be a dict of label -> predictions, got {type(fits).__name__}")
+    for label, predictions in (fits or {}).items():
+        if len(predictions) != len(data.x_test):
+            raise ValueError(
+                f"fit {label!r} has {len(predictions)} predictions for {len(data.x_test)} queries"
+            )
     ax.plot(data.x_test, data.y_test, color="black", lw=1.5, label="truth")
     for label, predictions in (fits or {}).items():
         ax.plot(data.x_test, torch.as_tensor(predictions).detach(), lw=2, label=label)

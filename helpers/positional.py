@@ -40,7 +40,8 @@ def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> to
 def offset_rotations(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2, 2, 2): for each pair j, the matrix R with P[i + offset, pair j] =
     R @ P[i, pair j] for every position i. It depends on the offset, never on i."""
-    offset = validation.whole_number(offset, "offset", minimum=-(2**31))
+    if isinstance(offset, bool) or not isinstance(offset, int | float) or offset != offset:
+        raise ValueError(f"offset must be a number of positions, got {offset!r}")
     angle = offset * frequencies(d_model, base)  # (d_model / 2,)
     cos, sin = torch.cos(angle), torch.sin(angle)
     rotations = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)

@@ -13,6 +13,8 @@ from helpers import validation
 
 def median_seconds(function, repeats: int = 7, warmup: int = 1) -> float:
     """Seconds per call of function(): the median of `repeats` calls after `warmup` calls."""
+    if not callable(function):
+        raise ValueError(f"function must be callable with no arguments, got {function!r}")
     repeats = validation.whole_number(repeats, "repeats")
     warmup = validation.whole_number(warmup, "warmup", minimum=0)
     for _ in range(warmup):

@@ -20,6 +20,8 @@ def sequence_cross_entropy(
     """
     validation.tensor(logits, "logits", "(batch, T, vocab)")
     validation.tensor(targets, "targets", "(batch, T)")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be floating point, got {logits.dtype}")
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(
             f"logits must be (batch, T, vocab) and targets (batch, T): got {tuple(logits.shape)} "
@@ -43,6 +45,16 @@ def learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def _checked_batch(batch):
+    if not (
+        isinstance(batch, tuple | list)
+        and len(batch) == 2
+        and all(isinstance(tokens, torch.Tensor) for tokens in batch)
+    ):
+        raise ValueError(f"next_batch() must return (src, tgt), two tensors; got {type(batch)}")
+    return batch
+
+
 def train_seq2seq(
     model, next_batch, steps: int, lr: float, warmup: int, pad_id: int, progress=True
 ):
@@ -51,6 +63,8 @@ def train_seq2seq(
     tgt starting with <bos>. Returns the loss of every step and the seconds taken."""
     steps = validation.whole_number(steps, "steps")
     lr = validation.positive_number(lr, "lr")
+    if not isinstance(model, torch.nn.Module) or not callable(next_batch):
+        raise ValueError("model must be a torch module and next_batch a function of no arguments")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: learning_rate_factor(step, steps, warmup)
@@ -61,7 +75,8 @@ def train_seq2seq(
     start = time.perf_counter()
     bar = tqdm(range(steps), desc="training", disable=not progress)
     for step in bar:
-        src, tgt = (tokens.to(device) for tokens in next_batch())
+        src, tgt = _checked_batch(next_batch())
+        src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1])  # (B, T - 1, vocab): predicts tgt[:, 1:]
         loss = sequence_cross_entropy(logits, tgt[:, 1:], pad_id)
         optimizer.zero_grad()

@@ -170,6 +170,10 @@ class TransformerConfig:
                 f"pad_id ({pad_id}) must be an id of both vocabularies (sizes "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size})"
             )
+        if self.d_model % 2:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be even: sin/cos pairs encode positions"
+            )
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
@@ -232,27 +236,22 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"config must be a TransformerConfig, got {type(config).__name__}")
         return cls(**asdict(config))
 
-    def _check_tokens(self, name, tokens, vocab_size):
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-            got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise ValueError(f"{name} must be integer token ids (batch, length), got {got}")
+    def _check_tokens(self, name, tokens, vocab_size) -> torch.Tensor:
+        """The token ids as int64 (what nn.Embedding takes), after checking them."""
+        validation.token_ids(tokens, name, vocab_size)
         if tokens.shape[1] > self.max_len:
             raise ValueError(f"{name} has {tokens.shape[1]} positions; max_len is {self.max_len}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
-            raise ValueError(
-                f"{name} holds ids from {tokens.min().item()} to {tokens.max().item()}, "
-                f"outside its vocabulary 0..{vocab_size - 1}"
-            )
+        return tokens.long()
 
     def encode(self, src):
         """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
-        self._check_tokens("src", src, self.config.src_vocab_size)
+        src = self._check_tokens("src", src, self.config.src_vocab_size)  # (B, S)
         src_mask = padding_mask(src, self.pad_id)
         return self.encoder(self.src_embedding(src), src_mask), src_mask
 
     def decode(self, tgt, memory, src_mask):
         """tgt (B, T) -> logits (B, T, tgt_vocab), every position in one causal pass."""
-        self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)
+        tgt = self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)  # (B, T)
         tgt_mask = causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
         y = self.decoder(self.tgt_embedding(tgt), memory, tgt_mask, src_mask)
         return self.output(y)
@@ -284,7 +283,12 @@ class Seq2SeqTransformer(nn.Module):
         vocab_size = self.config.tgt_vocab_size
         bos_id = validation.whole_number(bos_id, "bos_id", minimum=0)
         eos_id = validation.whole_number(eos_id, "eos_id", minimum=0)
-        validation.whole_number(max_steps, "max_steps")
+        max_steps = validation.whole_number(max_steps, "max_steps")
+        if max_steps > self.max_len:
+            raise ValueError(
+                f"max_steps ({max_steps}) exceeds the {self.max_len} positions the model was "
+                f"built for (max_len)"
+            )
         for name, token in (("bos_id", bos_id), ("eos_id", eos_id)):
             if token >= vocab_size:
                 raise ValueError(
@@ -392,6 +396,8 @@ def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
     ours has none, so there the final norm is left out. Nested tensors are off: with them,
     torch's encoder returns zeros at pad positions instead of their (unused) values.
     """
+    if not isinstance(ours, Seq2SeqTransformer):
+        raise ValueError(f"expected a Seq2SeqTransformer, got {type(ours).__name__}")
     c = ours.config
     sizes = {
         "d_model": c.d_model,

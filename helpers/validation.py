@@ -38,6 +38,7 @@ def tensor(value, name: str, shape: str) -> torch.Tensor:
 def same_float_dtype(named_tensors: dict) -> None:
     """Every tensor is floating point, all of one dtype and on one device."""
     for name, value in named_tensors.items():
+        tensor(value, name, "")
         if not value.is_floating_point():
             raise ValueError(f"{name} must be floating point, got {value.dtype}")
     dtypes = {name: value.dtype for name, value in named_tensors.items()}

@@ -94,6 +94,9 @@ class Explorer:
     def update(self):
         with one_torch_thread():
             try:
+                unset = [name for name, value in self.values().items() if value is None]
+                if unset:
+                    raise ValueError(f"choose a value for {', '.join(unset)}")
                 self.draw(**self.values())
             except ValueError as problem:  # a setting the figure cannot show: say so in it
                 self.state = {"error": str(problem)}
@@ -238,8 +241,12 @@ class MaskedSoftmaxExplorer(Explorer):
         if scores is None:
             generator = torch.Generator().manual_seed(2)
             scores = torch.randn(4, 6, generator=generator) * 1.5  # (queries, keys)
-        if validation.tensor(scores, "scores", "(queries, keys)").dim() != 2:
-            raise ValueError(f"scores must be (queries, keys), got {tuple(scores.shape)}")
+        validation.tensor(scores, "scores", "(queries, keys)")
+        if scores.dim() != 2 or not scores.is_floating_point():
+            raise ValueError(
+                f"scores must be floating point (queries, keys), got {scores.dtype} "
+                f"{tuple(scores.shape)}"
+            )
         self.scores = scores
         num_queries, num_keys = scores.shape
         if key_tokens is not None and len(key_tokens) != num_keys:

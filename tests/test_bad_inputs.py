@@ -108,7 +108,7 @@ def test_weighted_sum_follows_ieee_for_the_keys_it_reads():
             ),
             "layer's weights are torch.float32",
         ),
-        (lambda: causal_mask(2.5), "size must be a whole number >= 1, got 2.5"),
+        (lambda: causal_mask(2.5), "size must be a whole number >= 0, got 2.5"),
         (lambda: padding_mask(torch.tensor([[1, 0]]), None), "pad_id must be a whole number"),
         (
             lambda: split_heads(torch.randn(2, 3), 2),
@@ -218,3 +218,13 @@ def test_copying_from_torch_attention_with_extra_keys_is_refused():
 def test_more_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_control_left_without_a_value_is_a_message_not_a_traceback():
+    from helpers.widgets import HeadExplorer
+
+    explorer = HeadExplorer()
+    explorer.controls["head"].value = None
+    assert explorer.state["error"] == "choose a value for head"
+    explorer.controls["head"].value = 1
+    assert "error" not in explorer.state

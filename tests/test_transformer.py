@@ -85,7 +85,7 @@ def test_greedy_decoding_stops_at_eos_and_pads_after_it():
 
 def test_bad_input_gets_clear_errors():
     model = small_model()
-    with pytest.raises(ValueError, match="outside its vocabulary 0..11"):
+    with pytest.raises(ValueError, match="outside the vocabulary 0..11"):
         model(torch.tensor([[3, 12]]), TGT[:1])
     with pytest.raises(ValueError, match="integer token ids"):
         model(torch.randn(1, 3), TGT[:1])
