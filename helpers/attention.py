@@ -16,8 +16,8 @@ from helpers import validation
 def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """Boolean mask, broadcastable to ``scores``, that keeps the first valid_len keys.
 
-    ``valid_lens`` is ``(batch,)`` (one length per example) or ``(batch, queries)``
-    (one length per query); ``scores`` is ``(batch, ..., queries, keys)``.
+    ``valid_lens`` is ``(B,)`` (one length per example) or ``(B, q)``
+    (one length per query); ``scores`` is ``(B, ..., q, k)``.
     """
     if not isinstance(valid_lens, torch.Tensor):
         try:
@@ -46,14 +46,14 @@ def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> tor
     if not (per_example or per_query):
         raise ValueError(
             f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape "
-            f"{tuple(scores.shape)}: expected (batch,) = ({batch},) or "
-            f"(batch, queries) = ({batch}, {num_queries})"
+            f"{tuple(scores.shape)}: expected (B,) = ({batch},) or "
+            f"(B, q) = ({batch}, {num_queries})"
         )
     middle = (1,) * (scores.dim() - 1 - valid_lens.dim())
     if per_example:
-        lens = valid_lens.reshape(batch, *middle, 1)  # (batch, 1, ..., 1)
+        lens = valid_lens.reshape(batch, *middle, 1)  # (B, 1, ..., 1)
     else:
-        lens = valid_lens.reshape(batch, *middle, num_queries, 1)  # (batch, 1.., queries, 1)
+        lens = valid_lens.reshape(batch, *middle, num_queries, 1)  # (B, 1, ..., q, 1)
     key_positions = torch.arange(scores.shape[-1], device=scores.device)  # (keys,)
     return key_positions < lens.to(scores.device)
 
@@ -101,8 +101,8 @@ def masked_softmax(
 ) -> torch.Tensor:
     """Softmax over the last axis, giving exactly zero weight to the keys not allowed.
 
-    scores: ``(batch, ..., queries, keys)``, floating point.
-    valid_lens: ``(batch,)`` or ``(batch, queries)``; key j is allowed when j < valid_len.
+    scores: ``(B, ..., q, k)``, floating point.
+    valid_lens: ``(B,)`` or ``(B, q)``; key j is allowed when j < valid_len.
     mask: boolean, broadcastable to ``scores``, True where a query may attend to a key.
 
     A score of -inf allows nothing either, so a row with no allowed key, or whose allowed
@@ -135,7 +135,9 @@ def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     bad = ~values.isfinite()  # (..., k, d_v)
     output = weights @ values.masked_fill(bad, 0)  # NaN here only from a NaN weight
 
-    def reached(weight_sign, value_kind):  # (..., q, d_v): does any such product occur?
+    def reached(
+        weight_sign: torch.Tensor, value_kind: torch.Tensor
+    ) -> torch.Tensor:  # (..., q, d_v): does any such product occur?
         return (weight_sign.to(values.dtype) @ value_kind.to(values.dtype)) > 0
 
     positive, negative = weights > 0, weights < 0
@@ -171,10 +173,10 @@ def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
     """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes, all of one
     floating-point dtype on one device."""
     for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-        validation.tensor(value, name, "(batch, ..., n, size)")
+        validation.tensor(value, name, "(B, ..., n, size)")
         if value.dim() < 3:
             raise ValueError(
-                f"{name} must be a tensor of shape (batch, ..., n, size), got {tuple(value.shape)}"
+                f"{name} must be a tensor of shape (B, ..., n, size), got {tuple(value.shape)}"
             )
     validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
     q, k, v = (tuple(t.shape) for t in (queries, keys, values))
@@ -200,7 +202,14 @@ class DotProductAttention(nn.Module):
         self.dropout = nn.Dropout(validation.probability(dropout))
         self.attention_weights = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         _check_attention_inputs(queries, keys, values, same_size=True)
         scores = scaled_dot_scores(queries, keys)  # (B, ..., q, k)
         self.attention_weights = masked_softmax(scores, valid_lens, mask).to(values.dtype)
@@ -215,17 +224,19 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0):
         super().__init__()
-        key_size = validation.whole_number(key_size, "key_size")
-        query_size = validation.whole_number(query_size, "query_size")
-        num_hiddens = validation.whole_number(num_hiddens, "num_hiddens")
-        dropout = validation.probability(dropout)
+        for name, size in (
+            ("key_size", key_size),
+            ("query_size", query_size),
+            ("num_hiddens", num_hiddens),
+        ):
+            validation.whole_number(size, name)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(validation.probability(dropout))
         self.attention_weights = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+    def _check_inputs(self, queries, keys, values) -> None:
         _check_attention_inputs(queries, keys, values, same_size=False)
         for name, tensor, layer in (("queries", queries, self.W_q), ("keys", keys, self.W_k)):
             if tensor.shape[-1] != layer.in_features:
@@ -238,6 +249,16 @@ class AdditiveAttention(nn.Module):
                 f"inputs are {queries.dtype} but the layer's weights are {self.W_q.weight.dtype}: "
                 f"convert one with .to()"
             )
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        self._check_inputs(queries, keys, values)
         projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
         projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
         features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
@@ -247,8 +268,8 @@ class AdditiveAttention(nn.Module):
 
 
 def _check_split(x, num_heads) -> None:
-    if validation.tensor(x, "x", "(batch, n, d_model)").dim() != 3:
-        raise ValueError(f"x must be (batch, n, d_model), got {tuple(x.shape)}")
+    if validation.tensor(x, "x", "(B, n, d_model)").dim() != 3:
+        raise ValueError(f"x must be (B, n, d_model), got {tuple(x.shape)}")
     num_heads = validation.whole_number(num_heads, "num_heads")
     if x.shape[-1] % num_heads:
         raise ValueError(f"d_model ({x.shape[-1]}) must be divisible by num_heads ({num_heads})")
@@ -261,10 +282,14 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     return x.reshape(batch, n, num_heads, d_model // num_heads).transpose(1, 2)
 
 
+def _check_merge(x) -> None:
+    if validation.tensor(x, "x", "(B, heads, n, d_head)").dim() != 4:
+        raise ValueError(f"x must be (B, heads, n, d_head), got {tuple(x.shape)}")
+
+
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, heads, n, d_head) -> (B, n, heads * d_head): the inverse of split_heads."""
-    if validation.tensor(x, "x", "(batch, heads, n, d_head)").dim() != 4:
-        raise ValueError(f"x must be (batch, heads, n, d_head), got {tuple(x.shape)}")
+    _check_merge(x)
     batch, num_heads, n, d_head = x.shape
     return x.transpose(1, 2).reshape(batch, n, num_heads * d_head)
 
@@ -293,7 +318,7 @@ class MultiHeadAttention(nn.Module):
         self.attention = DotProductAttention(dropout)
 
     @property
-    def attention_weights(self):
+    def attention_weights(self) -> torch.Tensor | None:
         return self.attention.attention_weights
 
     def _heads_mask(self, mask, batch, num_queries, num_keys):
@@ -335,10 +360,10 @@ class MultiHeadAttention(nn.Module):
 
     def _check_tensors(self, queries, keys, values) -> None:
         for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-            validation.tensor(value, name, f"(batch, n, d_model={self.d_model})")
+            validation.tensor(value, name, f"(B, n, d_model={self.d_model})")
             if value.dim() != 3 or value.shape[-1] != self.d_model:
                 raise ValueError(
-                    f"{name} must be (batch, n, d_model={self.d_model}), got {tuple(value.shape)}"
+                    f"{name} must be (B, n, d_model={self.d_model}), got {tuple(value.shape)}"
                 )
         validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
         if keys.shape[:2] != values.shape[:2] or queries.shape[0] != keys.shape[0]:
@@ -353,7 +378,15 @@ class MultiHeadAttention(nn.Module):
                 f"{weight.dtype} on {weight.device}: move one to the other with .to()"
             )
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None, cache=None):
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        cache: "KeyValueCache | None" = None,
+    ) -> torch.Tensor:
         """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
         attend to every position it holds (decoding one token at a time)."""
         mask = self._check_inputs(queries, keys, values, mask, cache)  # (B | 1, heads | 1, q, k)
@@ -376,8 +409,17 @@ class KeyValueCache:
     def __len__(self) -> int:
         return 0 if self.keys is None else self.keys.shape[2]
 
-    def extend(self, keys: torch.Tensor, values: torch.Tensor):
+    def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append (B, heads, new, d_head) keys and values; return all of them so far."""
+        self._check_extend(keys, values)
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=2)  # (B, heads, cached + new, d_head)
+            self.values = torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+    def _check_extend(self, keys, values) -> None:
         for name, value in (("keys", keys), ("values", values)):
             if validation.tensor(value, name, "(B, heads, new, d_head)").dim() != 4:
                 raise ValueError(
@@ -387,20 +429,16 @@ class KeyValueCache:
             raise ValueError(
                 f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must have one shape"
             )
-        if self.keys is None:
-            self.keys, self.values = keys, values
-        elif keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]:
+        if self.keys is not None and (
+            keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]
+        ):
             raise ValueError(
                 f"keys of shape {tuple(keys.shape)} do not extend a cache of shape "
                 f"{tuple(self.keys.shape)}: batch, heads and d_head must match"
             )
-        else:
-            self.keys = torch.cat([self.keys, keys], dim=2)
-            self.values = torch.cat([self.values, values], dim=2)
-        return self.keys, self.values
 
 
-def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
+def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
     """Give ``ours`` the weights of a torch.nn.MultiheadAttention of the same size."""
     if not isinstance(ours, MultiHeadAttention) or not isinstance(theirs, nn.MultiheadAttention):
         raise ValueError(

@@ -15,12 +15,12 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, damaged, or not what it should be."""
 
 
-def checksum_path(path) -> Path:
+def checksum_path(path: str | Path) -> Path:
     path = Path(path)
     return path.with_name(path.name + ".sha256")
 
 
-def sha256(path) -> str:
+def sha256(path: str | Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -28,7 +28,7 @@ def sha256(path) -> str:
     return digest.hexdigest()
 
 
-def save_checkpoint(path, contents: dict) -> None:
+def save_checkpoint(path: str | Path, contents: dict) -> None:
     """torch.save(contents) to path, and its SHA-256 to path.sha256."""
     path = Path(path)
     if not path.parent.is_dir():
@@ -59,7 +59,7 @@ def _recorded_checksum(path: Path) -> str:
     return digest.strip().lower()
 
 
-def load_checkpoint(path, keys: tuple[str, ...], remake: str) -> dict:
+def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dict:
     """The dictionary saved by save_checkpoint, after every check above.
 
     keys: the top-level keys it must hold; remake: the command that rebuilds the file,

@@ -102,7 +102,7 @@ class Vocabulary:
             )
         return [self.ids[c] for c in text]
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
         """Characters up to the first <eos>, without specials."""
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
@@ -186,7 +186,9 @@ class DateTask:
         names = list(FORMATS)
         return [(write_date(date, rng.choice(names)), date.isoformat()) for date in dates]
 
-    def train_batch(self, batch_size: int, generator: torch.Generator | None = None):
+    def train_batch(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(sources (B, S), targets (B, 12)): random training dates in random formats."""
         batch_size = validation.whole_number(batch_size, "batch_size")
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -307,7 +309,7 @@ def answer_problem(text: str, answer: str) -> str | None:
     return None
 
 
-def predict(model, texts: list[str], batch_size: int = 500) -> list[str]:
+def predict(model: Seq2SeqTransformer, texts: list[str], batch_size: int = 500) -> list[str]:
     """What the model writes for each text by greedy decoding, unchecked."""
     if not isinstance(model, Seq2SeqTransformer):
         raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
@@ -321,7 +323,7 @@ def predict(model, texts: list[str], batch_size: int = 500) -> list[str]:
     return predictions
 
 
-def normalise(model, texts: list[str]) -> list[str]:
+def normalise(model: Seq2SeqTransformer, texts: list[str]) -> list[str]:
     """The ISO date for each text. A text the model cannot read (a year out of range, an
     answer that is no calendar date or contradicts the text) raises a ValueError that names
     every such text and why."""
@@ -341,7 +343,9 @@ def normalise(model, texts: list[str]) -> list[str]:
     return answers
 
 
-def exact_match(model, examples: list[tuple[str, str]]):
+def exact_match(
+    model: Seq2SeqTransformer, examples: list[tuple[str, str]]
+) -> tuple[float, list[tuple[str, str, str]]]:
     """(accuracy, errors): the share of examples normalised exactly right, and the others
     as (source, prediction, target)."""
     if isinstance(examples, str) or not examples:
@@ -407,7 +411,7 @@ def new_date_model(seed: int = 0, config: TransformerConfig = DATE_MODEL) -> Seq
 
 def train_date_model(
     task: DateTask,
-    device="cpu",
+    device: str | torch.device = "cpu",
     progress: bool = True,
     config: TransformerConfig = DATE_MODEL,
     recipe: TrainingRecipe = RECIPE,
@@ -434,7 +438,7 @@ def train_date_model(
     return model, {**history, "recipe": asdict(recipe), "model_size": asdict(config)}
 
 
-def save_date_model(path, model: Seq2SeqTransformer, history: dict):
+def save_date_model(path: str | Path, model: Seq2SeqTransformer, history: dict) -> None:
     """Weights in float16 (half the bytes; the test checks the accuracy survives), the
     model's configuration and the training history, in one file with its checksum beside it."""
     weights = {name: tensor.half() for name, tensor in model.state_dict().items()}
@@ -468,7 +472,9 @@ def _check_date_config(config, path) -> None:
 MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16 numbers
 
 
-def load_date_model(path=SAVED_MODEL, device="cpu"):
+def load_date_model(
+    path: str | Path = SAVED_MODEL, device: str | torch.device = "cpu"
+) -> tuple[Seq2SeqTransformer, dict]:
     """(model in eval mode, training history) from a file written by save_date_model, after
     its checksum, its configuration and every weight are checked (see helpers.checkpoints)."""
     saved = load_checkpoint(path, ("config", "weights", "history"), remake="make date-model")
@@ -491,11 +497,11 @@ def _shown(character: str) -> str:
 
 
 @torch.no_grad()
-def attention_for(model, text: str) -> dict:
+def attention_for(model: Seq2SeqTransformer, text: str) -> dict:
     """Normalise one date and collect every attention map the model computed for it.
 
     Returns the prediction, the labels (source characters; the decoder's input tokens; what
-    each decoder position wrote) and maps[kind] of shape (layers, heads, queries, keys).
+    each decoder position wrote) and maps[kind] of shape (layers, heads, q, k).
     """
     device = next(model.parameters()).device
     text = clean_text(text)
@@ -517,7 +523,7 @@ def attention_for(model, text: str) -> dict:
         "source": [_shown(c) for c in text],
         "decoder_input": [tokens[i] for i in decoder_input[0].tolist()],
         "written": [tokens[i] for i in written],
-        "maps": {  # kind -> (layers, heads, queries, keys)
+        "maps": {  # kind -> (layers, heads, q, k)
             kind: torch.stack([layer[0].cpu() for layer in layers])
             for kind, layers in model.attention_maps().items()
         },
@@ -539,7 +545,9 @@ def _source_parts(text: str) -> dict:
 
 
 @torch.no_grad()
-def cross_attention_alignment(model, dates) -> tuple[torch.Tensor, torch.Tensor]:
+def cross_attention_alignment(
+    model: Seq2SeqTransformer, dates: list[datetime.date]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """For dates written as 'March 3, 2015': (shares, uniform), both (layers, heads, 3).
 
     shares[l, h, p]: the mean cross-attention weight that the output characters of part p

@@ -1,6 +1,8 @@
 """Check functions for the exercises: each runs a learner's function on cases with
 known answers and says which case failed and how, or that all passed."""
 
+from collections.abc import Callable
+
 import torch
 
 from helpers.attention import DotProductAttention, masked_softmax, split_heads
@@ -81,7 +83,7 @@ def _run_case(
     return False
 
 
-def check_kernel_pooling(pooling, kernel: str = "Epanechnikov") -> bool:
+def check_kernel_pooling(pooling: Callable, kernel: str = "Epanechnikov") -> bool:
     """pooling(queries, keys, values, width) -> predictions (n_queries,), for the named kernel."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
@@ -102,7 +104,7 @@ def check_kernel_pooling(pooling, kernel: str = "Epanechnikov") -> bool:
     return _report(failures, passed)
 
 
-def check_masked_softmax(learner_masked_softmax) -> bool:
+def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
     """learner_masked_softmax(scores, valid_lens) -> weights, like attention.masked_softmax."""
     generator = torch.Generator().manual_seed(2)
     scores = torch.randn(2, 3, 5, generator=generator)
@@ -127,7 +129,7 @@ def check_masked_softmax(learner_masked_softmax) -> bool:
     return _report(failures, passed)
 
 
-def check_dot_product_attention(learner_attention) -> bool:
+def check_dot_product_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, valid_lens) -> output, as DotProductAttention."""
     generator = torch.Generator().manual_seed(3)
     queries = torch.randn(2, 3, 16, generator=generator)
@@ -163,7 +165,7 @@ def check_dot_product_attention(learner_attention) -> bool:
     return _report(failures, passed)
 
 
-def check_split_merge(learner_split, learner_merge) -> bool:
+def check_split_merge(learner_split: Callable, learner_merge: Callable) -> bool:
     """learner_split(x, heads): (B, n, d) -> (B, heads, n, d / heads); learner_merge undoes it.
 
     The inputs count 0, 1, 2, ... so a wrong answer shows which feature landed where. The
@@ -195,7 +197,7 @@ def check_split_merge(learner_split, learner_merge) -> bool:
     return _report(failures, passed)
 
 
-def check_sinusoidal_encoding(learner_encoding) -> bool:
+def check_sinusoidal_encoding(learner_encoding: Callable) -> bool:
     """learner_encoding(max_len, d_model) -> (max_len, d_model), as sinusoidal_encoding."""
     failures, passed = [], 0
     for max_len, d_model in ((6, 4), (50, 16), (100, 64)):
@@ -227,7 +229,7 @@ def check_sinusoidal_encoding(learner_encoding) -> bool:
     return _report(failures, passed)
 
 
-def check_decoder_mask(learner_mask) -> bool:
+def check_decoder_mask(learner_mask: Callable) -> bool:
     """learner_mask(tokens, pad_id) -> boolean (B, n, n), True where query i may attend to
     key j: causal, and no pad key, with pads anywhere."""
     pad = 0
@@ -264,7 +266,7 @@ def check_decoder_mask(learner_mask) -> bool:
     return _report(failures, passed)
 
 
-def check_pre_norm_residual(learner_residual) -> bool:
+def check_pre_norm_residual(learner_residual: Callable) -> bool:
     """learner_residual(x, sublayer, norm) -> the pre-norm residual connection's output."""
     generator = torch.Generator().manual_seed(7)
     torch.manual_seed(7)

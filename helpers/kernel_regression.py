@@ -5,6 +5,7 @@ the values, and the answer is a weighted average of the values, weighted by how
 similar each key is to the query.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +30,9 @@ class RegressionData:
     y_test: torch.Tensor  # (n_test,) noise-free truth at the queries
 
 
-def make_data(n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int = 0):
+def make_data(
+    n_train: int = 50, n_test: int = 51, noise: float = 0.5, seed: int = 0
+) -> RegressionData:
     """Noisy samples of ``true_function`` on [0, 5], and a grid of test queries."""
     n_train = validation.whole_number(n_train, "n_train", minimum=2)
     n_test = validation.whole_number(n_test, "n_test")
@@ -77,7 +80,13 @@ KERNELS = {
 }
 
 
-def kernel_pooling(queries, keys, values, kernel=gaussian_kernel, width: float = 1.0):
+def kernel_pooling(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    kernel: Callable = gaussian_kernel,
+    width: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Nadaraya-Watson estimate at each query: sum_i alpha(q, k_i) v_i.
 
     queries: (n_queries,), keys and values: (n_keys,).
@@ -105,9 +114,26 @@ def kernel_pooling(queries, keys, values, kernel=gaussian_kernel, width: float =
     return weights @ values, weights
 
 
-def gaussian_scores(queries: torch.Tensor, keys: torch.Tensor, sharpness) -> torch.Tensor:
+def gaussian_scores(
+    queries: torch.Tensor, keys: torch.Tensor, sharpness: float | torch.Tensor
+) -> torch.Tensor:
     """Attention scores -((q - k) w)^2 / 2 of a Gaussian kernel of width 1/w: (n_q, n_k)."""
     return -(((queries[:, None] - keys[None, :]) * sharpness) ** 2) / 2
+
+
+def _check_pooling_inputs(queries, keys, values) -> None:
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        if validation.tensor(value, name, "(n,)").dim() != 1:
+            raise ValueError(f"{name} must be one-dimensional (n,), got {tuple(value.shape)}")
+    if keys.shape != values.shape:
+        raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ")
+
+
+def _check_training(data, epochs, lr) -> None:
+    if not isinstance(data, RegressionData):
+        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
+    validation.whole_number(epochs, "epochs")
+    validation.positive_number(lr, "lr")
 
 
 class NadarayaWatson(nn.Module):
@@ -118,7 +144,7 @@ class NadarayaWatson(nn.Module):
 
     def __init__(self, sharpness: float = 1.0):
         super().__init__()
-        sharpness = validation.positive_number(sharpness, "sharpness")
+        validation.positive_number(sharpness, "sharpness")
         self.log_w = nn.Parameter(torch.tensor(float(sharpness)).log())
         self.attention_weights = None
 
@@ -126,13 +152,15 @@ class NadarayaWatson(nn.Module):
     def w(self) -> torch.Tensor:
         return self.log_w.exp()
 
-    def forward(self, queries, keys, values, mask=None):
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """queries (n_q,), keys and values (n_k,), mask (n_q, n_k) True = may attend."""
-        for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-            if validation.tensor(value, name, "(n,)").dim() != 1:
-                raise ValueError(f"{name} must be one-dimensional (n,), got {tuple(value.shape)}")
-        if keys.shape != values.shape:
-            raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ")
+        _check_pooling_inputs(queries, keys, values)
         scores = gaussian_scores(queries, keys, self.w)  # (n_q, n_k)
         self.attention_weights = masked_softmax(scores, mask=mask)  # (n_q, n_k)
         return self.attention_weights @ values  # (n_q,)
@@ -144,17 +172,14 @@ def train_sharpness(
     epochs: int = 500,
     lr: float = 1.0,
     sharpness: float = 1.0,
-):
+) -> tuple["NadarayaWatson", dict]:
     """Fit w by full-batch gradient descent on the squared error at the training points.
 
     With ``leave_one_out`` each training point predicts its own label from the others
     only (the diagonal of the mask is False); without it, a point may attend to itself.
     Returns the model and a history dict with the loss and w after every epoch.
     """
-    if not isinstance(data, RegressionData):
-        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
-    epochs = validation.whole_number(epochs, "epochs")
-    lr = validation.positive_number(lr, "lr")
+    _check_training(data, epochs, lr)
     model = NadarayaWatson(sharpness)
     n = len(data.x_train)
     mask = ~torch.eye(n, dtype=torch.bool) if leave_one_out else None  # (n, n)

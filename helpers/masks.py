@@ -65,7 +65,7 @@ def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> to
     return allowed.long()
 
 
-def causal_mask(size: int, device=None) -> torch.Tensor:
+def causal_mask(size: int, device: str | torch.device | None = None) -> torch.Tensor:
     """(size, size): query i may attend to keys 0..i."""
     size = validation.whole_number(size, "size", minimum=0)
     return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device))
@@ -79,7 +79,7 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-        raise ValueError(f"tokens must be (batch, length), got {got}")
+        raise ValueError(f"tokens must be (B, n), got {got}")
     if tokens.is_floating_point() or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be integer token ids, got {tokens.dtype}")
     pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
@@ -94,7 +94,7 @@ def causal_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """torch.nn.MultiheadAttention's key_padding_mask (B, k), True = ignore -> (B, 1, k)."""
     if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
-        raise ValueError(f"key_padding_mask must be (batch, keys), got {key_padding_mask!r}")
+        raise ValueError(f"key_padding_mask must be (B, k), got {key_padding_mask!r}")
     return convert_mask(key_padding_mask, "ignored")[:, None, :]
 
 
@@ -118,7 +118,7 @@ MASK_KINDS = ("padding", "causal", "padding + causal", "cross-attention")
 
 
 def build_mask(target: list[str], source: list[str], kind: str) -> torch.Tensor:
-    """The boolean mask (queries, keys), True = may attend, for a kind in MASK_KINDS.
+    """The boolean mask (q, k), True = may attend, for a kind in MASK_KINDS.
 
     Queries are the target tokens; keys are the target tokens too, or the source tokens
     for cross-attention. Tokens in PAD_MARKERS are pads.

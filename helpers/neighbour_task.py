@@ -13,7 +13,9 @@ from helpers import validation
 from helpers.attention import MultiHeadAttention
 
 
-def make_neighbour_batch(num: int, length: int = 8, vocab: int = 10, generator=None):
+def make_neighbour_batch(
+    num: int, length: int = 8, vocab: int = 10, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """tokens (num, length); left and right neighbours (num, length), wrapping around."""
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
@@ -44,10 +46,10 @@ class NeighbourModel(nn.Module):
         self.left_output = nn.Linear(d_model, vocab)
         self.right_output = nn.Linear(d_model, vocab)
 
-    def forward(self, tokens):  # (B, length)
-        validation.token_ids(tokens, "tokens", self.vocab, f"(batch, {self.length})")
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # (B, length)
+        validation.token_ids(tokens, "tokens", self.vocab, f"(B, {self.length})")
         if tokens.shape[1] != self.length:
-            raise ValueError(f"tokens must be (batch, {self.length}), got {tuple(tokens.shape)}")
+            raise ValueError(f"tokens must be (B, {self.length}), got {tuple(tokens.shape)}")
         x = self.token_embedding(tokens) + self.position_embedding  # (B, length, d_model)
         mixed = self.attention(x, x, x)  # (B, length, d_model)
         return self.left_output(mixed), self.right_output(mixed)  # 2 x (B, length, vocab)
@@ -55,15 +57,17 @@ class NeighbourModel(nn.Module):
 
 def _check_neighbours(tokens, left, right) -> None:
     for name, value in (("tokens", tokens), ("left", left), ("right", right)):
-        validation.tensor(value, name, "(batch, length)")
+        validation.tensor(value, name, "(B, n)")
     if not (tokens.shape == left.shape == right.shape) or tokens.dim() != 2 or not len(tokens):
         raise ValueError(
             f"tokens {tuple(tokens.shape)}, left {tuple(left.shape)} and right "
-            f"{tuple(right.shape)} must be one (batch, length) shape with batch >= 1"
+            f"{tuple(right.shape)} must be one (B, n) shape with batch >= 1"
         )
 
 
-def neighbour_loss(model, tokens, left, right):
+def neighbour_loss(
+    model: "NeighbourModel", tokens: torch.Tensor, left: torch.Tensor, right: torch.Tensor
+) -> torch.Tensor:
     _check_neighbours(tokens, left, right)
     for name, value in (("left", left), ("right", right)):
         validation.token_ids(value, name, model.vocab)
@@ -73,7 +77,9 @@ def neighbour_loss(model, tokens, left, right):
     )
 
 
-def neighbour_accuracy(model, tokens, left, right) -> float:
+def neighbour_accuracy(
+    model: "NeighbourModel", tokens: torch.Tensor, left: torch.Tensor, right: torch.Tensor
+) -> float:
     """Share of positions where both neighbours are predicted right."""
     _check_neighbours(tokens, left, right)
     with torch.no_grad():
@@ -82,7 +88,9 @@ def neighbour_accuracy(model, tokens, left, right) -> float:
     return correct.float().mean().item()
 
 
-def train_neighbour_model(steps: int = 150, batch_size: int = 128, seed: int = 0, **sizes):
+def train_neighbour_model(
+    steps: int = 150, batch_size: int = 128, seed: int = 0, **sizes: int
+) -> tuple["NeighbourModel", list[float]]:
     """Adam on fresh batches; returns the model and the loss after every step."""
     steps = validation.whole_number(steps, "steps")
     batch_size = validation.whole_number(batch_size, "batch_size")
@@ -102,7 +110,7 @@ def train_neighbour_model(steps: int = 150, batch_size: int = 128, seed: int = 0
     return model, losses
 
 
-def weight_by_offset(weights: torch.Tensor, offsets=(-1, 0, 1)) -> torch.Tensor:
+def weight_by_offset(weights: torch.Tensor, offsets: tuple[int, ...] = (-1, 0, 1)) -> torch.Tensor:
     """Mean weight each head puts on the key at position i + offset (around the ring).
 
     weights: (B, heads, length, length) -> (heads, len(offsets)).

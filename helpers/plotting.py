@@ -7,8 +7,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
+from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
+from matplotlib.colors import Colormap
+from matplotlib.figure import Figure
 
 from helpers.kernel_regression import RegressionData
+
+MatrixLike = torch.Tensor | np.ndarray | list  # (q, k), (maps, q, k) or (rows, cols, q, k)
+Labels = str | int | list  # "auto", every n-th position, or the tokens (one list per map)
 
 
 def _as_grid(matrices) -> np.ndarray:
@@ -21,8 +28,7 @@ def _as_grid(matrices) -> np.ndarray:
     if grid.ndim == 4:
         return grid
     raise ValueError(
-        f"matrices must be (queries, keys), (maps, queries, keys) or "
-        f"(rows, cols, queries, keys); got shape {grid.shape}"
+        f"matrices must be (q, k), (maps, q, k) or (rows, cols, q, k); got shape {grid.shape}"
     )
 
 
@@ -92,7 +98,15 @@ def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
     )
 
 
-def draw_heatmap(ax, matrix, x_labels="auto", y_labels="auto", annot=False, fmt=".2f", **kwargs):
+def draw_heatmap(
+    ax: Axes,
+    matrix: MatrixLike,
+    x_labels: Labels = "auto",
+    y_labels: Labels = "auto",
+    annot: bool = False,
+    fmt: str = ".2f",
+    **kwargs,
+) -> QuadMesh:
     """One heatmap on ``ax`` (seaborn); returns its QuadMesh so callers can update the data."""
     matrix = _as_array(matrix)
     if matrix.ndim != 2:
@@ -125,12 +139,12 @@ def _seaborn_heatmap(ax, matrix, x_labels, y_labels, annot, fmt, **kwargs):
 
 
 def show_heatmaps(
-    matrices,
-    x_labels="auto",
-    y_labels="auto",
+    matrices: MatrixLike,
+    x_labels: Labels = "auto",
+    y_labels: Labels = "auto",
     xlabel: str = "keys",
     ylabel: str = "queries",
-    titles=None,
+    titles: str | list | None = None,
     suptitle: str | None = None,
     annot: bool = False,
     fmt: str = ".2f",
@@ -139,11 +153,11 @@ def show_heatmaps(
     vmax: float | None = None,
     cbar_label: str | None = "attention weight",
     shared_scale: bool = True,
-    figsize=None,
-):
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
     """Draw one matrix or a grid of them with a shared colour scale and one colour bar.
 
-    matrices: (queries, keys), (maps, queries, keys) or (rows, cols, queries, keys),
+    matrices: (q, k), (maps, q, k) or (rows, cols, q, k),
     a tensor or an array. x_labels / y_labels: the key and query tokens (a list),
     "auto" for positions, or an integer n to label every n-th position; or one list of
     tokens per map, when each map shows another example.
@@ -197,7 +211,15 @@ class TokenHeatmap:
     (max_rows, max_cols): one mesh of the largest size, whose axis limits show the part in
     use, and labels drawn as text, so an explorer redraws it without redrawing its axes."""
 
-    def __init__(self, ax, max_rows: int, max_cols: int, cmap, vmin=0.0, vmax=1.0):
+    def __init__(
+        self,
+        ax: Axes,
+        max_rows: int,
+        max_cols: int,
+        cmap: str | Colormap,
+        vmin: float = 0.0,
+        vmax: float = 1.0,
+    ):
         self.ax, self.max_rows, self.max_cols = ax, max_rows, max_cols
         self.mesh = ax.pcolormesh(np.zeros((max_rows, max_cols)), cmap=cmap, vmin=vmin, vmax=vmax)
         ax.set_xticks([])
@@ -231,7 +253,9 @@ class TokenHeatmap:
     def artists(self) -> list:
         return [self.mesh, *self.x_labels, *self.y_labels]
 
-    def show(self, matrix: np.ndarray, x_tokens, y_tokens, grey=()):
+    def show(
+        self, matrix: np.ndarray, x_tokens: list[str], y_tokens: list[str], grey: tuple = ()
+    ) -> None:
         """Fill the top-left corner with matrix (rows = y_tokens, columns = x_tokens)."""
         grid = np.ma.array(np.zeros((self.max_rows, self.max_cols)), mask=True)  # zeros: no garbage
         grid[: matrix.shape[0], : matrix.shape[1]] = matrix
@@ -248,11 +272,13 @@ class TokenHeatmap:
         for text in self.x_labels:
             text.set_rotation(90 if len(x_tokens) > 8 and not crowded else 0)
 
-    def hide(self):
+    def hide(self) -> None:
         self.show(np.zeros((0, 0)), [], [])
 
 
-def plot_regression(ax, data: RegressionData, fits: dict | None = None, title: str = ""):
+def plot_regression(
+    ax: Axes, data: RegressionData, fits: dict | None = None, title: str = ""
+) -> None:
     """Training points, the true curve and any number of fitted curves on one axes."""
     if not isinstance(data, RegressionData):
         raise ValueError(f"data must come from make_data(), got {type(data).__name__}")

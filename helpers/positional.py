@@ -60,11 +60,11 @@ class PositionalEncoding(nn.Module):
         """x: (B, n, d_model) for positions start .. start + n - 1 (start > 0 when decoding
         one token at a time)."""
         max_len, d_model = self.encoding.shape
-        validation.tensor(x, "x", f"(batch, n, d_model={d_model})")
+        validation.tensor(x, "x", f"(B, n, d_model={d_model})")
         if not x.is_floating_point():
             raise ValueError(f"x must be floating-point embeddings, got {x.dtype}")
         if x.dim() != 3 or x.shape[-1] != d_model:
-            raise ValueError(f"x must be (batch, n, d_model={d_model}), got {tuple(x.shape)}")
+            raise ValueError(f"x must be (B, n, d_model={d_model}), got {tuple(x.shape)}")
         start = validation.whole_number(start, "start", minimum=0)
         if start + x.shape[1] > max_len:
             raise ValueError(

@@ -7,7 +7,9 @@ import torch
 from helpers import validation
 
 
-def random_queries_keys(d: int, num_queries: int, num_keys: int, seed: int = 0):
+def random_queries_keys(
+    d: int, num_queries: int, num_keys: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Queries (num_queries, d) and keys (num_keys, d) with independent N(0, 1) entries."""
     d = validation.whole_number(d, "d")
     num_queries = validation.whole_number(num_queries, "num_queries")
@@ -18,7 +20,9 @@ def random_queries_keys(d: int, num_queries: int, num_keys: int, seed: int = 0):
     return queries, keys
 
 
-def dot_scores(queries, keys, scaled: bool = True, temperature: float = 1.0) -> torch.Tensor:
+def dot_scores(
+    queries: torch.Tensor, keys: torch.Tensor, scaled: bool = True, temperature: float = 1.0
+) -> torch.Tensor:
     """q . k, divided by sqrt(d) when scaled, and by the temperature: (num_queries, num_keys)."""
     validation.positive_number(temperature, "temperature")
     for name, value in (("queries", queries), ("keys", keys)):

@@ -7,11 +7,12 @@ them: asserted claims use counts and bytes, which are the same on every machine.
 
 import statistics
 import time
+from collections.abc import Callable
 
 from helpers import validation
 
 
-def median_seconds(function, repeats: int = 7, warmup: int = 1) -> float:
+def median_seconds(function: Callable[[], object], repeats: int = 7, warmup: int = 1) -> float:
     """Seconds per call of function(): the median of `repeats` calls after `warmup` calls."""
     if not callable(function):
         raise ValueError(f"function must be callable with no arguments, got {function!r}")

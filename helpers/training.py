@@ -2,6 +2,7 @@
 
 import math
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -18,16 +19,16 @@ def sequence_cross_entropy(
     logits (B, T, vocab), targets (B, T). A pad position still has an output row (its query
     attends like any other), but its target is not a token to predict: it counts for nothing.
     """
-    validation.tensor(logits, "logits", "(batch, T, vocab)")
-    validation.tensor(targets, "targets", "(batch, T)")
+    validation.tensor(logits, "logits", "(B, T, vocab)")
+    validation.tensor(targets, "targets", "(B, T)")
     if not logits.is_floating_point():
         raise ValueError(f"logits must be floating point, got {logits.dtype}")
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(
-            f"logits must be (batch, T, vocab) and targets (batch, T): got {tuple(logits.shape)} "
+            f"logits must be (B, T, vocab) and targets (B, T): got {tuple(logits.shape)} "
             f"and {tuple(targets.shape)}"
         )
-    validation.token_ids(targets, "targets", logits.shape[-1], "(batch, T)")
+    validation.token_ids(targets, "targets", logits.shape[-1], "(B, T)")
     pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
     if (targets == pad_id).all():
         raise ValueError("every target is a pad: there is nothing to compute a loss over")
@@ -56,8 +57,14 @@ def _checked_batch(batch):
 
 
 def train_seq2seq(
-    model, next_batch, steps: int, lr: float, warmup: int, pad_id: int, progress=True
-):
+    model: torch.nn.Module,
+    next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    steps: int,
+    lr: float,
+    warmup: int,
+    pad_id: int,
+    progress: bool = True,
+) -> dict:
     """Teacher-forced training: the decoder reads the target shifted right, and every position
     predicts its next token in one causal pass. next_batch() -> (src (B, S), tgt (B, T)),
     tgt starting with <bos>. Returns the loss of every step and the seconds taken."""

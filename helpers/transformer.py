@@ -6,6 +6,7 @@ blocks, their stacks, and the model with greedy decoding.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -22,15 +23,13 @@ class PositionWiseFFN(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
-        d_model, d_ff = (
-            validation.whole_number(d_model, "d_model"),
-            validation.whole_number(d_ff, "d_ff"),
-        )
+        for name, size in (("d_model", d_model), ("d_ff", d_ff)):
+            validation.whole_number(size, name)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):  # (B, n, d_model)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d_model)
         return self.linear2(self.dropout(torch.relu(self.linear1(x))))
 
 
@@ -45,7 +44,7 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x, sublayer):
+    def forward(self, x: torch.Tensor, sublayer: Callable) -> torch.Tensor:
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
@@ -54,14 +53,22 @@ class Residual(nn.Module):
 class EncoderBlock(nn.Module):
     """Self-attention, then the feed-forward network, each inside a residual connection."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+    ):
         super().__init__()
         self.self_attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
         self.attention_residual = Residual(d_model, dropout, norm_first)
         self.ffn_residual = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x, mask):  # x (B, S, d_model); mask (B, 1, S): the source's non-pads
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # x (B, S, d_model); mask (B, 1, S): the source's non-pads
         x = self.attention_residual(x, lambda h: self.self_attention(h, h, h, mask=mask))
         return self.ffn_residual(x, self.ffn)
 
@@ -69,7 +76,14 @@ class EncoderBlock(nn.Module):
 class DecoderBlock(nn.Module):
     """Masked self-attention, cross-attention to the encoder's output, feed-forward."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+    ):
         super().__init__()
         self.self_attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout)
@@ -78,11 +92,18 @@ class DecoderBlock(nn.Module):
         self.cross_residual = Residual(d_model, dropout, norm_first)
         self.ffn_residual = Residual(d_model, dropout, norm_first)
 
-    def forward(self, y, memory, self_mask, memory_mask, cache=None):
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        memory_mask: torch.Tensor,
+        cache: KeyValueCache | None = None,
+    ) -> torch.Tensor:
         """y (B, T, d_model); memory (B, S, d_model); self_mask (B, T, T) or None;
         memory_mask (B, 1, S). With a KeyValueCache, y holds only the newest positions."""
 
-        def attend_to_self(h):
+        def attend_to_self(h: torch.Tensor) -> torch.Tensor:
             return self.self_attention(h, h, h, mask=self_mask, cache=cache)
 
         y = self.self_residual(y, attend_to_self)
@@ -106,12 +127,21 @@ class Embedding(nn.Module):
         self.positions = PositionalEncoding(d_model, max_len, dropout)
         self.scale = math.sqrt(d_model)
 
-    def forward(self, tokens, start: int = 0):  # (B, n) -> (B, n, d_model)
+    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        # (B, n) -> (B, n, d_model)
         return self.positions(self.tokens(tokens) * self.scale, start)
 
 
 class Encoder(nn.Module):
-    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout, norm_first):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float,
+        norm_first: bool,
+    ):
         super().__init__()
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
@@ -119,21 +149,36 @@ class Encoder(nn.Module):
         # pre-norm leaves the residual stream un-normalised: one LayerNorm at the end
         self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
-    def forward(self, x, mask):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x, mask)
         return self.final_norm(x)
 
 
 class Decoder(nn.Module):
-    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout, norm_first):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float,
+        norm_first: bool,
+    ):
         super().__init__()
         self.blocks = nn.ModuleList(
             DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
-    def forward(self, y, memory, self_mask, memory_mask, caches=None):
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        memory_mask: torch.Tensor,
+        caches: list[KeyValueCache] | None = None,
+    ) -> torch.Tensor:
         for index, block in enumerate(self.blocks):
             cache = None if caches is None else caches[index]
             y = block(y, memory, self_mask, memory_mask, cache)
@@ -243,25 +288,29 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"{name} has {tokens.shape[1]} positions; max_len is {self.max_len}")
         return tokens.long()
 
-    def encode(self, src):
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
         src = self._check_tokens("src", src, self.config.src_vocab_size)  # (B, S)
         src_mask = padding_mask(src, self.pad_id)
         return self.encoder(self.src_embedding(src), src_mask), src_mask
 
-    def decode(self, tgt, memory, src_mask):
+    def decode(
+        self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor
+    ) -> torch.Tensor:
         """tgt (B, T) -> logits (B, T, tgt_vocab), every position in one causal pass."""
         tgt = self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)  # (B, T)
         tgt_mask = causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
         y = self.decoder(self.tgt_embedding(tgt), memory, tgt_mask, src_mask)
         return self.output(y)
 
-    def forward(self, src, tgt):
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         memory, src_mask = self.encode(src)
         return self.decode(tgt, memory, src_mask)
 
     @torch.no_grad()
-    def greedy_decode(self, src, bos_id: int, eos_id: int, max_steps: int, use_cache=True):
+    def greedy_decode(
+        self, src: torch.Tensor, bos_id: int, eos_id: int, max_steps: int, use_cache: bool = True
+    ) -> torch.Tensor:
         """Generate up to max_steps tokens after bos_id, taking the most likely token each
         step; stop when every sequence has produced eos_id. Returns (B, steps) token ids
         without the bos, pad_id after each sequence's eos.
@@ -334,11 +383,11 @@ class Seq2SeqTransformer(nn.Module):
         }
 
 
-def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Transformer):
+def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Transformer) -> None:
     """Give our encoder and decoder stacks the weights of a torch.nn.Transformer of the same
     size (embeddings and output layer are ours alone: nn.Transformer has none)."""
 
-    def copy_affine(target, source):  # a Linear or a LayerNorm
+    def copy_affine(target: nn.Module, source: nn.Module) -> None:  # a Linear or a LayerNorm
         target.weight.copy_(source.weight)
         target.bias.copy_(source.bias)
 
@@ -408,7 +457,7 @@ def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
         "norm_first": c.norm_first,
     }
 
-    def final_norm():
+    def final_norm() -> nn.LayerNorm | None:
         return nn.LayerNorm(c.d_model) if c.norm_first else None
 
     encoder = nn.TransformerEncoder(

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 
-def whole_number(value, name: str, minimum: int = 1) -> int:
+def whole_number(value: object, name: str, minimum: int = 1) -> int:
     """value as an int, if it is a whole number >= minimum (int, numpy or 0-d tensor integer).
 
     Floats are refused even when whole (2.0): a size that arrives as a float usually comes
@@ -23,7 +23,7 @@ def whole_number(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def tensor(value, name: str, shape: str) -> torch.Tensor:
+def tensor(value: object, name: str, shape: str) -> torch.Tensor:
     """value itself if it is a torch tensor; otherwise an error that says how to make one."""
     if isinstance(value, torch.Tensor):
         return value
@@ -51,7 +51,7 @@ def same_float_dtype(named_tensors: dict) -> None:
         raise ValueError(f"inputs must be on one device, got {listed}")
 
 
-def positive_number(value, name: str, allow_zero: bool = False) -> float:
+def positive_number(value: object, name: str, allow_zero: bool = False) -> float:
     """value as a float, if it is a finite real number > 0 (or >= 0 with allow_zero)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -61,21 +61,23 @@ def positive_number(value, name: str, allow_zero: bool = False) -> float:
     return float(value)
 
 
-def probability(value, name: str = "dropout") -> float:
+def probability(value: object, name: str = "dropout") -> float:
     """value as a float in [0, 1): a dropout rate."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
     return float(value)
 
 
-def flag(value, name: str) -> bool:
+def flag(value: object, name: str) -> bool:
     """value itself if it is True or False (a string such as 'False' would count as true)."""
     if not isinstance(value, bool | np.bool_):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 
-def token_ids(value, name: str, vocab_size: int, shape: str = "(batch, length)", dim: int = 2):
+def token_ids(
+    value: object, name: str, vocab_size: int, shape: str = "(B, n)", dim: int = 2
+) -> torch.Tensor:
     """An integer tensor of the given rank whose ids all lie in 0..vocab_size - 1."""
     tensor(value, name, shape)
     if value.dim() != dim:

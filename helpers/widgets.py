@@ -11,11 +11,13 @@ static view of the current settings.
 import contextlib
 import io
 import zlib
+from collections.abc import Iterator
 
 import ipywidgets as widgets
 import numpy as np
 import PIL.Image
 import torch
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
@@ -33,7 +35,7 @@ from helpers.transformer import Seq2SeqTransformer
 
 
 @contextlib.contextmanager
-def one_torch_thread():
+def one_torch_thread() -> Iterator[None]:
     """Run torch on one thread inside the block: an explorer's small computations gain nothing
     from more, and with a training notebook running beside it, torch's thread pools would
     fight over the cores (one redraw took seconds instead of tens of milliseconds)."""
@@ -73,14 +75,14 @@ class Explorer:
     def values(self) -> dict:
         return {name: control.value for name, control in self.controls.items()}
 
-    def draw(self, **values):
+    def draw(self, **values) -> None:
         """Update the dynamic artists and ``self.state`` for the controls' values."""
         raise NotImplementedError
 
-    def redraw_background(self):
+    def redraw_background(self) -> None:
         self._background = None
 
-    def fit_y_limit(self, ax, largest: float, limits: tuple):
+    def fit_y_limit(self, ax: Axes, largest: float, limits: tuple) -> None:
         """Set ax's upper y-limit to the smallest of a few fixed limits that holds `largest`.
 
         Axes are part of the static background, slow to redraw: a few fixed limits mean
@@ -91,7 +93,7 @@ class Explorer:
             ax.set_ylim(0, top)
             self.redraw_background()
 
-    def update(self):
+    def update(self) -> None:
         with one_torch_thread():
             try:
                 unset = [name for name, value in self.values().items() if value is None]
@@ -105,7 +107,7 @@ class Explorer:
         self.image.value = self.render_png()
 
     @staticmethod
-    def show_error(ax, problem) -> None:
+    def show_error(ax: Axes, problem: Exception | str) -> None:
         """The problem as the axes' title, in red, as plain text (never parsed as mathtext)."""
         ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10, parse_math=False)
 
@@ -160,7 +162,7 @@ def _weight_heatmap(ax, x_labels, y_labels):
 class KernelRegressionExplorer(Explorer):
     """Chapter 01: Gaussian-kernel pooling; sliders for the kernel width and the query."""
 
-    def __init__(self, data=None, width: float = 0.3, query: float = 2.5):
+    def __init__(self, data: RegressionData | None = None, width: float = 0.3, query: float = 2.5):
         self.data = data if data is not None else make_data()
         if not isinstance(self.data, RegressionData):
             raise ValueError(f"data must come from make_data(), got {type(self.data).__name__}")
@@ -211,7 +213,7 @@ class KernelRegressionExplorer(Explorer):
         dynamic = [self._fit_line, self._points, *self._query_lines, self._prediction]
         super().__init__(controls, figure, [*dynamic, *self._bars, top.title])
 
-    def draw(self, width, query):
+    def draw(self, width: float, query: float) -> None:
         x_train, y_train = self.data.x_train, self.data.y_train
         fit, _ = kernel_pooling(self.data.x_test, x_train, y_train, gaussian_kernel, width)
         prediction, weights = kernel_pooling(
@@ -237,15 +239,20 @@ class KernelRegressionExplorer(Explorer):
 class MaskedSoftmaxExplorer(Explorer):
     """Chapter 02: a valid-length slider masks keys; a query slider picks the row to inspect."""
 
-    def __init__(self, scores=None, key_tokens=None, valid_len: int = 4, query: int = 0):
+    def __init__(
+        self,
+        scores: torch.Tensor | None = None,
+        key_tokens: list[str] | None = None,
+        valid_len: int = 4,
+        query: int = 0,
+    ):
         if scores is None:
             generator = torch.Generator().manual_seed(2)
-            scores = torch.randn(4, 6, generator=generator) * 1.5  # (queries, keys)
-        validation.tensor(scores, "scores", "(queries, keys)")
+            scores = torch.randn(4, 6, generator=generator) * 1.5  # (q, k)
+        validation.tensor(scores, "scores", "(q, k)")
         if scores.dim() != 2 or not scores.is_floating_point():
             raise ValueError(
-                f"scores must be floating point (queries, keys), got {scores.dtype} "
-                f"{tuple(scores.shape)}"
+                f"scores must be floating point (q, k), got {scores.dtype} {tuple(scores.shape)}"
             )
         self.scores = scores
         num_queries, num_keys = scores.shape
@@ -290,7 +297,7 @@ class MaskedSoftmaxExplorer(Explorer):
         dynamic = [self._mesh, *texts, self._boundary, self._row_box, *self._bars]
         super().__init__(controls, figure, [*dynamic, left.title, right.title])
 
-    def draw(self, valid_len, query):
+    def draw(self, valid_len: int, query: int) -> None:
         weights = masked_softmax(self.scores[None], valid_lens=torch.tensor([valid_len]))[0]
         self.state = {"weights": weights, "row": weights[query]}
 
@@ -349,7 +356,7 @@ class ScalingExplorer(Explorer):
         dynamic = [self._mesh, self._histogram, left.title, right.title]
         super().__init__(controls, figure, dynamic)
 
-    def draw(self, d_k, scaled, temperature):
+    def draw(self, d_k: int, scaled: bool, temperature: float) -> None:
         queries, keys = random_queries_keys(d_k, 6, 8, seed=d_k)
         scores = dot_scores(queries, keys, scaled, temperature)  # (6, 8)
         weights = torch.softmax(scores, dim=-1)
@@ -379,8 +386,14 @@ class ScalingExplorer(Explorer):
 class HeadExplorer(Explorer):
     """Chapter 04: pick a head and an example; see that head's attention over the example."""
 
-    def __init__(self, model=None, tokens=None, head: int = 0, example: int = 0):
-        """model: a NeighbourModel (untrained if not given); tokens: (examples, length)."""
+    def __init__(
+        self,
+        model: NeighbourModel | None = None,
+        tokens: torch.Tensor | None = None,
+        head: int = 0,
+        example: int = 0,
+    ):
+        """model: a NeighbourModel (untrained if not given); tokens: (examples, n)."""
         if model is None:
             torch.manual_seed(0)
             model = NeighbourModel()
@@ -412,7 +425,7 @@ class HeadExplorer(Explorer):
         self._ax = ax
         super().__init__(controls, figure, [*self._map.artists, ax.title])
 
-    def draw(self, head, example):
+    def draw(self, head: int, example: int) -> None:
         weights = self.all_weights[example, head]  # (length, length)
         tokens = self.tokens[example].tolist()
         offsets = weight_by_offset(self.all_weights[:, head : head + 1])[0]  # (3,) at -1, 0, +1
@@ -489,7 +502,7 @@ class PositionalExplorer(Explorer):
         dynamic += [self._points, *self._arrows, left.title, right.title]
         super().__init__(controls, figure, dynamic)
 
-    def draw(self, offset, pair):
+    def draw(self, offset: int, pair: int) -> None:
         pair_values = self.encoding[:, 2 * pair : 2 * pair + 2]  # (max_len, 2): sin, cos
         rotation = offset_rotations(offset, self.encoding.shape[1])[pair]  # (2, 2)
         moved = pair_values[: -offset or None] @ rotation.T  # R @ P[i] for every i
@@ -587,7 +600,7 @@ class MaskBuilderExplorer(Explorer):
             )
         return words
 
-    def draw(self, tokens, source, kind):
+    def draw(self, tokens: str, source: str, kind: str) -> None:
         self._summary.set_text(f"target: {_shortened(tokens)}      source: {_shortened(source)}")
         try:
             target = self._parse(tokens, "target")
@@ -599,7 +612,7 @@ class MaskBuilderExplorer(Explorer):
             self.show_error(self._mask_ax, problem)
             self._weight_ax.set_title("")
             return
-        mask = build_mask(target, keys, kind)  # (queries, keys)
+        mask = build_mask(target, keys, kind)  # (q, k)
         queries = torch.stack([_token_embedding(t) for t in target])  # (queries, 8)
         key_vectors = torch.stack([_token_embedding(t) for t in keys])  # (keys, 8)
         weights = masked_softmax(queries @ key_vectors.T / 8**0.5, mask=mask)
@@ -630,7 +643,10 @@ class DateExplorer(Explorer):
     KINDS = ("encoder self-attention", "decoder self-attention", "cross-attention")
 
     def __init__(
-        self, model=None, date: str = "Tuesday, March 3rd 2015", kind: str = "cross-attention"
+        self,
+        model: Seq2SeqTransformer | None = None,
+        date: str = "Tuesday, March 3rd 2015",
+        kind: str = "cross-attention",
     ):
         """model: a trained Seq2SeqTransformer (default: the one saved in data/)."""
         self.model = model if model is not None else load_date_model()[0]
@@ -672,7 +688,7 @@ class DateExplorer(Explorer):
             self._computed = {text: attention_for(self.model, text)}  # keep only the latest
         return self._computed[text]
 
-    def draw(self, date, kind, layer, head):
+    def draw(self, date: str, kind: str, layer: int, head: int) -> None:
         try:
             found = self._attention(date)
         except ValueError as problem:
@@ -682,7 +698,7 @@ class DateExplorer(Explorer):
                 text.set_text("")
             self.show_error(self._ax, problem)
             return
-        weights = found["maps"][kind][layer][head]  # (queries, keys)
+        weights = found["maps"][kind][layer][head]  # (q, k)
         written = [f"→{c}" for c in found["written"]]  # the character each decoder step wrote
         columns, rows, names = {
             "encoder self-attention": (

@@ -88,7 +88,7 @@ def test_mask_of_unsupported_shape_is_refused_clearly():
     x = torch.randn(2, 3, 8)
     with pytest.raises(ValueError, match=r"mask of shape \(3, 4\) does not fit"):
         mha(x, x, x, mask=torch.ones(3, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="must be \\(batch, n, d_model=8\\)"):
+    with pytest.raises(ValueError, match="must be \\(B, n, d_model=8\\)"):
         mha(torch.randn(2, 3, 6), x, x)
 
 

@@ -112,14 +112,14 @@ def test_weighted_sum_follows_ieee_for_the_keys_it_reads():
         (lambda: padding_mask(torch.tensor([[1, 0]]), None), "pad_id must be a whole number"),
         (
             lambda: split_heads(torch.randn(2, 3), 2),
-            r"x must be \(batch, n, d_model\), got \(2, 3\)",
+            r"x must be \(B, n, d_model\), got \(2, 3\)",
         ),
         (
             lambda: split_heads(torch.randn(2, 3, 8), 3),
             r"d_model \(8\) must be divisible by num_heads \(3\)",
         ),
         (lambda: split_heads(torch.randn(2, 3, 8), 0), "num_heads must be a whole number >= 1"),
-        (lambda: merge_heads(torch.randn(2, 3, 8)), r"x must be \(batch, heads, n, d_head\)"),
+        (lambda: merge_heads(torch.randn(2, 3, 8)), r"x must be \(B, heads, n, d_head\)"),
         (lambda: Seq2SeqTransformer(10, 10, pad_id=None), "pad_id must be a whole number"),
         (lambda: Seq2SeqTransformer(10, 10, pad_id=12), "pad_id \\(12\\) must be an id of both"),
     ],

@@ -48,7 +48,7 @@ def test_valid_lens_per_query():
 
 
 def test_valid_lens_broadcast_over_heads():
-    scores = torch.randn(2, 4, 3, 5)  # (batch, heads, queries, keys)
+    scores = torch.randn(2, 4, 3, 5)  # (B, heads, q, k)
     weights = masked_softmax(scores, valid_lens=torch.tensor([1, 5]))
     assert (weights[0, :, :, 1:] == 0).all()
     torch.testing.assert_close(weights[1], torch.softmax(scores[1], dim=-1))

@@ -40,7 +40,7 @@ def test_every_conversion_round_trips_and_means_the_same():
 def test_converted_masks_give_the_same_attention_in_each_library():
     torch.manual_seed(0)
     allowed = padding_mask(PADDED, PAD)  # (3, 1, 5)
-    q = k = v = torch.randn(3, 2, 5, 8)  # (batch, heads, positions, d_head)
+    q = k = v = torch.randn(3, 2, 5, 8)  # (B, heads, n, d_head)
     ours = masked_softmax(q @ k.mT / 8**0.5, mask=allowed[:, None]) @ v
     by_bool = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None])
     additive = convert_mask(allowed, "allowed", "additive")[:, None]
@@ -92,7 +92,7 @@ def test_padding_masks_handle_pads_anywhere():
         [False, False, True, True, True],
         [True, False, True, True, True],
     ]
-    with pytest.raises(ValueError, match="tokens must be .batch, length."):
+    with pytest.raises(ValueError, match="tokens must be .B, n."):
         padding_mask(torch.tensor([1, 2, 0]), PAD)
 
 

@@ -38,5 +38,5 @@ def test_trained_heads_split_the_two_relations():
 
 
 def test_model_refuses_wrong_length():
-    with pytest.raises(ValueError, match=r"tokens must be \(batch, 8\)"):
+    with pytest.raises(ValueError, match=r"tokens must be \(B, 8\)"):
         NeighbourModel()(torch.zeros(2, 5, dtype=torch.long))

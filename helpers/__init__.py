@@ -1,0 +1,23 @@
+"""The package every chapter imports: each idea is written once here, tested in tests/, and
+built step by step in the chapter that teaches it.
+
+Modules, by the chapter that introduces them:
+
+- 01 ``kernel_regression``: Nadaraya-Watson pooling, kernels, the learnable sharpness.
+- 02 ``attention.masked_softmax`` and friends: valid lengths, boolean masks, empty rows.
+- 03 ``attention`` (DotProductAttention, AdditiveAttention), ``scoring``: why divide by sqrt(d).
+- 04 ``attention.MultiHeadAttention``, split/merge heads; ``neighbour_task``: two heads, two jobs.
+- 05 ``positional``: the sinusoidal encoding and its rotations.
+- 06 ``masks``: one convention (True = may attend), converters, padding and causal masks;
+  ``attention.KeyValueCache``; ``training.sequence_cross_entropy``.
+- 07 ``transformer``: the encoder-decoder (TransformerConfig, Seq2SeqTransformer);
+  ``training``: the teacher-forced loop; ``dates``: the date task and its saved model.
+
+Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing
+else), ``exercises`` (the checkers), ``checkpoints`` (checksummed weights), ``timing``
+(medians of repeated runs), ``validation`` (argument checks with named messages).
+
+Shapes are written in one code everywhere: B batch, q queries, k keys, n positions, S and T
+source and target lengths, d or d_model a vector's size, heads and d_head for multi-head
+attention, vocab a vocabulary's size. A boolean mask is True where a query may attend.
+"""
