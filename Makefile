@@ -63,8 +63,8 @@ test-browser: setup
 	$(PY) -m pytest tests/test_notebooks_in_browser.py -s --durations=0 -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff check helpers solutions tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check helpers solutions tests benchmarks notebooks
 
 execute: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \

@@ -1,7 +1,11 @@
+"""Every checker passes its worked solution (solutions/), refuses typical wrong answers with the
+message that names the mistake, and answers any answer at all without raising."""
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-from helpers.attention import DotProductAttention, masked_softmax, merge_heads, split_heads
+from helpers.attention import masked_softmax as helper_masked_softmax
 from helpers.exercises import (
     check_decoder_mask,
     check_dot_product_attention,
@@ -12,111 +16,178 @@ from helpers.exercises import (
     check_split_merge,
 )
 from helpers.kernel_regression import KERNELS, kernel_pooling
-from helpers.masks import causal_padding_mask, padding_mask
 from helpers.positional import sinusoidal_encoding
+from solutions.ch01_attention_pooling import epanechnikov_pooling
+from solutions.ch02_masked_softmax import masked_softmax
+from solutions.ch03_scoring_functions import dot_product_attention
+from solutions.ch04_multi_head_attention import merge, split
+from solutions.ch05_positional_encoding import sinusoidal
+from solutions.ch06_masks import decoder_mask
+from solutions.ch07_transformer import pre_norm_residual
+
+CHECKERS = {
+    "kernel pooling": (check_kernel_pooling, epanechnikov_pooling),
+    "masked softmax": (check_masked_softmax, masked_softmax),
+    "dot-product attention": (check_dot_product_attention, dot_product_attention),
+    "split": (lambda answer: check_split_merge(answer, merge), split),
+    "merge": (lambda answer: check_split_merge(split, answer), merge),
+    "sinusoidal encoding": (check_sinusoidal_encoding, sinusoidal),
+    "decoder mask": (check_decoder_mask, decoder_mask),
+    "pre-norm residual": (check_pre_norm_residual, pre_norm_residual),
+}
 
 
-def test_kernel_pooling_checker_accepts_a_right_answer_and_rejects_a_wrong_one(capsys):
-    def right(queries, keys, values, width):
-        return kernel_pooling(queries, keys, values, KERNELS["Epanechnikov"], width)[0]
-
-    def wrong(queries, keys, values, width):
-        return kernel_pooling(queries, keys, values, KERNELS["Gaussian"], width)[0]
-
-    assert check_kernel_pooling(right, "Epanechnikov")
-    assert "Correct" in capsys.readouterr().out
-    assert not check_kernel_pooling(wrong, "Epanechnikov")
-    assert "at index" in capsys.readouterr().out
+def report(checker, answer, capsys) -> tuple[bool, str]:
+    verdict = checker(answer)
+    return verdict, capsys.readouterr().out
 
 
-def test_masked_softmax_checker(capsys):
-    assert check_masked_softmax(lambda scores, lens: masked_softmax(scores, valid_lens=lens))
-
-    def uniform_rows(scores, lens):
-        lens = lens[:, None, None] if lens.dim() == 1 else lens[..., None]
-        allowed = torch.arange(scores.shape[-1]) < lens
-        return torch.softmax(scores.masked_fill(~allowed, -1e4), dim=-1)
-
-    assert not check_masked_softmax(uniform_rows)
-    report = capsys.readouterr().out
-    assert "must be all zeros" in report
-
-    assert not check_masked_softmax(lambda scores, lens: masked_softmax(scores.float(), lens))
-    assert "dtype" in capsys.readouterr().out
-
-    assert not check_masked_softmax(lambda scores, lens: 1 / 0)
-    assert "ZeroDivisionError" in capsys.readouterr().out
+@pytest.mark.parametrize("exercise", CHECKERS, ids=list(CHECKERS))
+def test_every_solution_passes_its_checker(exercise, capsys):
+    checker, solution = CHECKERS[exercise]
+    verdict, out = report(checker, solution, capsys)
+    assert verdict is True and out.startswith("Correct"), out
 
 
-def test_dot_product_attention_checker_names_the_mistake(capsys):
-    assert check_dot_product_attention(lambda q, k, v, lens: DotProductAttention()(q, k, v, lens))
-    capsys.readouterr()
-
-    def unscaled(q, k, v, lens):
-        return masked_softmax(q @ k.transpose(1, 2), valid_lens=lens) @ v
-
-    assert not check_dot_product_attention(unscaled)
-    assert "looks unscaled" in capsys.readouterr().out
-
-    def no_max_subtracted(q, k, v, lens):
-        allowed = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool)
-        if lens is not None:
-            lens = lens[:, None, None] if lens.dim() == 1 else lens[..., None]
-            allowed = torch.arange(k.shape[1]) < lens
-        exps = torch.exp(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5) * allowed
-        return exps / exps.sum(-1, keepdim=True) @ v
-
-    assert not check_dot_product_attention(no_max_subtracted)
-    report = capsys.readouterr().out
-    assert "subtract the row maximum" in report and "valid length 0" in report
+# Typical wrong answers, each with the words its report must contain.
 
 
-def test_split_merge_checker(capsys):
-    assert check_split_merge(split_heads, merge_heads)
-
-    def split_without_transpose(x, heads):
-        batch, n, d = x.shape
-        return x.reshape(batch, heads, n, d // heads)
-
-    assert not check_split_merge(split_without_transpose, merge_heads)
-    assert "split, x (2, 3, 8), 4 heads" in capsys.readouterr().out
-
-    def merge_with_view(x):  # survives merge(split(x)), fails on a fresh tensor
-        batch, heads, n, d_head = x.shape
-        return x.transpose(1, 2).view(batch, n, heads * d_head)
-
-    x = torch.ones(1, 2, 4)
-    assert torch.equal(merge_with_view(split_heads(x, 2)), x)
-    assert not check_split_merge(split_heads, merge_with_view)
-    assert "view size is not compatible" in capsys.readouterr().out
+def gaussian_instead(queries, keys, values, width):
+    weights = torch.exp(-(((queries[:, None] - keys) / width) ** 2) / 2)
+    return (weights / weights.sum(1, keepdim=True)) @ values
 
 
-def test_sinusoidal_encoding_checker_names_the_mistake(capsys):
-    assert check_sinusoidal_encoding(sinusoidal_encoding)
-
-    def all_sines_first(max_len, d_model):
-        encoding = sinusoidal_encoding(max_len, d_model)
-        return torch.cat([encoding[:, 0::2], encoding[:, 1::2]], dim=1)
-
-    capsys.readouterr()
-    assert not check_sinusoidal_encoding(all_sines_first)
-    assert "interleave them" in capsys.readouterr().out
+def no_empty_window_check(queries, keys, values, width):
+    weights = torch.clamp(1 - ((queries[:, None] - keys) / width) ** 2, min=0)
+    return (weights / weights.sum(1, keepdim=True)) @ values  # 0 / 0 = NaN far from every key
 
 
-def test_decoder_mask_checker_names_the_mistake(capsys):
-    assert check_decoder_mask(causal_padding_mask)
-    capsys.readouterr()
-    assert not check_decoder_mask(lambda tokens, pad_id: ~causal_padding_mask(tokens, pad_id))
-    assert "torch's convention" in capsys.readouterr().out
-    assert not check_decoder_mask(lambda tokens, pad_id: padding_mask(tokens, pad_id))
-    assert "shape" in capsys.readouterr().out  # (B, 1, n) is not (B, n, n)
+def calls_kernel_pooling(queries, keys, values, width):
+    return kernel_pooling(queries, keys, values, KERNELS["Epanechnikov"], width)[0]
 
 
-def test_pre_norm_residual_checker_names_the_mistake(capsys):
-    assert check_pre_norm_residual(lambda x, sublayer, norm: x + sublayer(norm(x)))
-    capsys.readouterr()
-    assert not check_pre_norm_residual(lambda x, sublayer, norm: sublayer(norm(x)))
-    assert "the residual is missing" in capsys.readouterr().out
+def fills_in_place(scores, valid_lens):
+    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+    allowed = torch.arange(scores.shape[-1]) < lens
+    scores.masked_fill_(~allowed, float("-inf"))  # changes the caller's scores
+    return torch.softmax(scores, -1).nan_to_num(0.0)
+
+
+def additive_inf_then_nan_to_num(scores, valid_lens):
+    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+    allowed = torch.arange(scores.shape[-1]) < lens
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores + additive, -1).nan_to_num(0.0)  # right values, NaN gradient
+
+
+def uniform_empty_rows(scores, valid_lens):
+    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+    allowed = torch.arange(scores.shape[-1]) < lens
+    return torch.softmax(scores.masked_fill(~allowed, -1e4), -1)
+
+
+def calls_the_helper(scores, valid_lens):
+    return helper_masked_softmax(scores, valid_lens)
+
+
+def unscaled(queries, keys, values, valid_lens):
+    return helper_masked_softmax(queries @ keys.transpose(1, 2), valid_lens) @ values
+
+
+def calls_sdpa(queries, keys, values, valid_lens):
+    mask = None
+    if valid_lens is not None:
+        lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+        mask = torch.arange(keys.shape[1]) < lens
+    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
+
+
+def detached(queries, keys, values, valid_lens):
+    return dot_product_attention(queries, keys, values, valid_lens).detach()
+
+
+def split_without_transpose(x, num_heads):
+    batch, n, d = x.shape
+    return x.reshape(batch, num_heads, n, d // num_heads)
+
+
+def merge_with_view(x):  # survives merge(split(x)), fails on a fresh tensor
+    batch, heads, n, d_head = x.shape
+    return x.transpose(1, 2).view(batch, n, heads * d_head)
+
+
+def sines_and_cosines_swapped(max_len, d_model):
+    encoding = sinusoidal(max_len, d_model)
+    return torch.stack([encoding[:, 1::2], encoding[:, 0::2]], -1).flatten(1)
+
+
+def calls_sinusoidal_encoding(max_len, d_model):
+    return sinusoidal_encoding(max_len, d_model)
+
+
+def torch_convention(tokens, pad_id):
+    return ~decoder_mask(tokens, pad_id)
+
+
+def not_causal(tokens, pad_id):
+    n = tokens.shape[1]
+    return (tokens != pad_id)[:, None, :].expand(-1, n, -1)
+
+
+def post_norm(x, sublayer, norm):
+    return norm(x + sublayer(x))
+
+
+def no_residual(x, sublayer, norm):
+    return sublayer(norm(x))
+
+
+WRONG = [
+    ("kernel pooling", gaussian_instead, "at index"),
+    ("kernel pooling", no_empty_window_check, "raise a ValueError that names the query"),
+    ("kernel pooling", calls_kernel_pooling, "calls kernel_pooling"),
+    ("masked softmax", fills_in_place, "changes its input `scores` in place"),
+    ("masked softmax", additive_inf_then_nan_to_num, "the gradient with respect to `scores` is"),
+    ("masked softmax", uniform_empty_rows, "a row with no allowed key must be all zeros"),
+    ("masked softmax", calls_the_helper, "calls helpers.attention.masked_softmax"),
+    ("dot-product attention", unscaled, "looks unscaled"),
+    ("dot-product attention", calls_sdpa, "calls torch's scaled_dot_product_attention"),
+    ("dot-product attention", detached, "no gradient flows back"),
+    ("split", split_without_transpose, "split, x (2, 3, 8), 4 heads"),
+    ("merge", merge_with_view, "view size is not compatible"),
+    ("sinusoidal encoding", sines_and_cosines_swapped, "sin and cos swapped"),
+    ("sinusoidal encoding", calls_sinusoidal_encoding, "calls sinusoidal_encoding"),
+    ("decoder mask", torch_convention, "torch's convention"),
+    ("decoder mask", not_causal, "not causal"),
+    ("pre-norm residual", post_norm, "that is post-norm"),
+    ("pre-norm residual", no_residual, "the residual is missing"),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"), WRONG, ids=[f"{e}: {a.__name__}" for e, a, _ in WRONG]
+)
+def test_a_typical_wrong_answer_is_named(exercise, answer, words, capsys):
+    verdict, out = report(CHECKERS[exercise][0], answer, capsys)
+    assert verdict is False and out.startswith("Not yet") and words in out, out
+
+
+def test_the_fill_in_place_answer_has_the_right_values_so_only_the_in_place_check_catches_it():
+    scores = torch.randn(2, 3, 5)
+    lens = torch.tensor([2, 5])
+    expected = helper_masked_softmax(scores, lens)
+    torch.testing.assert_close(fills_in_place(scores.clone(), lens), expected)
+
+
+def test_masking_the_pad_queries_rows_too_is_accepted(capsys):
+    def rows_too(tokens, pad_id):
+        return decoder_mask(tokens, pad_id) & (tokens != pad_id)[:, :, None]
+
+    verdict, out = report(check_decoder_mask, rows_too, capsys)
+    assert verdict is True, out
+
+
+# Answers that are not answers at all: each gets "Not yet" with the reason, never a traceback.
 
 
 def _none(*args):
@@ -135,39 +206,6 @@ def _text(*args):
     return "weights"
 
 
-CHECKERS = {
-    "kernel pooling": lambda answer: check_kernel_pooling(answer),
-    "masked softmax": lambda answer: check_masked_softmax(answer),
-    "dot-product attention": lambda answer: check_dot_product_attention(answer),
-    "split": lambda answer: check_split_merge(answer, merge_heads),
-    "merge": lambda answer: check_split_merge(split_heads, answer),
-    "sinusoidal encoding": lambda answer: check_sinusoidal_encoding(answer),
-    "decoder mask": lambda answer: check_decoder_mask(answer),
-    "pre-norm residual": lambda answer: check_pre_norm_residual(answer),
-}
-WRONG_ANSWERS = {
-    _none: "returned None: did the function forget to `return`",
-    _raises: "your function raised KeyError: 'oops'",
-    _scalar: "shape ()",
-    _text: "returned a str, expected a tensor",
-}
-
-
-@pytest.mark.parametrize("checker", CHECKERS, ids=list(CHECKERS))
-@pytest.mark.parametrize("answer", WRONG_ANSWERS, ids=lambda f: f.__name__)
-def test_every_checker_answers_every_wrong_answer_without_raising(checker, answer, capsys):
-    assert CHECKERS[checker](answer) is False
-    out = capsys.readouterr().out
-    assert out.startswith("Not yet") and WRONG_ANSWERS[answer] in out
-
-
-def test_a_wrong_dtype_is_named(capsys):
-    assert not check_masked_softmax(lambda scores, lens: masked_softmax(scores, lens).double())
-    assert "dtype torch.float64, expected torch.float32 (keep the input's dtype)" in (
-        capsys.readouterr().out
-    )
-
-
 def _exits(*args):
     raise SystemExit(1)
 
@@ -180,16 +218,41 @@ def _complex(*args):
     return torch.zeros(2, 3, 5, dtype=torch.complex64)
 
 
-@pytest.mark.parametrize(
-    ("answer", "message"),
-    [(_exits, "raised SystemExit"), (_meta, "meta tensor"), (_complex, "complex tensor")],
-)
-@pytest.mark.parametrize("checker", CHECKERS, ids=list(CHECKERS))
-def test_exotic_answers_get_not_yet_too(checker, answer, message, capsys):
-    assert CHECKERS[checker](answer) is False
-    assert message in capsys.readouterr().out
+NOT_ANSWERS = {
+    _none: "returned None: did the function forget to `return`",
+    _raises: "your function raised KeyError: 'oops'",
+    _scalar: "shape ()",
+    _text: "returned a str, expected a tensor",
+    _exits: "raised SystemExit",
+    _meta: "meta tensor",
+    _complex: "complex tensor",
+}
+
+
+@pytest.mark.parametrize("exercise", CHECKERS, ids=list(CHECKERS))
+@pytest.mark.parametrize("answer", NOT_ANSWERS, ids=lambda f: f.__name__)
+def test_every_checker_answers_anything_without_raising(exercise, answer, capsys):
+    verdict, out = report(CHECKERS[exercise][0], answer, capsys)
+    assert verdict is False and out.startswith("Not yet") and NOT_ANSWERS[answer] in out, out
+
+
+def test_a_wrong_dtype_is_named(capsys):
+    verdict, out = report(
+        check_masked_softmax, lambda s, lens: masked_softmax(s, lens).double(), capsys
+    )
+    assert (
+        not verdict
+        and "dtype torch.float64, expected torch.float32 (keep the input's dtype)" in out
+    )
 
 
 def test_the_decoder_mask_checker_wants_booleans(capsys):
-    assert not check_decoder_mask(lambda t, pad: causal_padding_mask(t, pad).float() * 0.5)
-    assert "expected torch.bool (a boolean mask)" in capsys.readouterr().out
+    verdict, out = report(check_decoder_mask, lambda t, pad: decoder_mask(t, pad).float(), capsys)
+    assert not verdict and "expected torch.bool (a boolean mask)" in out
+
+
+def test_a_checker_leaves_no_profiler_behind():
+    import sys
+
+    check_masked_softmax(masked_softmax)
+    assert sys.getprofile() is None
