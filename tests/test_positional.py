@@ -81,3 +81,12 @@ def test_bad_sizes_get_clear_errors():
 def test_a_negative_start_is_refused():
     with pytest.raises(ValueError, match="start must be a whole number >= 0, got -1"):
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 1, 8), start=-1)
+
+
+def test_each_position_of_batch_first_input_gets_its_own_code():
+    """Catches pe[:x.size(0)] on (B, n, d) input, which gives every position P_0 when B = 1."""
+    layer = PositionalEncoding(d_model=16, max_len=64)
+    for batch in (1, 3, 6):
+        torch.testing.assert_close(
+            layer(torch.zeros(batch, 6, 16)), sinusoidal_encoding(64, 16)[:6].expand(batch, 6, 16)
+        )
