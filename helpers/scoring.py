@@ -64,3 +64,39 @@ def saturation_statistics(scores: torch.Tensor) -> dict:
         "entropy": entropy.mean().item(),
         "score_gradient": scores.grad.norm(dim=-1).mean().item(),
     }
+
+
+def projection_gradients(d: int, scaled: bool, num_queries: int = 500, num_keys: int = 10) -> dict:
+    """Where the gradient goes when scores come from learned projections q = x W_q, k = x W_k
+    (W initialised so that q and k have unit-variance entries), in float64.
+
+    For a fixed random upstream gradient of unit norm per row: the norms of the gradients at
+    W_q and W_k, and the per-query gradient norms at q (their mean, median, and the share of
+    queries passing back less than 1e-3).
+    """
+    d = validation.whole_number(d, "d")
+    generator = torch.Generator().manual_seed(d)
+    inputs_q = torch.randn(num_queries, d, generator=generator, dtype=torch.float64)
+    inputs_k = torch.randn(num_keys, d, generator=generator, dtype=torch.float64)
+    W_q = (
+        torch.randn(d, d, generator=generator, dtype=torch.float64) / math.sqrt(d)
+    ).requires_grad_()
+    W_k = (
+        torch.randn(d, d, generator=generator, dtype=torch.float64) / math.sqrt(d)
+    ).requires_grad_()
+    queries = inputs_q @ W_q  # (q, d)
+    queries.retain_grad()
+    scores = dot_scores(queries, inputs_k @ W_k, scaled)  # (q, k)
+    weights = torch.softmax(scores, dim=-1)
+    upstream = torch.randn(
+        weights.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    (weights * (upstream / upstream.norm(dim=-1, keepdim=True))).sum().backward()
+    per_query = queries.grad.norm(dim=-1)  # (q,)
+    return {
+        "W_q": W_q.grad.norm().item(),
+        "W_k": W_k.grad.norm().item(),
+        "query_mean": per_query.mean().item(),
+        "query_median": per_query.median().item(),
+        "starved": (per_query < 1e-3).double().mean().item(),
+    }

@@ -228,3 +228,12 @@ def test_a_control_left_without_a_value_is_a_message_not_a_traceback():
     assert explorer.state["error"] == "choose a value for head"
     explorer.controls["head"].value = 1
     assert "error" not in explorer.state
+
+
+def test_without_scaling_the_projection_gradient_is_larger_but_carried_by_few_queries():
+    from helpers.scoring import projection_gradients
+
+    raw, scaled = projection_gradients(1024, scaled=False), projection_gradients(1024, scaled=True)
+    assert raw["W_q"] > scaled["W_q"] and raw["W_k"] > scaled["W_k"]
+    assert raw["starved"] > 0.5 and scaled["starved"] == 0
+    assert raw["query_median"] < 1e-3 * scaled["query_median"]
