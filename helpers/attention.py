@@ -453,6 +453,11 @@ def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttent
         )
     if theirs.in_proj_weight is None:
         raise ValueError("theirs has keys and values of other sizes (kdim, vdim); ours has not")
+    if tuple(theirs.in_proj_weight.shape) != (3 * d, d):
+        raise ValueError(
+            f"theirs has in_proj_weight of shape {tuple(theirs.in_proj_weight.shape)}, expected "
+            f"(3 * d_model, d_model) = ({3 * d}, {d})"
+        )
     if theirs.bias_k is not None or theirs.add_zero_attn:
         raise ValueError("theirs adds extra keys (add_bias_kv or add_zero_attn); ours has none")
     ours_bias, theirs_bias = ours.W_q.bias is not None, theirs.in_proj_bias is not None

@@ -23,6 +23,11 @@ from helpers.positional import frequencies, sinusoidal_encoding
 from helpers.transformer import Residual
 
 
+class _Refused(Exception):
+    """Raised by a checker's own wrapper around the learner's function: its message is the
+    whole diagnosis."""
+
+
 def _report(failures: list[str], passed: int) -> bool:
     if failures:
         print(f"Not yet: {len(failures)} of {len(failures) + passed} checks failed.")
@@ -193,6 +198,9 @@ def _run_case(
     try:
         with _recording_calls(forbidden or {}) as called:
             got = function(*inputs)
+    except _Refused as refusal:
+        failures.append(f"{name}: {refusal}")
+        return False
     except (Exception, SystemExit) as error:  # the learner's code may fail in any way
         failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
@@ -482,6 +490,21 @@ def check_pre_norm_residual(learner_residual: Callable) -> bool:
         norm.weight.uniform_(0.5, 1.5)
         norm.bias.uniform_(-0.5, 0.5)
     sublayer = torch.nn.Linear(8, 8)
+    parameters = [*norm.parameters(), *sublayer.parameters()]
+
+    def call_leaving_the_layers_alone(x):
+        before = [p.detach().clone() for p in parameters]
+        versions = [p._version for p in parameters]
+        out = learner_residual(x, sublayer, norm)
+        same = all(torch.equal(b, p) for b, p in zip(before, parameters, strict=True))
+        if not same or versions != [p._version for p in parameters]:
+            with torch.no_grad():
+                for b, p in zip(before, parameters, strict=True):
+                    p.copy_(b)
+            raise _Refused("changes the weights of `norm` or `sublayer` in place: use them, "
+                           "do not modify them")  # fmt: skip
+        return out
+
     failures, passed = [], 0
     for shape in ((2, 3, 8), (1, 5, 8)):
         x = torch.randn(*shape, generator=generator) * 3 + 1
@@ -495,7 +518,7 @@ def check_pre_norm_residual(learner_residual: Callable) -> bool:
             }
         passed += _run_case(
             f"x {shape}",
-            lambda x: learner_residual(x, sublayer, norm),
+            call_leaving_the_layers_alone,
             (x,),
             lambda x: x + sublayer(norm(x)),
             failures,

@@ -48,22 +48,23 @@ def make_data(
 
 
 # Kernels: similarity as a function of the distance d = query - key.
-def _check_width(width) -> None:
+def _check_width(d, width) -> None:
+    validation.tensor(d, "d", "of distances query - key")
     validation.positive_number(width, "width")
 
 
 def gaussian_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
-    _check_width(width)
+    _check_width(d, width)
     return torch.exp(-(d**2) / (2 * width**2))
 
 
 def boxcar_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
-    _check_width(width)
+    _check_width(d, width)
     return (d.abs() <= width).to(d.dtype)
 
 
 def epanechnikov_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
-    _check_width(width)
+    _check_width(d, width)
     return torch.clamp(1 - (d / width) ** 2, min=0)
 
 

@@ -3,6 +3,7 @@ the regression plot of chapter 01."""
 
 from unittest import mock
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
@@ -166,6 +167,8 @@ def show_heatmaps(
     each map gets its own colour bar, up to its own largest value; with ``cbar_label=None``
     there is no colour bar (for a mask, whose two colours need none). Returns the figure.
     """
+    if isinstance(cmap, str) and cmap not in matplotlib.colormaps:
+        raise ValueError(f"cmap {cmap!r} is not a matplotlib colormap (e.g. 'Reds', 'viridis')")
     grid = _as_grid(matrices)
     rows, cols, num_queries, num_keys = grid.shape
     x_grid = _labels_grid(x_labels, rows, cols, num_keys, "x_labels")

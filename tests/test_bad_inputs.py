@@ -237,3 +237,17 @@ def test_without_scaling_the_projection_gradient_is_larger_but_carried_by_few_qu
     assert raw["W_q"] > scaled["W_q"] and raw["W_k"] > scaled["W_k"]
     assert raw["starved"] > 0.5 and scaled["starved"] == 0
     assert raw["query_median"] < 1e-3 * scaled["query_median"]
+
+
+def test_a_few_more_arguments_that_reached_torch_or_matplotlib_are_named():
+    from helpers.kernel_regression import gaussian_kernel
+    from helpers.plotting import show_heatmaps
+
+    theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+    theirs.in_proj_weight = nn.Parameter(torch.zeros(20, 8))
+    with pytest.raises(ValueError, match=r"in_proj_weight of shape \(20, 8\), expected"):
+        copy_weights_from_torch(MultiHeadAttention(8, 2), theirs)
+    with pytest.raises(ValueError, match="d must be a torch.Tensor"):
+        gaussian_kernel([0.1, 0.2])
+    with pytest.raises(ValueError, match="cmap 'nope' is not a matplotlib colormap"):
+        show_heatmaps(torch.rand(2, 2), cmap="nope")

@@ -256,3 +256,15 @@ def test_a_checker_leaves_no_profiler_behind():
 
     check_masked_softmax(masked_softmax)
     assert sys.getprofile() is None
+
+
+def test_changing_the_layers_weights_in_place_is_refused(capsys):
+    def scales_the_norm(x, sublayer, norm):
+        with torch.no_grad():
+            norm.weight.mul_(1.0)  # values unchanged, but written in place
+            norm.weight.add_(0.5)
+            norm.weight.sub_(0.5)
+        return x + sublayer(norm(x))
+
+    verdict, out = report(check_pre_norm_residual, scales_the_norm, capsys)
+    assert not verdict and "changes the weights of `norm` or `sublayer` in place" in out, out
