@@ -126,6 +126,12 @@ def _value_problem(got: torch.Tensor, expected: torch.Tensor, atol: float) -> st
     return None
 
 
+def _input_gradients(output: torch.Tensor, upstream: torch.Tensor, inputs: list) -> tuple:
+    """d(sum(output * upstream)) / d(each input); None for an input the output does not use."""
+    loss = (output * upstream.to(output.dtype)).sum()
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
 def _gradient_problem(
     got: torch.Tensor, expected: torch.Tensor, leaves: list, reference_leaves: list, names: tuple
 ) -> str | None:
@@ -142,11 +148,9 @@ def _gradient_problem(
     upstream = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
     wanted = [leaf for leaf in reference_leaves if leaf is not None]
     given = [leaf for leaf in leaves if leaf is not None]
-    reference = torch.autograd.grad((expected * upstream.to(expected.dtype)).sum(), wanted,
-                                    allow_unused=True)  # fmt: skip
+    reference = _input_gradients(expected, upstream, wanted)
     try:
-        learner = torch.autograd.grad((got * upstream.to(got.dtype)).sum(), given,
-                                      allow_unused=True)  # fmt: skip
+        learner = _input_gradients(got, upstream, given)
     except RuntimeError as error:
         return f"the gradient cannot be computed through your function ({error})"
     floating = [i for i, leaf in enumerate(leaves) if leaf is not None]
@@ -501,8 +505,9 @@ def check_pre_norm_residual(learner_residual: Callable) -> bool:
             with torch.no_grad():
                 for b, p in zip(before, parameters, strict=True):
                     p.copy_(b)
-            raise _Refused("changes the weights of `norm` or `sublayer` in place: use them, "
-                           "do not modify them")  # fmt: skip
+            raise _Refused(
+                "changes the weights of `norm` or `sublayer` in place: use them, do not modify them"
+            )
         return out
 
     failures, passed = [], 0

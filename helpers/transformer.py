@@ -264,9 +264,17 @@ class Seq2SeqTransformer(nn.Module):
     ):
         super().__init__()
         c = self.config = TransformerConfig(
-            src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, dropout,
-            pad_id, norm_first, max_len,
-        )  # fmt: skip
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=d_model,
+            num_heads=num_heads,
+            num_layers=num_layers,
+            d_ff=d_ff,
+            dropout=dropout,
+            pad_id=pad_id,
+            norm_first=norm_first,
+            max_len=max_len,
+        )
         self.pad_id, self.max_len = c.pad_id, c.max_len
         layers = (c.num_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
         self.src_embedding = Embedding(c.src_vocab_size, c.d_model, c.max_len, c.dropout)
