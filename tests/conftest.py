@@ -9,3 +9,14 @@ matplotlib.use("Agg")
 def seeded():
     """Every test sees the same random numbers, so a failure can be replayed."""
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def run_checker(capsys):
+    """run_checker(checker, answer) -> (verdict, what the checker printed)."""
+
+    def run(checker, answer) -> tuple[bool, str]:
+        verdict = checker(answer)
+        return verdict, capsys.readouterr().out
+
+    return run

@@ -1,0 +1,243 @@
+"""What every checker shares: run the learner's function on a case, compare its values and the
+gradients it passes back with a reference, refuse in-place changes and forbidden calls, and
+report "Correct" or "Not yet" with the reason. Nothing here raises at a wrong answer."""
+
+import contextlib
+import sys
+from collections.abc import Callable
+
+import torch
+
+
+class Refused(Exception):
+    """Raised by a checker's own wrapper around the learner's function: its message is the
+    whole diagnosis."""
+
+
+def report(failures: list[str], passed: int) -> bool:
+    if failures:
+        print(f"Not yet: {len(failures)} of {len(failures) + passed} checks failed.")
+        for failure in failures:
+            print(f"  - {failure}")
+        return False
+    print(f"Correct: all {passed} checks passed.")
+    return True
+
+
+def _as_answer(got, convert=None):
+    """(tensor, None), or (None, what is wrong with the learner's return value)."""
+    if got is None:
+        return None, "returned None: did the function forget to `return` its result?"
+    if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
+        return None, f"returned a {type(got).__name__} of {len(got)} tensors, expected one tensor"
+    try:
+        got = torch.as_tensor(got)
+    except Exception:  # anything torch cannot read as numbers
+        return None, f"returned a {type(got).__name__}, expected a tensor"
+    if got.layout != torch.strided or got.is_meta or got.is_complex():
+        kind = "complex" if got.is_complex() else "meta" if got.is_meta else "sparse"
+        return None, f"returned a {kind} tensor, expected an ordinary real one"
+    return (convert(got) if convert else got), None
+
+
+def _learner_inputs(args: tuple) -> tuple[tuple, list]:
+    """Fresh inputs for one call: each floating tensor is a copy of a leaf that records
+    gradients (a copy, so that an in-place change is the learner's to own, not autograd's
+    error about leaves). Returns (inputs, leaves), leaves[i] None for other arguments."""
+    inputs, leaves = [], []
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.is_floating_point():
+            leaf = arg.detach().clone().requires_grad_()
+            inputs.append(leaf.clone())
+            leaves.append(leaf)
+        else:
+            inputs.append(arg.clone() if isinstance(arg, torch.Tensor) else arg)
+            leaves.append(None)
+    return tuple(inputs), leaves
+
+
+@contextlib.contextmanager
+def _recording_calls(forbidden: dict[str, Callable]):
+    """Record which of the forbidden functions run inside the block, however they were
+    imported (Python functions by their code, torch's C functions by identity)."""
+    codes = {f.__code__: label for label, f in forbidden.items() if hasattr(f, "__code__")}
+    builtins = {id(f): label for label, f in forbidden.items() if not hasattr(f, "__code__")}
+    seen: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            seen.append(codes[frame.f_code])
+        elif event == "c_call" and id(arg) in builtins:
+            seen.append(builtins[id(arg)])
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) -> str | None:
+    for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
+        if not isinstance(given, torch.Tensor):
+            continue
+        same = given.shape == arg.shape and torch.equal(given.detach(), arg)
+        if given._version != version or not same:
+            name = names[index] if index < len(names) else f"argument {index + 1}"
+            return (
+                f"changes its input `{name}` in place (an operation ending in _, such as "
+                f"masked_fill_, or an assignment into it): the caller's tensor must stay as it "
+                f"was, so work on a copy (masked_fill, without the underscore, returns one)"
+            )
+    return None
+
+
+def _value_problem(got: torch.Tensor, expected: torch.Tensor, atol: float) -> str | None:
+    if got.shape != expected.shape:
+        return f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    if got.dtype != expected.dtype:
+        why = "a boolean mask" if expected.dtype == torch.bool else "keep the input's dtype"
+        return f"dtype {got.dtype}, expected {expected.dtype} ({why})"
+    got, expected = got.detach(), expected.detach()
+    if torch.isnan(got).any() and not torch.isnan(expected).any():
+        where = tuple(torch.nonzero(torch.isnan(got))[0].tolist())
+        return f"NaN at index {where}"
+    error = (got.double() - expected.double()).abs().nan_to_num(0.0)
+    if error.numel() and error.max() > atol:
+        where = tuple(torch.nonzero(error == error.max())[0].tolist())
+        return (
+            f"at index {where} got {got[where].item():.4g}, expected {expected[where].item():.4g}"
+        )
+    return None
+
+
+def _input_gradients(output: torch.Tensor, upstream: torch.Tensor, inputs: list) -> tuple:
+    """d(sum(output * upstream)) / d(each input); None for an input the output does not use."""
+    loss = (output * upstream.to(output.dtype)).sum()
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def _gradient_problem(
+    got: torch.Tensor, expected: torch.Tensor, leaves: list, reference_leaves: list, names: tuple
+) -> str | None:
+    """Compare the gradients that flow back to each floating input, for one fixed random
+    upstream gradient."""
+    if not any(leaf is not None for leaf in leaves) or not expected.requires_grad:
+        return None
+    if not got.requires_grad:
+        return (
+            "the values are right but no gradient flows back to the inputs (.detach(), "
+            ".item(), numpy or torch.no_grad cut the graph): a model could not learn through it"
+        )
+    generator = torch.Generator().manual_seed(0)
+    upstream = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
+    wanted = [leaf for leaf in reference_leaves if leaf is not None]
+    given = [leaf for leaf in leaves if leaf is not None]
+    reference = _input_gradients(expected, upstream, wanted)
+    try:
+        learner = _input_gradients(got, upstream, given)
+    except RuntimeError as error:
+        return f"the gradient cannot be computed through your function ({error})"
+    floating = [i for i, leaf in enumerate(leaves) if leaf is not None]
+    for index, mine, theirs, leaf in zip(floating, learner, reference, given, strict=True):
+        name = names[index] if index < len(names) else f"argument {index + 1}"
+        mine = torch.zeros_like(leaf) if mine is None else mine
+        theirs = torch.zeros_like(leaf) if theirs is None else theirs
+        if not mine.isfinite().all():
+            where = tuple(torch.nonzero(~mine.isfinite())[0].tolist())
+            return (
+                f"the values are right but the gradient with respect to `{name}` is "
+                f"{mine[where].item()} at index {where}: training through it would fail (a "
+                f"-inf fill made finite afterwards, e.g. by nan_to_num, keeps NaN gradients)"
+            )
+        if not torch.allclose(mine.double(), theirs.double(), atol=1e-4, rtol=1e-3):
+            error = (mine.double() - theirs.double()).abs()
+            where = tuple(torch.nonzero(error == error.max())[0].tolist())
+            return (
+                f"the values are right but the gradient with respect to `{name}` differs at "
+                f"index {where}: got {mine[where].item():.4g}, expected {theirs[where].item():.4g}"
+            )
+    return None
+
+
+def run_case(
+    name: str,
+    function: Callable,
+    args: tuple,
+    reference: Callable,
+    failures: list[str],
+    atol: float = 1e-5,
+    hint: str = "",
+    mistakes: dict | None = None,
+    convert: Callable | None = None,
+    forbidden: dict[str, Callable] | None = None,
+    names: tuple = (),
+    alternatives: tuple = (),
+) -> bool:
+    """Run function(*args) against reference(*args): its values, the gradients flowing back to
+    every floating input, no input changed in place, and no forbidden function called.
+
+    mistakes: {diagnosis: what that mistake returns}; a wrong answer equal to one of them is
+    reported with that diagnosis instead of the general hint. convert: applied to the answer
+    before it is compared (e.g. to accept float64 where float32 is expected). alternatives:
+    other answers that are right too. names: the arguments' names, for the messages.
+    """
+    inputs, leaves = _learner_inputs(args)
+    versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
+    try:
+        with _recording_calls(forbidden or {}) as called:
+            got = function(*inputs)
+    except Refused as refusal:
+        failures.append(f"{name}: {refusal}")
+        return False
+    except (Exception, SystemExit) as error:  # the learner's code may fail in any way
+        failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
+        return False
+    problem = _changed_in_place(args, inputs, versions, names)
+    if called:
+        problem = f"calls {called[0]}, which this exercise asks you to write yourself"
+    answer, answer_problem = _as_answer(got, convert)
+    problem = problem or answer_problem
+    reference_inputs, reference_leaves = _learner_inputs(args)
+    expected = reference(*reference_inputs)
+    if problem is None and any(
+        answer.shape == other.shape and torch.equal(answer.detach(), other)
+        for other in alternatives
+    ):
+        return True
+    if problem is None:
+        problem = _value_problem(answer, expected, atol)
+        if problem is not None:
+            for diagnosis, mistaken in (mistakes or {}).items():
+                if answer.shape == mistaken.shape and torch.allclose(
+                    answer.detach().double(), mistaken.double(), atol=atol
+                ):
+                    hint = diagnosis
+            problem += f" ({hint})" if hint else ""
+    if problem is None and expected.is_floating_point() and expected.element_size() >= 4:
+        problem = _gradient_problem(answer, expected, leaves, reference_leaves, names)
+    if problem is None:
+        return True
+    failures.append(f"{name}: {problem}")
+    return False
+
+
+def run_error_case(
+    name: str, function: Callable, args: tuple, error: type, what: str, failures: list[str]
+) -> bool:
+    """The function must refuse these arguments with the given kind of error."""
+    try:
+        got = function(*args)
+    except error:
+        return True
+    except (Exception, SystemExit) as other:
+        failures.append(f"{name}: raised {type(other).__name__}: {other}; {what}")
+        return False
+    answer, _ = _as_answer(got)
+    if answer is not None and answer.is_floating_point():
+        shown = "returned [" + ", ".join(f"{v:.4g}" for v in answer.flatten().tolist()[:4]) + "]"
+    else:
+        shown = f"returned {got!r}"[:80]
+    failures.append(f"{name}: {shown}; {what}")
+    return False
