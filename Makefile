@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model readme-figure clean
+.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
@@ -24,6 +24,9 @@ help:
 	@echo "              and every notebook's run (budget: 30 s; chapter 07: 60 s)"
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
+	@echo "make translation-models  retrain chapter 08's tokenizer and its two translation models"
+	@echo "              and store them in data/ (hours on a 2-core CPU; see data/README.md)"
+	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -84,6 +87,16 @@ date-model: setup
 		model, history = train_date_model(DateTask()); \
 		save_date_model('data/date_transformer.pt', model, history); \
 		print(f'trained in {history[\"seconds\"]:.1f} s')"
+
+# Chapter 08's tokenizer and models, with helpers.bahdanau's recipe. Retraining the tokenizer
+# changes the token ids, so both models are retrained after it.
+translation-models: setup
+	$(PY) -c "from helpers.translation import save_tokenizer; save_tokenizer()"
+	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bottleneck')"
+	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bahdanau')"
+
+translation-bleu: setup
+	$(PY) -c "from helpers.translation import print_test_bleu; print_test_bleu()"
 
 readme-figure: setup
 	$(PY) -c "from pathlib import Path; from helpers.widgets import KernelRegressionExplorer; \

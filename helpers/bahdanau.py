@@ -1,0 +1,174 @@
+"""Chapter 08: an RNN encoder–decoder for translation, with and without Bahdanau attention.
+
+Both models share everything but what the decoder sees of the source: the bottleneck model
+sees one fixed vector (the encoder's last states), the attention model a new weighted average
+of all the encoder's states at every step (Bahdanau, Cho and Bengio, 2015).
+"""
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from helpers.attention import AdditiveAttention
+from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from helpers.translation import DATA_DIR, PAD_ID, load_tokenizer, train_translator, translate
+
+RECIPE_EPOCHS = 16  # Adam 1e-3, batches of about 2,000 source tokens, dropout 0.2
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    vocab_size: int  # one BPE vocabulary shared by English and French
+    embed_size: int = 256  # also the output layer's width: its weights are the embeddings'
+    hidden_size: int = 256  # each direction of the encoder, and the decoder
+    dropout: float = 0.2  # on embeddings and before the output layer: 155k pairs overfit
+    attention: bool = True  # False: the decoder sees only the encoder's last states
+
+
+class Encoder(nn.Module):
+    """A bidirectional GRU: embedded source (B, S, e) and lengths (B,) -> states (B, S, 2h)
+    and a summary (B, 2h), the last state of each direction."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        self.gru = nn.GRU(
+            config.embed_size, config.hidden_size, batch_first=True, bidirectional=True
+        )
+
+    def forward(
+        self, embedded: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        packed = nn.utils.rnn.pack_padded_sequence(
+            embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        states, last = self.gru(packed)  # last: (2, B, h), each direction after its last token
+        states, _ = nn.utils.rnn.pad_packed_sequence(
+            states, batch_first=True, total_length=embedded.shape[1]
+        )  # (B, S, 2h), zeros at the pads
+        return states, torch.cat([last[0], last[1]], dim=-1)  # (B, S, 2h), (B, 2h)
+
+
+class RNNTranslator(nn.Module):
+    """forward(source (B, S), target_in (B, T)) -> logits (B, T, V), teacher-forced."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        self.config = config
+        e, h = config.embed_size, config.hidden_size
+        self.embedding = nn.Embedding(config.vocab_size, e, padding_idx=PAD_ID)
+        nn.init.normal_(self.embedding.weight, std=e**-0.5)  # logits start near 0: loss ln(V)
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.encoder = Encoder(config)
+        self.init_state = nn.Linear(2 * h, h)
+        self.attention = AdditiveAttention(key_size=2 * h, query_size=h, num_hiddens=h)
+        self.cell = nn.GRUCell(e + 2 * h, h)
+        self.pre_output = nn.Linear(h + 2 * h + e, e)
+        self.dropout = nn.Dropout(config.dropout)
+        self.attention_weights: list[torch.Tensor] = []
+
+    def encode(self, source: torch.Tensor) -> dict:
+        lengths = (source != PAD_ID).sum(1)  # (B,)
+        states, summary = self.encoder(self.dropout(self.embedding(source)), lengths)
+        return {
+            "states": states,  # (B, S, 2h)
+            "summary": summary,  # (B, 2h)
+            "lengths": lengths,
+            "hidden": torch.tanh(self.init_state(summary)),  # (B, h)
+        }
+
+    def context(self, memory: dict) -> torch.Tensor:
+        """What the decoder sees of the source at this step: (B, 2h)."""
+        if not self.config.attention:
+            return memory["summary"]
+        query = memory["hidden"].unsqueeze(1)  # (B, 1, h): the previous decoder state
+        context = self.attention(query, memory["states"], memory["states"], memory["lengths"])
+        self.attention_weights.append(self.attention.attention_weights[:, 0])  # (B, S)
+        return context.squeeze(1)  # (B, 2h)
+
+    def decode_step(self, memory: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """One step: previous ids (B,) -> logits (B, V) and the memory with the new state."""
+        embedded = self.dropout(self.embedding(previous))  # (B, e)
+        context = self.context(memory)  # (B, 2h)
+        hidden = self.cell(torch.cat([embedded, context], -1), memory["hidden"])  # (B, h)
+        features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], -1)))
+        logits = self.dropout(features) @ self.embedding.weight.T + self.output_bias  # (B, V)
+        return logits, {**memory, "hidden": hidden}
+
+    def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
+        self.attention_weights = []
+        memory = self.encode(source)
+        logits = []
+        for t in range(target_in.shape[1]):
+            step_logits, memory = self.decode_step(memory, target_in[:, t])
+            logits.append(step_logits)
+        return torch.stack(logits, 1)  # (B, T, V)
+
+    @torch.no_grad()
+    def translate_ids(self, source: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+        """Greedy translation of source ids (B, S) -> ids (B, <= max_len)."""
+        was_training = self.training
+        self.eval()
+        self.attention_weights = []
+        try:
+            max_len = max_len or 2 * source.shape[1] + 5
+            return translate(
+                self.decode_step, self.encode(source), len(source), max_len, source.device
+            )
+        finally:
+            self.train(was_training)
+
+
+MODELS = {"rnn-bottleneck": False, "rnn-bahdanau": True}  # name -> attention
+
+
+def model_path(name: str) -> Path:
+    return DATA_DIR / f"{name}.pt"
+
+
+def save_translator(path: str | Path, model: RNNTranslator, history: dict) -> None:
+    """Float16 weights (half the bytes), the configuration and the training history."""
+    weights = {key: tensor.half() for key, tensor in model.state_dict().items()}
+    save_checkpoint(path, {"config": asdict(model.config), "weights": weights, "history": history})
+
+
+def load_translator(name: str, path: str | Path | None = None) -> tuple[RNNTranslator, dict]:
+    """(model in eval mode, history), after the checksum and the configuration are checked."""
+    if name not in MODELS:
+        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}")
+    path = model_path(name) if path is None else Path(path)
+    saved = load_checkpoint(path, ("config", "weights", "history"), "make translation-models")
+    try:
+        config = RNNConfig(**saved["config"])
+    except TypeError as error:
+        raise CheckpointError(f"{path}: its config is not an RNNConfig ({error})") from None
+    if config.attention != MODELS[name]:
+        raise CheckpointError(f"{path}: attention={config.attention}, expected {MODELS[name]}")
+    model = RNNTranslator(config)
+    try:
+        model.load_state_dict({key: tensor.float() for key, tensor in saved["weights"].items()})
+    except RuntimeError as error:
+        raise CheckpointError(f"{path}: its weights do not fit its config ({error})") from None
+    return model.eval(), saved["history"]
+
+
+def train_and_save(
+    name: str,
+    epochs: int = RECIPE_EPOCHS,
+    device: str = "cpu",
+    path: str | Path | None = None,
+    deadline_minutes: float | None = None,
+) -> dict:
+    """Train one of MODELS with the chapter's recipe and save it (after every epoch, so a run
+    stopped by its deadline keeps what it finished)."""
+    tokenizer = load_tokenizer()
+    model = RNNTranslator(RNNConfig(tokenizer.get_vocab_size(), attention=MODELS[name]))
+    path = model_path(name) if path is None else Path(path)
+
+    def after_epoch(history: dict) -> bool:
+        save_translator(path, model, history)
+        late = deadline_minutes is not None and history["seconds"] > 60 * deadline_minutes
+        return not late
+
+    return train_translator(model, tokenizer, epochs, device=device, after_epoch=after_epoch)
