@@ -13,8 +13,19 @@ from torch import nn
 
 from helpers.attention import AdditiveAttention
 from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
-from helpers.translation import DATA_DIR, PAD_ID, load_tokenizer, train_translator, translate
+from helpers.translation import (
+    DATA_DIR,
+    MAX_WORDS,
+    PAD_ID,
+    clean,
+    decode,
+    encode,
+    load_tokenizer,
+    train_translator,
+    translate,
+)
 
+MAX_CHARACTERS = 150  # twelve long English words
 RECIPE_EPOCHS = 16  # Adam 1e-3, batches of about 2,000 source tokens, dropout 0.2
 
 
@@ -172,3 +183,48 @@ def train_and_save(
         return not late
 
     return train_translator(model, tokenizer, epochs, device=device, after_epoch=after_epoch)
+
+
+def _source_ids(tokenizer, sentence: str) -> torch.Tensor:
+    """(1, S) ids of one English sentence, or a ValueError that says what is wrong with it."""
+    if not isinstance(sentence, str):
+        raise ValueError(f"type an English sentence (text), got {type(sentence).__name__}")
+    sentence = clean(sentence)
+    if not sentence:
+        raise ValueError("type an English sentence, for example: She has a red car.")
+    words = len(sentence.split())
+    if words > MAX_WORDS:
+        raise ValueError(
+            f"at most {MAX_WORDS} words (the models learned from sentences of at most "
+            f"{MAX_WORDS}), got {words}"
+        )
+    if len(sentence) > MAX_CHARACTERS:
+        raise ValueError(f"at most {MAX_CHARACTERS} characters, got {len(sentence)}")
+    unknown = sorted({c for c in sentence if c != " " and tokenizer.token_to_id(c) is None})
+    if unknown:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in unknown[:5])  # fonts may lack the glyph
+        raise ValueError(f"the tokenizer has never seen these characters: {shown}")
+    return encode(tokenizer, [sentence])
+
+
+@torch.no_grad()
+def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> dict:
+    """One sentence's greedy translation, its tokens, and (attention model) the weights
+    (output tokens, source tokens) that each output token gave each source token."""
+    source = _source_ids(tokenizer, sentence)  # (1, S)
+    output = model.translate_ids(source)[0]  # (steps,)
+    steps = int((output != PAD_ID).sum())
+    weights = (
+        torch.stack(model.attention_weights, 1)[0, :steps] if model.attention_weights else None
+    )
+    return {
+        "translation": decode(tokenizer, output[None])[0],
+        "source_tokens": [tokenizer.id_to_token(i) for i in source[0].tolist()],
+        "output_tokens": [tokenizer.id_to_token(i) for i in output[:steps].tolist()],
+        "weights": weights,  # (steps, S) or None
+    }
+
+
+def shown_tokens(tokens: list[str]) -> list[str]:
+    """Subword tokens for a figure: a word's first piece as it is, a later piece after "-"."""
+    return [t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}" for t in tokens]

@@ -24,6 +24,8 @@ from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.attention import masked_softmax
+from helpers.bahdanau import MODELS as TRANSLATORS
+from helpers.bahdanau import load_translator, shown_tokens, translate_with_alignment
 from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.masks import MASK_KINDS, PAD_MARKERS, build_mask
@@ -32,6 +34,7 @@ from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
 from helpers.transformer import Seq2SeqTransformer
+from helpers.translation import MAX_WORDS, load_tokenizer
 
 
 @contextlib.contextmanager
@@ -723,6 +726,66 @@ class DateExplorer(Explorer):
             text.set_text(name)
         self._ax.set_title(
             f"“{date}” → {found['prediction']}      {kind}, layer {layer}, head {head}",
+            color="black",
+            fontsize=11,
+            parse_math=False,
+        )
+
+
+class TranslationExplorer(Explorer):
+    """Chapter 08: type an English sentence; see both models' French, and where the attention
+    model looked in the English while it wrote each French token."""
+
+    MAX_OUTPUT = 2 * MAX_WORDS + 6  # output tokens shown
+    MAX_SOURCE = 2 * MAX_WORDS + 6  # subword tokens of a 12-word sentence, <eos> included
+
+    def __init__(self, sentence: str = "Tom has a blue car.", models: dict | None = None):
+        """models: {"rnn-bottleneck": model, "rnn-bahdanau": model} (default: those in data/)."""
+        self.models = models or {name: load_translator(name)[0] for name in TRANSLATORS}
+        self.tokenizer = load_tokenizer()
+        controls = {
+            "sentence": widgets.Text(
+                value=sentence,
+                description="English sentence",
+                placeholder=f"up to {MAX_WORDS} words",
+                layout=widgets.Layout(width="60%"),
+            )
+        }
+        figure = Figure(figsize=(9, 6.2), layout="constrained")
+        ax = figure.subplots()
+        self._map = TokenHeatmap(ax, self.MAX_OUTPUT, self.MAX_SOURCE, "Reds")
+        figure.colorbar(self._map.mesh, ax=ax, label="attention weight", shrink=0.8)
+        ax.set_xlabel("English tokens (keys: the encoder's states)", labelpad=30)
+        ax.set_ylabel("French tokens written (queries: the decoder's states)", labelpad=55)
+        self._ax = ax
+        super().__init__(controls, figure, [*self._map.artists, ax.title])
+
+    def draw(self, sentence: str) -> None:
+        try:
+            found = {
+                name: translate_with_alignment(model, self.tokenizer, sentence)
+                for name, model in self.models.items()
+            }
+        except ValueError as problem:
+            self.state = {"error": str(problem)}
+            self._map.hide()
+            self.show_error(self._ax, problem)
+            return
+        attention = found["rnn-bahdanau"]
+        rows = min(len(attention["output_tokens"]), self.MAX_OUTPUT)
+        weights = attention["weights"][:rows]  # (output tokens, source tokens)
+        self.state = {
+            "translations": {name: found[name]["translation"] for name in found},
+            "weights": weights,
+        }
+        self._map.show(
+            weights.numpy(),
+            shown_tokens(attention["source_tokens"]),
+            shown_tokens(attention["output_tokens"][:rows]),
+        )
+        self._ax.set_title(
+            f"with attention:      {attention['translation']}\n"
+            f"without attention: {found['rnn-bottleneck']['translation']}",
             color="black",
             fontsize=11,
             parse_math=False,

@@ -12,9 +12,10 @@ import test_exercises_ch04_multi_head_attention as ch04
 import test_exercises_ch05_positional_encoding as ch05
 import test_exercises_ch06_masks as ch06
 import test_exercises_ch07_transformer as ch07
+import test_exercises_ch08_bahdanau as ch08
 import torch
 
-CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07)
+CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08)
 CHECKERS = {name: pair for chapter in CHAPTERS for name, pair in chapter.CHECKERS.items()}
 WRONG = [wrong for chapter in CHAPTERS for wrong in chapter.WRONG]
 

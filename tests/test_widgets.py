@@ -223,3 +223,41 @@ def test_an_explorer_shows_a_setting_it_cannot_draw_instead_of_raising():
     assert "no key lies within width" in explorer.state["error"]
     explorer.controls["width"].value = 3.0
     assert "error" not in explorer.state
+
+
+@pytest.fixture(scope="module")
+def translation_explorer():
+    from helpers.widgets import TranslationExplorer
+
+    return TranslationExplorer()
+
+
+def test_translation_explorer_shows_both_translations_and_an_alignment(translation_explorer):
+    explorer = translation_explorer
+    explorer.controls["sentence"].value = "That's my favorite chair."
+    assert explorer.state["translations"]["rnn-bahdanau"] == "C'est ma chaise préférée."
+    weights = explorer.state["weights"]  # (French tokens, English tokens)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(weights)))
+    before = bytes(explorer.image.value)
+    explorer.controls["sentence"].value = "Tom has a blue car."
+    assert set(explorer.state["translations"]) == {"rnn-bottleneck", "rnn-bahdanau"}
+    assert bytes(explorer.image.value) != before
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "type an English sentence"),
+        ("   ", "type an English sentence"),
+        ("word " * 13, "at most 12 words"),
+        ("x" * 200, "at most 150 characters"),
+        ("日本へようこそ", "never seen these characters"),
+    ],
+)
+def test_translation_explorer_answers_bad_input_with_a_message(translation_explorer, text, message):
+    explorer = translation_explorer
+    explorer.controls["sentence"].value = "I see."
+    before = bytes(explorer.image.value)
+    explorer.controls["sentence"].value = text
+    assert message in explorer.state["error"]
+    assert bytes(explorer.image.value) != before

@@ -14,3 +14,4 @@ from helpers.exercises.ch04_multi_head_attention import *  # noqa: F403
 from helpers.exercises.ch05_positional_encoding import *  # noqa: F403
 from helpers.exercises.ch06_masks import *  # noqa: F403
 from helpers.exercises.ch07_transformer import *  # noqa: F403
+from helpers.exercises.ch08_bahdanau import *  # noqa: F403
