@@ -21,7 +21,7 @@ help:
 	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
-	@echo "              and every notebook's run (budget: 30 s; chapter 07: 60 s)"
+	@echo "              and every notebook's run (budget: 30 s; chapters 07 and 08: 60 s)"
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
 	@echo "make translation-models  retrain chapter 08's tokenizer and its two translation models"

@@ -15,7 +15,10 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 30
-BUDGETS_S = {"07_transformer.ipynb": 60}  # chapters that load a trained model
+BUDGETS_S = {  # chapters that load trained models
+    "07_transformer.ipynb": 60,
+    "08_bahdanau_attention.ipynb": 60,
+}
 REPEATS = 3
 
 

@@ -220,10 +220,11 @@ def train_translator(
 
     from tqdm.auto import tqdm
 
+    from helpers.training import sequence_cross_entropy
+
     torch.manual_seed(seed)
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-    loss_of = torch.nn.CrossEntropyLoss(ignore_index=PAD_ID)
     pairs, generator = load_pairs("train"), torch.Generator().manual_seed(seed)
     history = {"loss": [], "valid_bleu": [], "seconds": 0.0, "device": str(device)}
     start = perf_counter()
@@ -233,7 +234,7 @@ def train_translator(
         for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False):
             source, target = source.to(device), target.to(device)
             logits = model(source, target[:, :-1])  # (B, T, V): predict each next token
-            loss = loss_of(logits.flatten(0, 1), target[:, 1:].flatten())
+            loss = sequence_cross_entropy(logits, target[:, 1:], PAD_ID)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
