@@ -3,13 +3,22 @@ with every other chapter's)."""
 
 import torch
 
-from helpers.exercises import check_kernel_pooling
+from helpers.exercises import check_kernel_pooling, check_leave_one_out, check_vector_pooling
 from helpers.kernel_regression import KERNELS, kernel_pooling
-from solutions.ch01_attention_pooling import epanechnikov_pooling
+from solutions.ch01_attention_pooling import (
+    epanechnikov_pooling,
+    leave_one_out_pooling,
+    vector_gaussian_pooling,
+)
 
 CHECKERS = {
     "kernel pooling": (check_kernel_pooling, epanechnikov_pooling),
+    "leave one out": (check_leave_one_out, leave_one_out_pooling),
+    "vector pooling": (check_vector_pooling, vector_gaussian_pooling),
 }
+
+
+# 1. Epanechnikov pooling
 
 
 def gaussian_instead(queries, keys, values, width):
@@ -26,8 +35,75 @@ def calls_kernel_pooling(queries, keys, values, width):
     return kernel_pooling(queries, keys, values, KERNELS["Epanechnikov"], width)[0]
 
 
+# 2. Leave-one-out predictions
+
+
+def sees_itself(keys, values, kernel, width):
+    similarity = kernel(keys[:, None] - keys[None, :], width)
+    return similarity / similarity.sum(1, keepdim=True) @ values
+
+
+def zeroes_the_diagonal_after_normalising(keys, values, kernel, width):
+    similarity = kernel(keys[:, None] - keys[None, :], width)
+    weights = similarity / similarity.sum(1, keepdim=True)
+    return weights.masked_fill(torch.eye(len(keys), dtype=torch.bool), 0.0) @ values
+
+
+def loops_over_the_points(keys, values, kernel, width):
+    predictions = []
+    for i in range(len(keys)):
+        others = torch.arange(len(keys)) != i
+        similarity = kernel(keys[i] - keys[others], width)
+        predictions.append(similarity / similarity.sum() @ values[others])
+    return torch.stack(predictions)
+
+
+def fills_the_kernels_output_in_place(keys, values, kernel, width):
+    similarity = kernel(keys[:, None] - keys[None, :], width)
+    similarity.fill_diagonal_(0.0)  # overwrites what exp's gradient needs
+    return similarity / similarity.sum(1, keepdim=True) @ values
+
+
+def drops_every_zero_distance(keys, values, kernel, width):
+    distances = keys[:, None] - keys[None, :]
+    similarity = kernel(distances, width) * (distances != 0)  # drops a twin too
+    return similarity / similarity.sum(1, keepdim=True) @ values
+
+
+# 3. Vector queries and keys
+
+
+def exp_then_divide(queries, keys, values, width):
+    squared = ((queries[:, None, :] - keys[None, :, :]) ** 2).sum(-1)
+    similarity = torch.exp(-squared / (2 * width**2))  # 0 for every key, far from them all
+    return similarity / similarity.sum(1, keepdim=True) @ values
+
+
+def distance_with_a_square_root(queries, keys, values, width):
+    distance = ((queries[:, None, :] - keys[None, :, :]) ** 2).sum(-1).sqrt()
+    return torch.softmax(-(distance**2) / (2 * width**2), dim=1) @ values
+
+
+def width_not_squared(queries, keys, values, width):
+    squared = ((queries[:, None, :] - keys[None, :, :]) ** 2).sum(-1)
+    return torch.softmax(-squared / (2 * width), dim=1) @ values
+
+
 WRONG = [
     ("kernel pooling", gaussian_instead, "at index"),
     ("kernel pooling", no_empty_window_check, "raise a ValueError that names the query"),
     ("kernel pooling", calls_kernel_pooling, "calls kernel_pooling"),
+    ("leave one out", sees_itself, "each point still sees its own value"),
+    ("leave one out", zeroes_the_diagonal_after_normalising, "rows no longer sum to one"),
+    ("leave one out", drops_every_zero_distance, "not only the point itself"),
+    ("leave one out", loops_over_the_points, "calls the kernel once per point"),
+    ("leave one out", fills_the_kernels_output_in_place, "such as fill_diagonal_"),
+    ("vector pooling", exp_then_divide, "underflows to 0, and 0/0 is NaN"),
+    ("vector pooling", distance_with_a_square_root, "whose slope is infinite at 0"),
+    ("vector pooling", width_not_squared, "divide by 2σ², not by 2σ"),
 ]
+
+
+def test_the_square_root_answer_fails_only_on_its_gradient(run_checker):
+    verdict, out = run_checker(check_vector_pooling, distance_with_a_square_root)
+    assert not verdict and "1 of 4 checks failed" in out and "-inf fill" not in out, out
