@@ -4,36 +4,92 @@ with every other chapter's)."""
 import torch
 
 from helpers.attention import masked_softmax as helper_masked_softmax
-from helpers.exercises import check_masked_softmax
-from solutions.ch02_masked_softmax import masked_softmax
+from helpers.exercises import check_masked_mean, check_masked_softmax, check_top_k_softmax
+from solutions.ch02_masked_softmax import masked_mean, masked_softmax, top_k_softmax
 
 CHECKERS = {
     "masked softmax": (check_masked_softmax, masked_softmax),
+    "masked mean": (check_masked_mean, masked_mean),
+    "top-k softmax": (check_top_k_softmax, top_k_softmax),
 }
 
 
-def fills_in_place(scores, valid_lens):
-    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
-    allowed = torch.arange(scores.shape[-1]) < lens
-    scores.masked_fill_(~allowed, float("-inf"))  # changes the caller's scores
+# 1. Masked softmax from a boolean mask
+
+
+def fills_in_place(scores, mask):
+    scores.masked_fill_(~mask, float("-inf"))  # changes the caller's scores
     return torch.softmax(scores, -1).nan_to_num(0.0)
 
 
-def additive_inf_then_nan_to_num(scores, valid_lens):
-    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
-    allowed = torch.arange(scores.shape[-1]) < lens
-    additive = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
+def additive_inf_then_nan_to_num(scores, mask):
+    additive = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
     return torch.softmax(scores + additive, -1).nan_to_num(0.0)  # right values, NaN gradient
 
 
-def uniform_empty_rows(scores, valid_lens):
-    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
-    allowed = torch.arange(scores.shape[-1]) < lens
-    return torch.softmax(scores.masked_fill(~allowed, -1e4), -1)
+def uniform_empty_rows(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, -1e4), -1)
 
 
-def calls_the_helper(scores, valid_lens):
-    return helper_masked_softmax(scores, valid_lens)
+def calls_the_helper(scores, mask):
+    return helper_masked_softmax(scores, mask=mask)
+
+
+def inverted_mask(scores, mask):
+    return masked_softmax(scores, ~mask)
+
+
+def forgets_the_inf_scores(scores, mask):  # the chapter's recipe, without `scores != -inf`
+    row_has_key = mask.any(dim=-1, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf")).masked_fill(~row_has_key, 0.0)
+    weights = torch.softmax(filled.float(), dim=-1).to(scores.dtype)
+    return weights.masked_fill(~row_has_key, 0.0)
+
+
+# 2. Masked mean
+
+
+def mean_over_every_position(x, valid_lens):
+    return x.mean(dim=1)
+
+
+def multiplies_by_the_mask(x, valid_lens):
+    keep = (torch.arange(x.shape[1]) < valid_lens[:, None]).to(x.dtype)  # (B, n)
+    return (x * keep[..., None]).sum(1) / valid_lens.clamp(min=1)[:, None]  # 0 * inf = NaN
+
+
+def zero_over_zero(x, valid_lens):
+    keep = torch.arange(x.shape[1]) < valid_lens[:, None]
+    return torch.where(keep[..., None], x, 0.0).sum(1) / valid_lens[:, None]
+
+
+def zeroes_the_pads_in_place(x, valid_lens):
+    keep = torch.arange(x.shape[1]) < valid_lens[:, None]
+    x[~keep] = 0.0  # changes the caller's x
+    return x.sum(1) / valid_lens.clamp(min=1)[:, None]
+
+
+# 3. Top-k softmax
+
+
+def top_k_before_masking(scores, valid_lens, k):
+    valid = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    kth = scores.topk(min(k, scores.shape[-1]), dim=-1).values[..., -1:]  # pads compete
+    return masked_softmax(scores, valid & (scores >= kth))
+
+
+def strictly_greater(scores, valid_lens, k):
+    valid = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    ranked = scores.masked_fill(~valid, float("-inf"))
+    kth = ranked.topk(min(k, scores.shape[-1]), dim=-1).values[..., -1:]
+    return masked_softmax(scores, valid & (ranked > kth))  # drops the k-th best
+
+
+def k_not_clamped(scores, valid_lens, k):
+    valid = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    ranked = scores.masked_fill(~valid, float("-inf"))
+    kth = ranked.topk(k, dim=-1).values[..., -1:]  # k > n raises
+    return masked_softmax(scores, valid & (ranked >= kth))
 
 
 WRONG = [
@@ -41,20 +97,27 @@ WRONG = [
     ("masked softmax", additive_inf_then_nan_to_num, "the gradient with respect to `scores` is"),
     ("masked softmax", uniform_empty_rows, "a row with no allowed key must be all zeros"),
     ("masked softmax", calls_the_helper, "calls helpers.attention.masked_softmax"),
+    ("masked softmax", inverted_mask, "the mask is inverted"),
+    ("masked softmax", forgets_the_inf_scores, "a score of -inf allows nothing either"),
+    ("masked mean", mean_over_every_position, "averages the pads too"),
+    ("masked mean", multiplies_by_the_mask, "0 × inf is NaN"),
+    ("masked mean", zero_over_zero, "return zeros for it, not 0/0 = NaN"),
+    ("masked mean", zeroes_the_pads_in_place, "changes its input `x` in place"),
+    ("top-k softmax", top_k_before_masking, "mask the pads first, then pick the top k"),
+    ("top-k softmax", strictly_greater, "keeps only k - 1 keys"),
+    ("top-k softmax", k_not_clamped, "use min(k, n)"),
 ]
 
 
 def test_the_fill_in_place_answer_has_the_right_values_so_only_the_in_place_check_catches_it():
     scores = torch.randn(2, 3, 5)
-    lens = torch.tensor([2, 5])
-    expected = helper_masked_softmax(scores, lens)
-    torch.testing.assert_close(fills_in_place(scores.clone(), lens), expected)
+    mask = (torch.arange(5) < torch.tensor([2, 5])[:, None])[:, None, :]
+    expected = helper_masked_softmax(scores, mask=mask)
+    torch.testing.assert_close(fills_in_place(scores.clone(), mask), expected)
 
 
 def test_a_wrong_dtype_is_named(run_checker):
-    verdict, out = run_checker(
-        check_masked_softmax, lambda s, lens: masked_softmax(s, lens).double()
-    )
+    verdict, out = run_checker(check_masked_softmax, lambda s, m: masked_softmax(s, m).double())
     assert (
         not verdict
         and "dtype torch.float64, expected torch.float32 (keep the input's dtype)" in out
