@@ -82,3 +82,12 @@ NOT_ANSWERS = {
 def test_every_checker_answers_anything_without_raising(exercise, answer, run_checker):
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
     assert verdict is False and out.startswith("Not yet") and NOT_ANSWERS[answer] in out, out
+
+
+def test_an_input_holding_nan_is_not_mistaken_for_one_changed_in_place():
+    from helpers.exercises.framework import report, run_case
+
+    scores = torch.tensor([[1.0, float("nan"), 2.0]])
+    failures: list[str] = []
+    passed = run_case("NaN in the input", lambda s: s * 2, (scores,), lambda s: s * 2, failures)
+    assert passed and not failures and report(failures, 1)

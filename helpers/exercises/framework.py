@@ -78,12 +78,20 @@ def _recording_calls(forbidden: dict[str, Callable]):
         sys.setprofile(previous)
 
 
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shapes and entries, NaN equal to NaN (an input may hold NaN on purpose)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+    return torch.equal(a, b)
+
+
 def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) -> str | None:
     for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
         if not isinstance(given, torch.Tensor):
             continue
-        same = given.shape == arg.shape and torch.equal(given.detach(), arg)
-        if given._version != version or not same:
+        if given._version != version or not _same_tensor(given.detach(), arg):
             name = names[index] if index < len(names) else f"argument {index + 1}"
             return (
                 f"changes its input `{name}` in place (an operation ending in _, such as "
