@@ -1,36 +1,119 @@
 """Chapter 03's checkers: its solutions and typical wrong answers (run by test_exercises.py,
 with every other chapter's)."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
+from helpers.attention import AdditiveAttention
 from helpers.attention import masked_softmax as helper_masked_softmax
-from helpers.exercises import check_dot_product_attention
-from solutions.ch03_scoring_functions import dot_product_attention
+from helpers.exercises import (
+    check_additive_step,
+    check_attention_with_temperature,
+    check_general_attention,
+)
+from solutions.ch03_scoring_functions import additive_step, attend, general_attention
 
 CHECKERS = {
-    "dot-product attention": (check_dot_product_attention, dot_product_attention),
+    "attention with a temperature": (check_attention_with_temperature, attend),
+    "general (bilinear) attention": (check_general_attention, general_attention),
+    "additive decoder step": (check_additive_step, additive_step),
 }
 
 
-def unscaled(queries, keys, values, valid_lens):
-    return helper_masked_softmax(queries @ keys.transpose(1, 2), valid_lens) @ values
+# Exercise 1: attention with a boolean mask and a temperature, returning (output, weights).
 
 
-def calls_sdpa(queries, keys, values, valid_lens):
-    mask = None
-    if valid_lens is not None:
-        lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
-        mask = torch.arange(keys.shape[1]) < lens
-    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
+def temperature_only(queries, keys, values, mask, temperature):
+    weights = helper_masked_softmax(queries @ keys.transpose(1, 2) / temperature, mask=mask)
+    return weights @ values, weights
 
 
-def detached(queries, keys, values, valid_lens):
-    return dot_product_attention(queries, keys, values, valid_lens).detach()
+def times_temperature(queries, keys, values, mask, temperature):
+    d = queries.shape[-1]
+    scores = queries @ keys.transpose(1, 2) / math.sqrt(d) * temperature
+    weights = helper_masked_softmax(scores, mask=mask)
+    return weights @ values, weights
+
+
+def inverted_mask(queries, keys, values, mask, temperature):
+    return attend(queries, keys, values, ~mask, temperature)
+
+
+def output_only(queries, keys, values, mask, temperature):
+    return attend(queries, keys, values, mask, temperature)[0]
+
+
+def calls_sdpa(queries, keys, values, mask, temperature):
+    d = queries.shape[-1]
+    scale = 1 / (math.sqrt(d) * temperature)
+    output = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+    return output, attend(queries, keys, values, mask, temperature)[1]
+
+
+def fills_the_mask_in_place(queries, keys, values, mask, temperature):
+    output, weights = attend(queries, keys, values, mask, temperature)
+    mask.fill_(True)  # changes the caller's mask
+    return output, weights
+
+
+# Exercise 2: Luong's general score q W k^T.
+
+
+def general_scaled(queries, keys, values, W, valid_lens):
+    scores = queries @ W @ keys.transpose(1, 2) / math.sqrt(keys.shape[-1])
+    return helper_masked_softmax(scores, valid_lens) @ values
+
+
+def general_W_transposed(queries, keys, values, W, valid_lens):
+    scores = queries @ W.T @ keys.transpose(1, 2)
+    return helper_masked_softmax(scores, valid_lens) @ values
+
+
+def general_ignores_lengths(queries, keys, values, W, valid_lens):
+    return torch.softmax(queries @ W @ keys.transpose(1, 2), -1) @ values
+
+
+# Exercise 3: one additive decoder step.
+
+
+def step_without_tanh(state, projected_keys, values, W_q, w_v, valid_lens):
+    scores = ((state @ W_q.T).unsqueeze(1) + projected_keys) @ w_v
+    return (helper_masked_softmax(scores, valid_lens).unsqueeze(-1) * values).sum(1)
+
+
+def step_without_mask(state, projected_keys, values, W_q, w_v, valid_lens):
+    scores = torch.tanh((state @ W_q.T).unsqueeze(1) + projected_keys) @ w_v
+    return (torch.softmax(scores, -1).unsqueeze(-1) * values).sum(1)
+
+
+def step_with_the_module(state, projected_keys, values, W_q, w_v, valid_lens):
+    h, d_q = W_q.shape
+    layer = AdditiveAttention(key_size=h, query_size=d_q, num_hiddens=h)
+    with torch.no_grad():
+        layer.W_q.weight.copy_(W_q)
+        layer.W_k.weight.copy_(torch.eye(h))
+        layer.w_v.weight.copy_(w_v[None])
+    return layer(state.unsqueeze(1), projected_keys, values, valid_lens).squeeze(1)
+
+
+def step_detached(state, projected_keys, values, W_q, w_v, valid_lens):
+    return additive_step(state, projected_keys, values, W_q.detach(), w_v, valid_lens)
 
 
 WRONG = [
-    ("dot-product attention", unscaled, "looks unscaled"),
-    ("dot-product attention", calls_sdpa, "calls torch's scaled_dot_product_attention"),
-    ("dot-product attention", detached, "no gradient flows back"),
+    ("attention with a temperature", temperature_only, "divides by the temperature only"),
+    ("attention with a temperature", times_temperature, "multiplies by the temperature"),
+    ("attention with a temperature", inverted_mask, "the mask is inverted"),
+    ("attention with a temperature", output_only, "expected the pair (output, weights)"),
+    ("attention with a temperature", calls_sdpa, "calls torch's scaled_dot_product_attention"),
+    ("attention with a temperature", fills_the_mask_in_place, "changes its input `mask` in place"),
+    ("general (bilinear) attention", general_scaled, "the general score is not scaled"),
+    ("general (bilinear) attention", general_W_transposed, "uses W transposed"),
+    ("general (bilinear) attention", general_ignores_lengths, "past the valid length get weight 0"),
+    ("additive decoder step", step_without_tanh, "no tanh"),
+    ("additive decoder step", step_without_mask, "the keys past the valid length still get weight"),
+    ("additive decoder step", step_with_the_module, "calls AdditiveAttention"),
+    ("additive decoder step", step_detached, "gradient with respect to `W_q`"),
 ]

@@ -1,61 +1,229 @@
-"""Chapter 03's exercises: scoring functions."""
+"""Chapter 03's exercises: scoring functions.
 
+1. check_attention_with_temperature: scaled dot-product attention with a boolean mask and a
+   temperature, returning its output and its weights.
+2. check_general_attention: Luong's "general" (bilinear) score q W k^T, for queries and keys of
+   different sizes.
+3. check_additive_step: additive attention for one decoder state per example, from weight
+   tensors, with the keys projected once in advance (Bahdanau's decoder step).
+"""
+
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from helpers.attention import DotProductAttention, masked_softmax, scaled_dot_scores
-from helpers.exercises.framework import report, run_case
+from helpers.attention import (
+    AdditiveAttention,
+    DotProductAttention,
+    masked_softmax,
+    scaled_dot_scores,
+)
+from helpers.exercises.framework import Refused, report, run_case
 
-__all__ = ["check_dot_product_attention"]
+__all__ = ["check_additive_step", "check_attention_with_temperature", "check_general_attention"]
+
+FORBIDDEN = {
+    "DotProductAttention": DotProductAttention.forward,
+    "AdditiveAttention": AdditiveAttention.forward,
+    "helpers.attention.scaled_dot_scores": scaled_dot_scores,
+    "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
+}
 
 
-def check_dot_product_attention(learner_attention: Callable) -> bool:
-    """learner_attention(queries, keys, values, valid_lens) -> output, as DotProductAttention,
-    built on masked_softmax without DotProductAttention or torch's scaled_dot_product_attention."""
-    generator = torch.Generator().manual_seed(3)
+def _part(learner: Callable, index: int) -> Callable:
+    """The learner's function reduced to one element of the pair (output, weights) it returns;
+    any other return value goes on unchanged, for the framework to name."""
+    what = ("output", "weights")[index]
+
+    def call(*args):
+        got = learner(*args)
+        ordinary = isinstance(got, torch.Tensor) and not (got.is_meta or got.is_complex())
+        if ordinary and got.layout == torch.strided:
+            raise Refused(
+                f"returned one tensor of shape {tuple(got.shape)}, expected the pair "
+                f"(output, weights): `return output, weights`"
+            )
+        if isinstance(got, tuple | list):
+            if len(got) != 2:
+                raise Refused(f"returned {len(got)} items, expected two: (output, weights)")
+            return got[index]
+        return got
+
+    call.__name__ = f"{what} of {getattr(learner, '__name__', 'your function')}"
+    return call
+
+
+def _temperature_attention(q, k, v, mask, temperature, scale=True, invert=False):
+    d = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / ((math.sqrt(d) if scale else 1.0) * temperature)
+    weights = masked_softmax(scores, mask=~mask if invert else mask)  # (B, q, k)
+    return weights @ v, weights  # (B, q, d_v), (B, q, k)
+
+
+def check_attention_with_temperature(learner_attend: Callable) -> bool:
+    """learner_attend(queries, keys, values, mask, temperature) -> (output, weights):
+    weights = masked softmax of q k^T / (sqrt(d) * temperature), mask boolean (True = may
+    attend), broadcastable to (B, q, k); output = weights @ values. Without DotProductAttention,
+    scaled_dot_scores or torch's scaled_dot_product_attention (masked_softmax is fine)."""
+    generator = torch.Generator().manual_seed(30)
     queries = torch.randn(2, 3, 16, generator=generator)
     keys = torch.randn(2, 5, 16, generator=generator)
     values = torch.randn(2, 5, 4, generator=generator)
+    random_mask = torch.rand(2, 3, 5, generator=generator) < 0.6
+    random_mask[..., 0] = True
+    empty_row = random_mask.clone()
+    empty_row[1, 2] = False
     cases = [
-        ("no mask", 1.0, None, ""),
-        ("valid lengths (2, 5)", 1.0, torch.tensor([2, 5]), "keys at or past the length get 0"),
+        ("temperature 1, no key masked", torch.ones(2, 3, 5, dtype=torch.bool), 1.0, ""),
+        ("temperature 0.5, a random mask (B, q, k)", random_mask, 0.5, ""),
         (
-            "one valid length per query",
-            1.0,
-            torch.tensor([[1, 2, 3], [5, 5, 0]]),
-            "a query with valid length 0 gets all-zero weights",
+            "temperature 3, a key-padding mask (B, 1, k)",
+            torch.tensor([[[True, True, False, False, False]], [[True] * 5]]),
+            3.0,
+            "a mask of shape (B, 1, k) applies to every query",
         ),
-        ("scores in the hundreds", 30.0, torch.tensor([3, 4]), "subtract the row maximum"),
+        (
+            "a query with no allowed key",
+            empty_row,
+            1.5,
+            "a query with no allowed key gets all-zero weights (masked_softmax does this)",
+        ),
     ]
-    forbidden = {
-        "DotProductAttention": DotProductAttention.forward,
-        "helpers.attention.scaled_dot_scores": scaled_dot_scores,
-        "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
-    }
     failures, passed = [], 0
-    for name, size, lens, hint in cases:
-        q, k = queries * size, keys * size
-        d = q.shape[-1]
-        mistakes = {
-            "looks unscaled: divide the scores by sqrt(d)": masked_softmax(
-                q @ k.transpose(1, 2), lens
+    for name, mask, temperature, hint in cases:
+        right = True
+        for index, part in enumerate(("output", "weights")):
+            with torch.no_grad():
+                variants = {
+                    "divides by the temperature only: divide by sqrt(d) * temperature": (
+                        _temperature_attention(queries, keys, values, mask, temperature, False)
+                    ),
+                    "multiplies by the temperature: a high temperature must flatten, so divide": (
+                        _temperature_attention(queries, keys, values, mask, 1 / temperature)
+                    ),
+                    "the mask is inverted: True means the query MAY attend to that key": (
+                        _temperature_attention(queries, keys, values, mask, temperature, True, True)
+                    ),
+                }
+            mistakes = {why: both[index] for why, both in variants.items()}
+            if index == 1 and not right:
+                break  # the weights are checked once the output is right: one message a case
+            right = run_case(
+                f"{name}, {part}",
+                _part(learner_attend, index),
+                (queries, keys, values, mask, temperature),
+                lambda q, k, v, m, t, i=index: _temperature_attention(q, k, v, m, t)[i],
+                failures,
+                1e-5,
+                hint,
+                mistakes,
+                forbidden=FORBIDDEN,
+                names=("queries", "keys", "values", "mask", "temperature"),
             )
-            @ values,
-            "divided by d: divide by sqrt(d)": masked_softmax(q @ k.transpose(1, 2) / d, lens)
-            @ values,
-        }
+            passed += right
+    return report(failures, passed)
+
+
+def _general(q, k, v, W, lens, transposed=False, scale=1.0):
+    scores = q @ (W.T if transposed else W) @ k.transpose(1, 2) / scale  # (B, q, k)
+    return masked_softmax(scores, lens) @ v  # (B, q, d_v)
+
+
+def check_general_attention(learner_general: Callable) -> bool:
+    """learner_general(queries, keys, values, W, valid_lens) -> output (B, q, d_v), with
+    Luong's "general" score q W k^T (no scaling): queries (B, q, d_q), keys (B, k, d_k),
+    W (d_q, d_k), valid_lens (B,) or None. Without DotProductAttention, AdditiveAttention or
+    torch's scaled_dot_product_attention (masked_softmax is fine)."""
+    generator = torch.Generator().manual_seed(31)
+    cases = [
+        ("queries of size 6, keys of size 4, no mask", 6, 4, None),
+        ("queries of size 6, keys of size 4, valid lengths (2, 5)", 6, 4, torch.tensor([2, 5])),
+        ("a square W (size 5)", 5, 5, torch.tensor([5, 3])),
+        ("a query with no valid key", 5, 3, torch.tensor([0, 4])),
+    ]
+    failures, passed = [], 0
+    for name, d_q, d_k, lens in cases:
+        queries = torch.randn(2, 3, d_q, generator=generator)
+        keys = torch.randn(2, 5, d_k, generator=generator)
+        values = torch.randn(2, 5, 2, generator=generator)
+        W = torch.randn(d_q, d_k, generator=generator) / math.sqrt(d_q)
+        with torch.no_grad():
+            mistakes = {
+                f"divided by sqrt({d_k}): the general score is not scaled": _general(
+                    queries, keys, values, W, lens, scale=math.sqrt(d_k)
+                ),
+                f"divided by sqrt({d_q}): the general score is not scaled": _general(
+                    queries, keys, values, W, lens, scale=math.sqrt(d_q)
+                ),
+            }
+            if d_q == d_k:
+                mistakes["uses W transposed: the score is q W k^T, W of shape (d_q, d_k)"] = (
+                    _general(queries, keys, values, W, lens, transposed=True)
+                )
+        hint = "keys at or past the valid length get weight 0" if lens is not None else ""
         passed += run_case(
             name,
-            learner_attention,
-            (q, k, values, lens),
-            lambda q, k, v, lens: DotProductAttention()(q, k, v, valid_lens=lens),
+            learner_general,
+            (queries, keys, values, W, lens),
+            _general,
             failures,
             1e-5,
             hint,
             mistakes,
-            forbidden=forbidden,
-            names=("queries", "keys", "values", "valid_lens"),
+            forbidden=FORBIDDEN,
+            names=("queries", "keys", "values", "W", "valid_lens"),
+        )
+    return report(failures, passed)
+
+
+def _additive_step(state, projected_keys, values, W_q, w_v, lens, tanh=True, mask=True):
+    features = (state @ W_q.T)[:, None, :] + projected_keys  # (B, k, h)
+    scores = (torch.tanh(features) if tanh else features) @ w_v  # (B, k)
+    weights = masked_softmax(scores, lens if mask else None)  # (B, k)
+    return (weights[:, :, None] * values).sum(1)  # (B, d_v)
+
+
+def check_additive_step(learner_step: Callable) -> bool:
+    """learner_step(state, projected_keys, values, W_q, w_v, valid_lens) -> context (B, d_v):
+    for one decoder state per example, state (B, d_q), keys projected in advance
+    projected_keys (B, k, h) (= keys W_k^T), values (B, k, d_v), W_q (h, d_q), w_v (h,),
+    valid_lens (B,). score_j = w_v . tanh(W_q state + projected_keys_j). Without
+    AdditiveAttention (masked_softmax is fine)."""
+    generator = torch.Generator().manual_seed(32)
+    cases = [
+        ("batch 2, 6 keys, h = 8, valid lengths (3, 6)", 2, 6, 8, torch.tensor([3, 6])),
+        ("batch 3, 4 keys, h = 5, valid lengths (4, 1, 2)", 3, 4, 5, torch.tensor([4, 1, 2])),
+        ("an example with no valid key", 2, 5, 8, torch.tensor([0, 5])),
+    ]
+    failures, passed = [], 0
+    for name, batch, k, h, lens in cases:
+        state = torch.randn(batch, 7, generator=generator)  # d_q = 7
+        projected_keys = torch.randn(batch, k, h, generator=generator)
+        values = torch.randn(batch, k, 3, generator=generator)
+        W_q = torch.randn(h, 7, generator=generator) / math.sqrt(7)
+        w_v = torch.randn(h, generator=generator)
+        args = (state, projected_keys, values, W_q, w_v, lens)
+        with torch.no_grad():
+            mistakes = {
+                "no tanh: the score is w_v . tanh(W_q state + projected key)": _additive_step(
+                    *args, tanh=False
+                ),
+                "the keys past the valid length still get weight": _additive_step(
+                    *args, mask=False
+                ),
+            }
+        passed += run_case(
+            name,
+            learner_step,
+            args,
+            _additive_step,
+            failures,
+            1e-5,
+            "a (B, 1, h) projected state plus (B, k, h) projected keys gives every key's features",
+            mistakes,
+            forbidden=FORBIDDEN,
+            names=("state", "projected_keys", "values", "W_q", "w_v", "valid_lens"),
         )
     return report(failures, passed)
