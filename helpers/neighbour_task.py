@@ -100,13 +100,20 @@ def train_neighbour_model(
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     vocab = model.token_embedding.num_embeddings
-    for _ in range(steps):
-        batch = make_neighbour_batch(batch_size, model.length, vocab, generator)
-        loss = neighbour_loss(model, *batch)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    # A model this small trains no faster on several threads, and on a busy CPU much slower
+    # (the threads wait for each other at every one of its many small operations): use one.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(steps):
+            batch = make_neighbour_batch(batch_size, model.length, vocab, generator)
+            loss = neighbour_loss(model, *batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
     return model, losses
 
 

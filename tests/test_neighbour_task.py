@@ -40,3 +40,9 @@ def test_trained_heads_split_the_two_relations():
 def test_model_refuses_wrong_length():
     with pytest.raises(ValueError, match=r"tokens must be \(B, 8\)"):
         NeighbourModel()(torch.zeros(2, 5, dtype=torch.long))
+
+
+def test_training_leaves_the_thread_count_as_it_was():
+    before = torch.get_num_threads()
+    train_neighbour_model(steps=2)
+    assert torch.get_num_threads() == before
