@@ -1,18 +1,20 @@
-"""Chapter 08's exercises: Bahdanau attention for one decoder step, from raw weights.
+"""Chapter 08's exercises: the pieces of an RNN translator that attention changes or needs.
 
-1. check_alignment_scores: the additive score of every encoder state for one decoder state.
-2. check_alignment: the scores turned into weights over each sentence's real tokens only.
-3. check_context_vector: the whole step, from the decoder state to the context vector.
+1. check_encoder_summary: the bottleneck model's fixed vector, from a padded batch of
+   bidirectional encoder states.
+2. check_sentence_losses: one loss per sentence, over its real target tokens only.
+3. check_context_vector: one step of Bahdanau attention, from the decoder state to the context.
 """
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from helpers.attention import AdditiveAttention, masked_softmax
 from helpers.exercises.framework import report, run_case
 
-__all__ = ["check_alignment", "check_alignment_scores", "check_context_vector"]
+__all__ = ["check_context_vector", "check_encoder_summary", "check_sentence_losses"]
 
 FORBIDDEN = {
     "AdditiveAttention": AdditiveAttention.forward,
@@ -51,65 +53,82 @@ def _alignment(scores, lengths):
     return masked_softmax(scores[:, None, :], lengths)[:, 0]  # (B, S)
 
 
-def check_alignment_scores(learner_scores: Callable) -> bool:
-    """learner_scores(state (B, h), encoder_states (B, S, k), W_q (a, h), W_k (a, k), w_v (a,))
-    -> scores (B, S): w_v · tanh(W_q state + W_k h_j) for every encoder state h_j."""
-    failures, passed = [], 0
-    for seed in (1, 2):
-        given = _step_inputs(seed)
-        args = tuple(given[name] for name in STATE_NAMES)
-        state, states, W_q, W_k, w_v = args
-        mistakes = {
-            "no tanh: the score is w_v · tanh(W_q s + W_k h)": (
-                (state @ W_q.T)[:, None] + states @ W_k.T
-            )
-            @ w_v,
-            "tanh applied to each projection separately: add them first, then tanh": (
-                torch.tanh(state @ W_q.T)[:, None] + torch.tanh(states @ W_k.T)
-            )
-            @ w_v,
-        }
-        passed += run_case(
-            f"batch of {len(state)}, seed {seed}",
-            learner_scores,
-            args,
-            _scores,
-            failures,
-            hint="project the state with W_q and every encoder state with W_k, add, tanh, · w_v",
-            mistakes=mistakes,
-            forbidden=FORBIDDEN,
-            names=STATE_NAMES,
-        )
-    return report(failures, passed)
+def _summary(states, lengths):
+    half = states.shape[-1] // 2
+    last = states[torch.arange(len(states)), lengths - 1, :half]  # left to right: its end
+    return torch.cat([last, states[:, 0, half:]], dim=-1)  # right to left: the start
 
 
-def check_alignment(learner_alignment: Callable) -> bool:
-    """learner_alignment(scores (B, S), lengths (B,)) -> weights (B, S): a softmax over the
-    first lengths[b] positions of row b, exactly 0 on its pads."""
+def check_encoder_summary(learner_summary: Callable) -> bool:
+    """learner_summary(states (B, S, 2h), lengths (B,)) -> (B, 2h): the left-to-right half of
+    each sentence's state at its last real token, joined with the right-to-left half of its
+    state at position 0."""
     failures, passed = [], 0
-    for seed in (3, 4):
-        given = _step_inputs(seed)
-        scores = _scores(*(given[name] for name in STATE_NAMES)) * 3
-        lengths = given["lengths"]
-        positions = torch.arange(scores.shape[1])
+    for seed, lengths in ((7, torch.tensor([6, 2, 1])), (8, torch.tensor([3, 5]))):
+        generator = torch.Generator().manual_seed(seed)
+        states = torch.randn(len(lengths), 6, 8, generator=generator)  # pads hold numbers too
+        half = 4
+        rows = torch.arange(len(lengths))
         mistakes = {
-            "the pads got weight: mask the positions at or past each length": scores.softmax(-1),
-            "the weights were zeroed after the softmax, so they no longer sum to 1: mask the "
-            "scores before it": scores.softmax(-1) * (positions < lengths[:, None]),
-            "one position too many: position lengths[b] is already a pad": _alignment(
-                scores, (lengths + 1).clamp(max=scores.shape[1])
+            "the last position is a pad for a shorter sentence: take each sentence's last real "
+            "token (lengths - 1)": torch.cat([states[:, -1, :half], states[:, 0, half:]], -1),
+            "each direction ends at a different place: the right-to-left GRU ends at position "
+            "0": states[rows, lengths - 1],
+            "the halves are swapped: the first half of each state is the left-to-right GRU's": (
+                torch.cat([states[:, 0, half:], states[rows, lengths - 1, :half]], dim=-1)
             ),
         }
         passed += run_case(
             f"lengths {lengths.tolist()}",
-            learner_alignment,
-            (scores, lengths),
-            _alignment,
+            learner_summary,
+            (states, lengths),
+            _summary,
             failures,
-            hint="fill the scores of the pads with -inf, then softmax",
+            hint="left-to-right half at position lengths - 1, right-to-left half at position 0",
             mistakes=mistakes,
-            forbidden=FORBIDDEN,
-            names=("scores", "lengths"),
+            names=("states", "lengths"),
+        )
+    return report(failures, passed)
+
+
+def _sentence_losses(logits, targets, pad_id):
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T)
+    real = targets != pad_id
+    return (per_token * real).sum(1) / real.sum(1)
+
+
+def check_sentence_losses(learner_losses: Callable) -> bool:
+    """learner_losses(logits (B, T, V), targets (B, T), pad_id) -> (B,): each sentence's mean
+    cross-entropy over its real target tokens; pads count for nothing."""
+    failures, passed = [], 0
+    pad = 0
+    for seed, targets in (
+        (9, torch.tensor([[4, 7, 2, 0, 0], [5, 6, 3, 8, 2], [9, 2, 0, 0, 0]])),
+        (10, torch.tensor([[3, 2, 0], [1, 4, 2]])),
+    ):
+        generator = torch.Generator().manual_seed(seed)
+        logits = torch.randn(*targets.shape, 10, generator=generator) * 2
+        per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        real = targets != pad
+        mistakes = {
+            "the pads were counted: leave them out of the loss": per_token.mean(1),
+            "divided by the padded length: divide by each sentence's number of real tokens": (
+                (per_token * real).sum(1) / targets.shape[1]
+            ),
+            "one loss for the whole batch: return one per sentence, shape (B,)": (
+                per_token[real].mean().expand(len(targets))
+            ),
+        }
+        passed += run_case(
+            f"targets {tuple(targets.shape)} with pads",
+            lambda lg, tg: learner_losses(lg, tg, pad),
+            (logits, targets),
+            lambda lg, tg: _sentence_losses(lg, tg, pad),
+            failures,
+            atol=1e-5,
+            hint="per-token cross-entropy (reduction='none'), zero at the pads, mean per row",
+            mistakes=mistakes,
+            names=("logits", "targets"),
         )
     return report(failures, passed)
 
@@ -121,7 +140,8 @@ def _context(state, encoder_states, lengths, W_q, W_k, w_v):
 
 def check_context_vector(learner_context: Callable) -> bool:
     """learner_context(state, encoder_states, lengths, W_q, W_k, w_v) -> context (B, k): the
-    average of each sentence's encoder states, weighted by the alignment of exercise 2."""
+    average of each sentence's encoder states, weighted by the masked softmax of the scores
+    w_v · tanh(W_q state + W_k h_j); without AdditiveAttention or helpers' masked_softmax."""
     names = ("state", "encoder_states", "lengths", "W_q", "W_k", "w_v")
     failures, passed = [], 0
     for seed in (5, 6):
@@ -147,7 +167,7 @@ def check_context_vector(learner_context: Callable) -> bool:
             args,
             _context,
             failures,
-            hint="scores (exercise 1), alignment (exercise 2), then the weighted sum of states",
+            hint="scores, a softmax over the real tokens only, then the weighted sum of the states",
             mistakes=mistakes,
             forbidden=FORBIDDEN,
             names=names,
