@@ -1,4 +1,5 @@
-"""Chapter 07, exercise: the pre-norm residual connection."""
+"""Chapter 07, exercises: the pre-norm residual connection, a pre-norm encoder block, and greedy
+decoding of a batch, written as a learner would (without the helpers they re-implement)."""
 
 from collections.abc import Callable
 
@@ -8,3 +9,35 @@ import torch
 def pre_norm_residual(x: torch.Tensor, sublayer: Callable, norm: Callable) -> torch.Tensor:
     """x (B, n, d_model) -> x + sublayer(norm(x)): the residual path itself is not normalised."""
     return x + sublayer(norm(x))
+
+
+def pre_norm_encoder_block(
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    self_attention: Callable,
+    ffn: Callable,
+    norm1: Callable,
+    norm2: Callable,
+) -> torch.Tensor:
+    """x (B, S, d_model), mask (B, 1, S) True at the non-pads -> (B, S, d_model)."""
+    h = norm1(x)  # (B, S, d_model): the attention's input, normalised
+    x = x + self_attention(h, h, h, mask=mask)  # the residual path stays as it was
+    return x + ffn(norm2(x))  # (B, S, d_model)
+
+
+@torch.no_grad()
+def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, max_steps: int):
+    """src (B, S) -> (B, steps) token ids: the most likely token at each step, <pad> after a
+    sequence's <eos>, stopping once every sequence has written <eos>."""
+    memory, src_mask = model.encode(src)  # (B, S, d_model), (B, 1, S): encoded once
+    written = torch.full((len(src), 1), bos_id, dtype=torch.long)  # (B, 1): <bos>
+    finished = torch.zeros(len(src), dtype=torch.bool)  # (B,)
+    for _ in range(max_steps):
+        logits = model.decode(written, memory, src_mask)[:, -1]  # (B, vocab): last position
+        logits[:, [model.pad_id, bos_id]] = float("-inf")  # never written
+        newest = logits.argmax(-1).masked_fill(finished, model.pad_id)  # (B,)
+        written = torch.cat([written, newest[:, None]], dim=1)  # (B, steps so far + 1)
+        finished = finished | (newest == eos_id)
+        if finished.all():
+            break
+    return written[:, 1:]  # without the <bos>

@@ -3,11 +3,18 @@ with every other chapter's)."""
 
 import torch
 
-from helpers.exercises import check_pre_norm_residual
-from solutions.ch07_transformer import pre_norm_residual
+from helpers.exercises import (
+    check_greedy_decode,
+    check_pre_norm_encoder_block,
+    check_pre_norm_residual,
+)
+from helpers.exercises.ch07_transformer import _greedy_model
+from solutions.ch07_transformer import greedy_decode, pre_norm_encoder_block, pre_norm_residual
 
 CHECKERS = {
     "pre-norm residual": (check_pre_norm_residual, pre_norm_residual),
+    "pre-norm encoder block": (check_pre_norm_encoder_block, pre_norm_encoder_block),
+    "greedy decoding": (check_greedy_decode, greedy_decode),
 }
 
 
@@ -19,9 +26,78 @@ def no_residual(x, sublayer, norm):
     return sublayer(norm(x))
 
 
+def post_norm_block(x, mask, self_attention, ffn, norm1, norm2):
+    x = norm1(x + self_attention(x, x, x, mask=mask))
+    return norm2(x + ffn(x))
+
+
+def block_without_mask(x, mask, self_attention, ffn, norm1, norm2):
+    h = norm1(x)
+    x = x + self_attention(h, h, h)
+    return x + ffn(norm2(x))
+
+
+def block_with_one_norm(x, mask, self_attention, ffn, norm1, norm2):
+    h = norm1(x)
+    x = x + self_attention(h, h, h, mask=mask)
+    return x + ffn(norm1(x))
+
+
+def block_calling_the_tested_copy(x, mask, self_attention, ffn, norm1, norm2):
+    from helpers.transformer import EncoderBlock
+
+    block = EncoderBlock(x.shape[-1], self_attention.num_heads, 16, norm_first=True)
+    block.self_attention, block.ffn = self_attention, ffn
+    block.attention_residual.norm, block.ffn_residual.norm = norm1, norm2
+    return block(x, mask)
+
+
+def block_normalising_in_place(x, mask, self_attention, ffn, norm1, norm2):
+    h = norm1(x)
+    x += self_attention(h, h, h, mask=mask)  # changes the caller's x
+    return x + ffn(norm2(x))
+
+
+@torch.no_grad()
+def greedy_without_pads(model, src, bos_id, eos_id, max_steps):
+    memory, src_mask = model.encode(src)
+    written = torch.full((len(src), 1), bos_id)
+    for _ in range(max_steps):
+        logits = model.decode(written, memory, src_mask)[:, -1]
+        logits[:, [model.pad_id, bos_id]] = float("-inf")
+        written = torch.cat([written, logits.argmax(-1, keepdim=True)], dim=1)
+        if (written == eos_id).any(dim=1).all():
+            break
+    return written[:, 1:]
+
+
+def greedy_never_stopping(model, src, bos_id, eos_id, max_steps):
+    written = greedy_decode(model, src, bos_id, eos_id, max_steps)
+    rest = torch.full((len(src), max_steps - written.shape[1]), model.pad_id)
+    return torch.cat([written, rest], dim=1)
+
+
+def greedy_with_bos(model, src, bos_id, eos_id, max_steps):
+    written = greedy_decode(model, src, bos_id, eos_id, max_steps)
+    return torch.cat([torch.full((len(src), 1), bos_id), written], dim=1)
+
+
+def greedy_calling_the_helper(model, src, bos_id, eos_id, max_steps):
+    return model.greedy_decode(src, bos_id, eos_id, max_steps)
+
+
 WRONG = [
     ("pre-norm residual", post_norm, "that is post-norm"),
     ("pre-norm residual", no_residual, "the residual is missing"),
+    ("pre-norm encoder block", post_norm_block, "that is post-norm"),
+    ("pre-norm encoder block", block_without_mask, "the padding mask is missing"),
+    ("pre-norm encoder block", block_with_one_norm, "the same LayerNorm twice"),
+    ("pre-norm encoder block", block_calling_the_tested_copy, "calls EncoderBlock.forward"),
+    ("pre-norm encoder block", block_normalising_in_place, "changes its input `x` in place"),
+    ("greedy decoding", greedy_without_pads, "writes <pad> from then on"),
+    ("greedy decoding", greedy_never_stopping, "stop once every sequence has written <eos>"),
+    ("greedy decoding", greedy_with_bos, "<bos> is the first input, not an output"),
+    ("greedy decoding", greedy_calling_the_helper, "calls model.greedy_decode"),
 ]
 
 
@@ -35,3 +111,52 @@ def test_changing_the_layers_weights_in_place_is_refused(run_checker):
 
     verdict, out = run_checker(check_pre_norm_residual, scales_the_norm)
     assert not verdict and "changes the weights of `norm` or `sublayer` in place" in out, out
+
+
+def test_a_block_that_changes_a_norm_in_place_is_refused(run_checker):
+    def resets_norm2(x, mask, self_attention, ffn, norm1, norm2):
+        with torch.no_grad():
+            norm2.bias.zero_()
+        return pre_norm_encoder_block(x, mask, self_attention, ffn, norm1, norm2)
+
+    verdict, out = run_checker(check_pre_norm_encoder_block, resets_norm2)
+    assert not verdict and "changes the weights of" in out and "`norm2`" in out, out
+    verdict, out = run_checker(check_pre_norm_encoder_block, pre_norm_encoder_block)
+    assert verdict, out  # the checker's layers were restored
+
+
+def test_the_greedy_reference_is_the_helpers_greedy_decode_with_and_without_the_cache():
+    for seed, max_steps in ((0, 8), (11, 8), (11, 3)):
+        model = _greedy_model(seed)
+        src = torch.randint(3, 10, (5, 6), generator=torch.Generator().manual_seed(seed))
+        mine = greedy_decode(model, src, 1, 2, max_steps)
+        for use_cache in (True, False):
+            theirs = model.greedy_decode(src, 1, 2, max_steps, use_cache=use_cache)
+            assert torch.equal(mine, theirs)
+
+
+def test_a_decoder_that_uses_the_cache_passes(run_checker):
+    from helpers.attention import KeyValueCache
+
+    @torch.no_grad()
+    def with_cache(model, src, bos_id, eos_id, max_steps):
+        memory, src_mask = model.encode(src)
+        caches = [KeyValueCache() for _ in model.decoder.blocks]
+        newest = torch.full((len(src), 1), bos_id)
+        finished = torch.zeros(len(src), dtype=torch.bool)
+        written = []
+        for step in range(max_steps):
+            y = model.decoder(
+                model.tgt_embedding(newest, start=step), memory, None, src_mask, caches
+            )
+            logits = model.output(y[:, -1])
+            logits[:, [model.pad_id, bos_id]] = float("-inf")
+            newest = logits.argmax(-1, keepdim=True).masked_fill(finished[:, None], model.pad_id)
+            written.append(newest)
+            finished = finished | (newest[:, 0] == eos_id)
+            if finished.all():
+                break
+        return torch.cat(written, dim=1)
+
+    verdict, out = run_checker(check_greedy_decode, with_cache)
+    assert verdict, out
