@@ -4,6 +4,9 @@ message that names the mistake, and answers any answer at all without raising.
 Each chapter's test_exercises_chNN_*.py lists its checkers with their solutions (CHECKERS) and
 its typical wrong answers with the words their report must contain (WRONG)."""
 
+import importlib
+from pathlib import Path
+
 import pytest
 import test_exercises_ch01_attention_pooling as ch01
 import test_exercises_ch02_masked_softmax as ch02
@@ -91,3 +94,24 @@ def test_an_input_holding_nan_is_not_mistaken_for_one_changed_in_place():
     failures: list[str] = []
     passed = run_case("NaN in the input", lambda s: s * 2, (scores,), lambda s: s * 2, failures)
     assert passed and not failures and report(failures, 1)
+
+
+def test_every_exercise_has_at_least_two_typical_wrong_answers():
+    counts = {name: sum(wrong[0] == name for wrong in WRONG) for name in CHECKERS}
+    assert min(counts.values()) >= 2, counts
+
+
+def checker_names(chapter) -> list[str]:
+    """The checkers that helpers.exercises.chNN_... offers the chapter's learners."""
+    name = chapter.__name__.removeprefix("test_exercises_")
+    return importlib.import_module(f"helpers.exercises.{name}").__all__
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda chapter: chapter.__name__)
+def test_every_chapter_has_at_least_three_checked_exercises_named_in_its_notebook(chapter):
+    names = checker_names(chapter)
+    assert len(names) >= 3, names
+    number = chapter.__name__.split("_")[2][2:]  # test_exercises_chNN_... -> NN
+    (notebook,) = (Path(__file__).parents[1] / "notebooks").glob(f"{number}_*.ipynb")
+    missing = [name for name in names if f"{name}(" not in notebook.read_text()]
+    assert not missing, f"{notebook.name} never calls {missing}"
