@@ -12,9 +12,12 @@ Modules, by the chapter that introduces them:
   ``attention.KeyValueCache``; ``training.sequence_cross_entropy``.
 - 07 ``transformer``: the encoder-decoder (TransformerConfig, Seq2SeqTransformer);
   ``training``: the teacher-forced loop; ``dates``: the date task and its saved model.
+- 08 ``translation``: English-French pairs held out by English sentence, the subword
+  tokenizer, batches, greedy decoding, BLEU; ``bahdanau``: the RNN encoder-decoder with and
+  without attention, and its two saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing
-else), ``exercises`` (the checkers), ``checkpoints`` (checksummed weights), ``timing``
+else), ``exercises`` (the checkers, one module per chapter), ``checkpoints`` (checksummed weights), ``timing``
 (medians of repeated runs), ``validation`` (argument checks with named messages).
 
 Shapes are written in one code everywhere: B batch, q queries, k keys, n positions, S and T
