@@ -115,5 +115,5 @@ WRONG = [
     ("additive decoder step", step_without_tanh, "no tanh"),
     ("additive decoder step", step_without_mask, "the keys past the valid length still get weight"),
     ("additive decoder step", step_with_the_module, "calls AdditiveAttention"),
-    ("additive decoder step", step_detached, "gradient with respect to `W_q`"),
+    ("additive decoder step", step_detached, "no gradient reaches `W_q`"),
 ]

@@ -80,7 +80,7 @@ WRONG = [
     ("positions skipping pads", sequence_first_indexing, "the classic pe[:x.size(0)] bug"),
     ("positions skipping pads", counts_from_the_row_start, "counted from the start of the row"),
     ("positions skipping pads", adds_in_place, "changes its input `x` in place"),
-    ("positions skipping pads", detached_table, "gradient with respect to `table`"),
+    ("positions skipping pads", detached_table, "no gradient reaches `table`"),
     ("distance penalty", unscaled, "not divided by sqrt(d)"),
     ("distance penalty", signed_distance, "must be the distance |i - j|"),
     ("distance penalty", with_sdpa, "calls torch's scaled_dot_product_attention"),

@@ -150,14 +150,20 @@ def _gradient_problem(
     floating = [i for i, leaf in enumerate(leaves) if leaf is not None]
     for index, mine, theirs, leaf in zip(floating, learner, reference, given, strict=True):
         name = names[index] if index < len(names) else f"argument {index + 1}"
-        mine = torch.zeros_like(leaf) if mine is None else mine
         theirs = torch.zeros_like(leaf) if theirs is None else theirs
+        if mine is None and theirs.any():
+            return (
+                f"the values are right but no gradient reaches `{name}` (detached, or used "
+                f"through .item(), numpy or torch.no_grad): a model could not learn it"
+            )
+        mine = torch.zeros_like(leaf) if mine is None else mine
         if not mine.isfinite().all():
             where = tuple(torch.nonzero(~mine.isfinite())[0].tolist())
             return (
                 f"the values are right but the gradient with respect to `{name}` is "
-                f"{mine[where].item()} at index {where}: training through it would fail (a "
-                f"-inf fill made finite afterwards, e.g. by nan_to_num, keeps NaN gradients)"
+                f"{mine[where].item()} at index {where}: training through it would fail (a NaN "
+                f"or inf in the forward pass, hidden afterwards by nan_to_num or torch.where, "
+                f"still reaches the gradient)"
             )
         if not torch.allclose(mine.double(), theirs.double(), atol=1e-4, rtol=1e-3):
             error = (mine.double() - theirs.double()).abs()
@@ -217,12 +223,18 @@ def run_case(
     if problem is None:
         problem = _value_problem(answer, expected, atol)
         if problem is not None:
-            for diagnosis, mistaken in (mistakes or {}).items():
-                if answer.shape == mistaken.shape and torch.allclose(
-                    answer.detach().double(), mistaken.double(), atol=atol
-                ):
-                    hint = diagnosis
-            problem += f" ({hint})" if hint else ""
+            diagnoses = [
+                diagnosis
+                for diagnosis, mistaken in (mistakes or {}).items()
+                if answer.shape == mistaken.shape
+                and torch.allclose(
+                    answer.detach().double(), mistaken.double(), atol=atol, equal_nan=True
+                )
+            ]
+            if diagnoses:
+                problem += f" ({diagnoses[-1]})"
+            elif hint and not problem.startswith(("shape ", "dtype ")):
+                problem += f" ({hint})"  # the general hint is about values
     if problem is None and expected.is_floating_point() and expected.element_size() >= 4:
         problem = _gradient_problem(answer, expected, leaves, reference_leaves, names)
     if problem is None:
