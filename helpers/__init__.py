@@ -20,7 +20,7 @@ Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers,
 else), ``exercises`` (the checkers, one module per chapter), ``checkpoints`` (checksummed weights), ``timing``
 (medians of repeated runs), ``validation`` (argument checks with named messages).
 
-Shapes are written in one code everywhere: B batch, q queries, k keys, n positions, S and T
+Shapes are written in one notation everywhere: B batch, q queries, k keys, n positions, S and T
 source and target lengths, d or d_model a vector's size, heads and d_head for multi-head
 attention, vocab a vocabulary's size. A boolean mask is True where a query may attend.
 """
