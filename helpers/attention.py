@@ -31,7 +31,12 @@ def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> tor
                 f"valid_lens must hold finite whole numbers, got {valid_lens.tolist()}"
             )
         valid_lens = valid_lens.long()
-    elif valid_lens.dtype == torch.bool or valid_lens.is_complex():
+    elif valid_lens.dtype == torch.bool:
+        raise ValueError(
+            "valid_lens must be integers, got a boolean tensor: a boolean tensor is a mask, "
+            "pass it by name as mask=..."
+        )
+    elif valid_lens.is_complex():
         raise ValueError(f"valid_lens must be integers, got dtype {valid_lens.dtype}")
     if (valid_lens < 0).any():
         raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")

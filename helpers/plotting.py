@@ -119,7 +119,7 @@ def draw_heatmap(
     shown = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
     crowded = len(shown) > 16
     rotate = crowded and max(len(text) for text in shown) > 1  # single characters stay upright
-    ax.tick_params(axis="x", labelrotation=90 if rotate else 0, labelsize=7 if crowded else None)
+    ax.tick_params(axis="x", labelrotation=90 if rotate else 0, labelsize=8 if crowded else None)
     ax.tick_params(axis="y", labelrotation=0)
     return ax.collections[-1]
 
@@ -271,7 +271,7 @@ class TokenHeatmap:
             for index, text in enumerate(labels):
                 text.set_text(tokens[index] if index < len(tokens) else "")
                 text.set_color("gray" if text.get_text() in grey else "black")
-                text.set_fontsize(7 if crowded and labels is self.x_labels else 9)
+                text.set_fontsize(8 if crowded and labels is self.x_labels else 9)
         for text in self.x_labels:
             text.set_rotation(90 if len(x_tokens) > 8 and not crowded else 0)
 

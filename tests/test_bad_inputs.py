@@ -251,3 +251,11 @@ def test_a_few_more_arguments_that_reached_torch_or_matplotlib_are_named():
         gaussian_kernel([0.1, 0.2])
     with pytest.raises(ValueError, match="cmap 'nope' is not a matplotlib colormap"):
         show_heatmaps(torch.rand(2, 2), cmap="nope")
+
+
+def test_a_boolean_mask_passed_as_valid_lens_is_named():
+    from helpers.attention import masked_softmax
+
+    scores = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="a boolean tensor is a mask, pass it by name as mask="):
+        masked_softmax(scores, torch.ones(2, 3, 4, dtype=torch.bool))
