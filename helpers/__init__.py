@@ -17,8 +17,9 @@ Modules, by the chapter that introduces them:
   without attention, and its two saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing
-else), ``exercises`` (the checkers, one module per chapter), ``checkpoints`` (checksummed weights), ``timing``
-(medians of repeated runs), ``validation`` (argument checks with named messages).
+else), ``exercises`` (the checkers, one module per chapter), ``checkpoints`` (checksummed
+weights), ``timing`` (medians of repeated runs), ``validation`` (argument checks with named
+messages).
 
 Shapes are written in one notation everywhere: B batch, q queries, k keys, n positions, S and T
 source and target lengths, d or d_model a vector's size, heads and d_head for multi-head

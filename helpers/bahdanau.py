@@ -26,6 +26,7 @@ from helpers.translation import (
 )
 
 MAX_CHARACTERS = 150  # twelve long English words
+MAX_SOURCE_TOKENS = 30  # subword pieces, <eos> included: room for 12 words and some rare ones
 RECIPE_EPOCHS = 16  # Adam 1e-3, batches of about 2,000 source tokens, dropout 0.2
 
 
@@ -34,7 +35,7 @@ class RNNConfig:
     vocab_size: int  # one BPE vocabulary shared by English and French
     embed_size: int = 256  # also the output layer's width: its weights are the embeddings'
     hidden_size: int = 256  # each direction of the encoder, and the decoder
-    dropout: float = 0.2  # on embeddings and before the output layer: 155k pairs overfit
+    dropout: float = 0.2  # on embeddings and before the output layer: 160k pairs overfit
     attention: bool = True  # False: the decoder sees only the encoder's last states
 
 
@@ -174,6 +175,7 @@ def train_and_save(
     """Train one of MODELS with the chapter's recipe and save it (after every epoch, so a run
     stopped by its deadline keeps what it finished)."""
     tokenizer = load_tokenizer()
+    torch.manual_seed(0)  # the recipe's seed fixes the initial weights too
     model = RNNTranslator(RNNConfig(tokenizer.get_vocab_size(), attention=MODELS[name]))
     path = model_path(name) if path is None else Path(path)
 
@@ -202,9 +204,21 @@ def _source_ids(tokenizer, sentence: str) -> torch.Tensor:
         raise ValueError(f"at most {MAX_CHARACTERS} characters, got {len(sentence)}")
     unknown = sorted({c for c in sentence if c != " " and tokenizer.token_to_id(c) is None})
     if unknown:
-        shown = ", ".join(f"U+{ord(c):04X}" for c in unknown[:5])  # fonts may lack the glyph
+        shown = ", ".join(_named_character(c) for c in unknown[:5])
         raise ValueError(f"the tokenizer has never seen these characters: {shown}")
-    return encode(tokenizer, [sentence])
+    ids = encode(tokenizer, [sentence])  # (1, S)
+    if ids.shape[1] > MAX_SOURCE_TOKENS:
+        raise ValueError(
+            f"this sentence splits into {ids.shape[1] - 1} subword pieces (rare words split "
+            f"into many); at most {MAX_SOURCE_TOKENS - 1} fit"
+        )
+    return ids
+
+
+def _named_character(character: str) -> str:
+    """'<' (U+003C); a character the figure's font may lack by its code point alone."""
+    code = f"U+{ord(character):04X}"
+    return f"'{character}' ({code})" if character.isprintable() and ord(character) < 0x250 else code
 
 
 @torch.no_grad()
@@ -227,4 +241,8 @@ def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> 
 
 def shown_tokens(tokens: list[str]) -> list[str]:
     """Subword tokens for a figure: a word's first piece as it is, a later piece after "-"."""
-    return [t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}" for t in tokens]
+    shown = {"▁": "␣"}  # a word whose first piece is only its start marker
+    return [
+        shown.get(t) or (t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}")
+        for t in tokens
+    ]

@@ -23,7 +23,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 CORPUS = DATA_DIR / "tatoeba-eng-fra.tsv.gz"
 TOKENIZER_FILE = DATA_DIR / "eng-fra-bpe.json"
 
-MAX_WORDS = 12  # English sentences of at most 12 words: what a CPU model learns in an hour
+MAX_WORDS = 12  # English sentences of at most 12 words: what a small model learns well
 HELD_OUT_SENTENCES = 1000  # distinct English sentences in each of "valid" and "test"
 VOCAB_SIZE = 8000  # one BPE vocabulary shared by both languages
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")

@@ -24,8 +24,13 @@ from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.attention import masked_softmax
+from helpers.bahdanau import (
+    MAX_SOURCE_TOKENS,
+    load_translator,
+    shown_tokens,
+    translate_with_alignment,
+)
 from helpers.bahdanau import MODELS as TRANSLATORS
-from helpers.bahdanau import load_translator, shown_tokens, translate_with_alignment
 from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.masks import MASK_KINDS, PAD_MARKERS, build_mask
@@ -737,7 +742,6 @@ class TranslationExplorer(Explorer):
     model looked in the English while it wrote each French token."""
 
     MAX_OUTPUT = 2 * MAX_WORDS + 6  # output tokens shown
-    MAX_SOURCE = 2 * MAX_WORDS + 6  # subword tokens of a 12-word sentence, <eos> included
 
     def __init__(self, sentence: str = "Tom has a blue car.", models: dict | None = None):
         """models: {"rnn-bottleneck": model, "rnn-bahdanau": model} (default: those in data/)."""
@@ -753,7 +757,7 @@ class TranslationExplorer(Explorer):
         }
         figure = Figure(figsize=(9, 6.2), layout="constrained")
         ax = figure.subplots()
-        self._map = TokenHeatmap(ax, self.MAX_OUTPUT, self.MAX_SOURCE, "Reds")
+        self._map = TokenHeatmap(ax, self.MAX_OUTPUT, MAX_SOURCE_TOKENS, "Reds")
         figure.colorbar(self._map.mesh, ax=ax, label="attention weight", shrink=0.8)
         ax.set_xlabel("English tokens (keys: the encoder's states)", labelpad=30)
         ax.set_ylabel("French tokens written (queries: the decoder's states)", labelpad=55)

@@ -23,7 +23,7 @@ FORBIDDEN = {
 STATE_NAMES = ("state", "encoder_states", "W_q", "W_k", "w_v")
 
 
-def _step_inputs(seed: int, batch: int = 3, length: int = 6, hidden: int = 4, keys: int = 8):
+def _step_inputs(seed: int, lengths: tuple = (6, 2, 1), hidden: int = 4, keys: int = 8):
     """A decoder state (B, h), encoder states (B, S, k) with something in the pad positions
     (so that ignoring the mask shows), lengths (B,) and the attention's weights."""
     generator = torch.Generator().manual_seed(seed)
@@ -32,7 +32,8 @@ def _step_inputs(seed: int, batch: int = 3, length: int = 6, hidden: int = 4, ke
     def draw(*shape):
         return torch.randn(*shape, generator=generator)
 
-    lengths = torch.tensor([length, 2, 1][:batch])
+    lengths = torch.tensor(lengths)
+    batch, length = len(lengths), int(lengths.max()) + 1  # the longest has a pad too
     return {
         "state": draw(batch, hidden),
         "encoder_states": draw(batch, length, keys),
@@ -144,8 +145,8 @@ def check_context_vector(learner_context: Callable) -> bool:
     w_v · tanh(W_q state + W_k h_j); without AdditiveAttention or helpers' masked_softmax."""
     names = ("state", "encoder_states", "lengths", "W_q", "W_k", "w_v")
     failures, passed = [], 0
-    for seed in (5, 6):
-        given = _step_inputs(seed)
+    for seed, lengths in ((5, (6, 2, 1)), (6, (3, 5))):
+        given = _step_inputs(seed, lengths)
         args = tuple(given[name] for name in names)
         states, lengths = given["encoder_states"], given["lengths"]
         real = (torch.arange(states.shape[1]) < lengths[:, None]).float()  # (B, S)
