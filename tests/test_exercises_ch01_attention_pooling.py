@@ -35,6 +35,29 @@ def calls_kernel_pooling(queries, keys, values, width):
     return kernel_pooling(queries, keys, values, KERNELS["Epanechnikov"], width)[0]
 
 
+def without_the_clamp(queries, keys, values, width):
+    weights = 1 - ((queries[:, None] - keys) / width) ** 2  # negative beyond the width
+    return (weights / weights.sum(1, keepdim=True)) @ values
+
+
+def softmax_over_the_similarities(queries, keys, values, width):
+    weights = torch.clamp(1 - ((queries[:, None] - keys) / width) ** 2, min=0)
+    if (weights.sum(1) == 0).any():
+        raise ValueError(f"no key within {width} of {queries[weights.sum(1) == 0].tolist()}")
+    return torch.softmax(weights, dim=1) @ values
+
+
+def error_without_the_query(queries, keys, values, width):
+    weights = torch.clamp(1 - ((queries[:, None] - keys) / width) ** 2, min=0)
+    if (weights.sum(1) == 0).any():
+        raise ValueError("a query has no key within the width")
+    return (weights / weights.sum(1, keepdim=True)) @ values
+
+
+def nearest_key_only(queries, keys, values, width):
+    return values[(queries[:, None] - keys).abs().argmin(dim=1)]
+
+
 # 2. Leave-one-out predictions
 
 
@@ -89,8 +112,16 @@ def width_not_squared(queries, keys, values, width):
     return torch.softmax(-squared / (2 * width), dim=1) @ values
 
 
+def hard_lookup(queries, keys, values, width):  # all weight on the nearest key
+    return values[torch.cdist(queries, keys).argmin(dim=1)]
+
+
 WRONG = [
-    ("kernel pooling", gaussian_instead, "at index"),
+    ("kernel pooling", gaussian_instead, "the Gaussian kernel's predictions"),
+    ("kernel pooling", without_the_clamp, "clamp it at 0"),
+    ("kernel pooling", softmax_over_the_similarities, "went through a softmax"),
+    ("kernel pooling", error_without_the_query, "does not say which query"),
+    ("kernel pooling", nearest_key_only, "a hard lookup"),
     ("kernel pooling", no_empty_window_check, "raise a ValueError that names the query"),
     ("kernel pooling", calls_kernel_pooling, "calls kernel_pooling"),
     ("leave one out", sees_itself, "each point still sees its own value"),
@@ -101,9 +132,15 @@ WRONG = [
     ("vector pooling", exp_then_divide, "underflows to 0, and 0/0 is NaN"),
     ("vector pooling", distance_with_a_square_root, "whose slope is infinite at 0"),
     ("vector pooling", width_not_squared, "divide by 2σ², not by 2σ"),
+    ("vector pooling", hard_lookup, "a hard lookup"),
 ]
 
 
 def test_the_square_root_answer_fails_only_on_its_gradient(run_checker):
     verdict, out = run_checker(check_vector_pooling, distance_with_a_square_root)
     assert not verdict and "1 of 4 checks failed" in out and "-inf fill" not in out, out
+
+
+def test_a_value_error_that_names_the_query_passes_that_case(run_checker):
+    verdict, out = run_checker(check_kernel_pooling, softmax_over_the_similarities)
+    assert "3 of 4 checks failed" in out and "a query with no key" not in out, out

@@ -39,6 +39,10 @@ def inverted_mask(scores, mask):
     return masked_softmax(scores, ~mask)
 
 
+def inverted_mask_plain_softmax(scores, mask):  # NaN where the inverted mask leaves no key
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+
+
 def forgets_the_inf_scores(scores, mask):  # the chapter's recipe, without `scores != -inf`
     row_has_key = mask.any(dim=-1, keepdim=True)
     filled = scores.masked_fill(~mask, float("-inf")).masked_fill(~row_has_key, 0.0)
@@ -61,6 +65,11 @@ def multiplies_by_the_mask(x, valid_lens):
 def zero_over_zero(x, valid_lens):
     keep = torch.arange(x.shape[1]) < valid_lens[:, None]
     return torch.where(keep[..., None], x, 0.0).sum(1) / valid_lens[:, None]
+
+
+def one_position_too_many(x, valid_lens):
+    keep = torch.arange(x.shape[1]) <= valid_lens[:, None]  # off by one
+    return torch.where(keep[..., None], x, 0.0).sum(1) / valid_lens.clamp(min=1)[:, None]
 
 
 def zeroes_the_pads_in_place(x, valid_lens):
@@ -98,10 +107,12 @@ WRONG = [
     ("masked softmax", uniform_empty_rows, "a row with no allowed key must be all zeros"),
     ("masked softmax", calls_the_helper, "calls helpers.attention.masked_softmax"),
     ("masked softmax", inverted_mask, "the mask is inverted"),
+    ("masked softmax", inverted_mask_plain_softmax, "the mask is inverted"),
     ("masked softmax", forgets_the_inf_scores, "a score of -inf allows nothing either"),
     ("masked mean", mean_over_every_position, "averages the pads too"),
     ("masked mean", multiplies_by_the_mask, "0 × inf is NaN"),
     ("masked mean", zero_over_zero, "return zeros for it, not 0/0 = NaN"),
+    ("masked mean", one_position_too_many, "counts one position too many"),
     ("masked mean", zeroes_the_pads_in_place, "changes its input `x` in place"),
     ("top-k softmax", top_k_before_masking, "mask the pads first, then pick the top k"),
     ("top-k softmax", strictly_greater, "keeps only k - 1 keys"),
@@ -129,3 +140,21 @@ def test_a_checker_leaves_no_profiler_behind():
 
     check_masked_softmax(masked_softmax)
     assert sys.getprofile() is None
+
+
+def test_an_inverted_mask_is_named_in_every_case_it_fails_and_not_taken_for_overflow(
+    run_checker,
+):
+    for answer in (inverted_mask, inverted_mask_plain_softmax):
+        verdict, out = run_checker(check_masked_softmax, answer)
+        failed = [line for line in out.splitlines() if line.startswith("  - ")]
+        assert not verdict and "e^1000 overflows" not in out, out
+        named = [line for line in failed if "the mask is inverted" in line]
+        assert len(named) >= 4, out  # key mask, per query, causal, large scores, ...
+
+
+def test_a_mean_hint_about_multiplying_by_a_mask_is_given_only_for_nan(run_checker):
+    verdict, out = run_checker(check_masked_mean, one_position_too_many)
+    assert not verdict and "0 × inf" not in out and "multiplying" not in out, out
+    verdict, out = run_checker(check_masked_mean, multiplies_by_the_mask)
+    assert not verdict and "0 × inf is NaN" in out, out

@@ -1,7 +1,7 @@
 """Chapter 01's exercises: attention pooling with a kernel.
 
 1. check_kernel_pooling: pooling with a kernel that can be zero (Epanechnikov), which must
-   refuse a query with no key within reach.
+   refuse a query with no key within reach, with a ValueError that names it.
 2. check_leave_one_out: leave-one-out predictions for any kernel, all points at once.
 3. check_vector_pooling: Gaussian-kernel pooling of vector queries and keys, stable far from
    every key and differentiable where a query sits on a key.
@@ -25,9 +25,66 @@ def _explain(failures: list[str], before: int, words: str, extra: str) -> None:
         failures[-1] = f"{message} ({extra})"
 
 
+def _kernel_pooling_mistakes(kernel: str, queries, keys, values, width) -> dict:
+    """What typical wrong answers return for these queries: {diagnosis: their predictions}."""
+    distances = queries[:, None] - keys[None, :]  # (n_q, n_k)
+    similarity = KERNELS[kernel](distances, width)  # (n_q, n_k)
+    mistakes = {
+        "the similarities went through a softmax: a kernel's values are weights already, "
+        "divide them by their sum": torch.softmax(similarity, dim=1) @ values,
+        "a hard lookup: all the weight on the nearest key, where every key within reach "
+        "should get its share": values[distances.abs().argmin(dim=1)],
+    }
+    if kernel != "Gaussian":
+        gaussian = KERNELS["Gaussian"](distances, width)
+        mistakes[f"these are the Gaussian kernel's predictions: use the {kernel} kernel"] = (
+            _normalised(gaussian) @ values
+        )
+    if kernel == "Epanechnikov":
+        unclamped = 1 - (distances / width) ** 2  # negative beyond the width
+        mistakes[
+            "keys farther than the width got negative similarities: the kernel is "
+            "max(0, 1 - (d/σ)²), so clamp it at 0 (torch.clamp(..., min=0))"
+        ] = _normalised(unclamped) @ values
+    return mistakes
+
+
+def _refuses_far_query(pooling: Callable, args: tuple, far_query: float, failures: list[str]):
+    """The pooling must raise a ValueError for these arguments, and its message must name the
+    query that has no key within reach."""
+    name = "a query with no key within the width"
+    messages = []
+
+    def recording(*inputs):
+        try:
+            return pooling(*inputs)
+        except ValueError as error:
+            messages.append(str(error))
+            raise
+
+    if not run_error_case(
+        name,
+        recording,
+        args,
+        ValueError,
+        f"every weight is 0 there, so 0/0: raise a ValueError that names the query ({far_query:g})",
+        failures,
+    ):
+        return False
+    if f"{far_query:g}" in messages[-1]:
+        return True
+    failures.append(
+        f"{name}: the ValueError is right, but its message ({messages[-1]!r}) does not say "
+        f"which query has no key within reach: name it (here {far_query:g}), so that the "
+        f"caller can find it"
+    )
+    return False
+
+
 def check_kernel_pooling(pooling: Callable, kernel: str = "Epanechnikov") -> bool:
     """pooling(queries, keys, values, width) -> predictions (n_queries,), for the named kernel,
-    without calling kernel_pooling; a query with no key within reach raises a ValueError."""
+    without calling kernel_pooling; a query with no key within reach raises a ValueError whose
+    message names that query."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
     generator = torch.Generator().manual_seed(1)
@@ -42,19 +99,13 @@ def check_kernel_pooling(pooling: Callable, kernel: str = "Epanechnikov") -> boo
             (queries, keys, values, width),
             lambda q, k, v, w: kernel_pooling(q, k, v, KERNELS[kernel], w)[0],
             failures,
+            mistakes=_kernel_pooling_mistakes(kernel, queries, keys, values, width),
             forbidden={"kernel_pooling": kernel_pooling},
             names=("queries", "keys", "values", "width"),
         )
     if kernel in ("Boxcar", "Epanechnikov"):  # kernels that reach only so far
         far = torch.tensor([2.0, 40.0])  # no key lies within 0.6 of x = 40
-        passed += run_error_case(
-            "a query with no key within the width",
-            pooling,
-            (far, keys, values, 0.6),
-            ValueError,
-            "every weight is 0 there, so 0/0: raise a ValueError that names the query",
-            failures,
-        )
+        passed += _refuses_far_query(pooling, (far, keys, values, 0.6), 40.0, failures)
     return report(failures, passed)
 
 
@@ -147,6 +198,8 @@ def _vector_mistakes(queries, keys, values, width) -> dict:
         "the score must use the squared distance |q - k|², not the distance |q - k|": (
             torch.softmax(-squared.sqrt() / (2 * width**2), dim=1) @ values
         ),
+        "a hard lookup: all the weight on the nearest key, where every key should get a "
+        "weight proportional to exp(-|q - k|² / 2σ²)": values[squared.argmin(dim=1)],
     }
     if width != 1.0:
         mistakes["the width is missing: divide the squared distance by 2σ²"] = (

@@ -23,12 +23,39 @@ FORBIDDEN = {
 }
 
 
-def _hint_when(failures: list[str], before: int, hint: str, when: tuple[str, ...]) -> None:
+def _hint_when(
+    failures: list[str],
+    before: int,
+    hint: str,
+    when: tuple[str, ...],
+    mistakes: dict | None = None,
+) -> None:
     """Add the case's hint to the failure it just caused, but only when the failure is the one
     the hint explains (its message contains one of `when`: e.g. the index of the row the case
-    is about, "NaN", or "raised")."""
-    if hint and len(failures) > before and any(words in failures[-1] for words in when):
+    is about, "NaN", or "raised"), and not when the failure already names a mistake."""
+    if not hint or len(failures) <= before:
+        return
+    if any(f"({diagnosis})" in failures[-1] for diagnosis in mistakes or {}):
+        return  # the named mistake is the whole story
+    if any(words in failures[-1] for words in when):
         failures[-1] += f" ({hint})"
+
+
+INVERTED = "the mask is inverted: True means *may attend*, so fill where the mask is False (~mask)"
+
+
+def _inverted(scores: torch.Tensor, mask: torch.Tensor) -> dict:
+    """What an inverted mask returns, {diagnosis: weights}: with a plain softmax after the fill,
+    as a learner would write it (NaN in a row that has no key left), and with the right recipe
+    (zeros there; named last, so that it wins where the two agree). Nothing where the
+    inverted mask would allow nothing at all (every answer of zeros would match it)."""
+    if mask.all() or not mask.any():
+        return {}
+    plain = torch.softmax(scores.float().masked_fill(mask, float("-inf")), dim=-1)
+    return {
+        f"{INVERTED}; a row left with no key then comes out NaN, not zeros": plain.to(scores.dtype),
+        INVERTED: masked_softmax(scores, mask=~mask),
+    }
 
 
 def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
@@ -47,13 +74,8 @@ def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
     with_inf = scores.clone()
     with_inf[1, 0, :2] = float("-inf")  # an earlier additive mask hid two keys ...
     with_inf[1, 2, :] = float("-inf")  # ... and every key of one row
-    inverted = masked_softmax(scores, mask=~key_mask)
-    inverted_hint = {
-        "the mask is inverted: True means *may attend*, so fill where the mask is False "
-        "(~mask)": inverted
-    }
     cases = [  # (name, scores, mask, mistakes, hint, when the hint applies)
-        ("a key mask (B, 1, k)", scores, key_mask, inverted_hint, "", ()),
+        ("a key mask (B, 1, k)", scores, key_mask, {}, "", ()),
         ("a different mask for every query (B, q, k)", scores, per_query, {}, "", ()),
         ("a causal mask (q, k) for scores (B, heads, q, k)", heads, causal, {}, "", ()),
         (
@@ -92,6 +114,7 @@ def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
     ]
     failures, passed = [], 0
     for name, case_scores, mask, mistakes, hint, when in cases:
+        mistakes = {**_inverted(case_scores, mask), **mistakes}
         before = len(failures)
         passed += run_case(
             name,
@@ -104,7 +127,7 @@ def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
             forbidden=FORBIDDEN,
             names=("scores", "mask"),
         )
-        _hint_when(failures, before, hint, when)
+        _hint_when(failures, before, hint, when, mistakes)
     return report(failures, passed)
 
 
@@ -114,6 +137,26 @@ def _masked_mean(x: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
     return total / valid_lens.clamp(min=1)[:, None].to(x.dtype)  # (B, d)
 
 
+def _mean_mistakes(x: torch.Tensor, valid_lens: torch.Tensor) -> dict:
+    """What typical wrong answers return for this batch: {diagnosis: their means}, leaving
+    out those with an inf or NaN in them (a pad's inf swamps them all alike, so the one the
+    learner made could not be told apart)."""
+    n = x.shape[1]
+    keep = torch.arange(n) < valid_lens[:, None]  # (B, n)
+    one_more = torch.arange(n) <= valid_lens[:, None]  # (B, n): one pad too many
+    count = valid_lens.clamp(min=1)[:, None].to(x.dtype)  # (B, 1)
+    mistakes = {
+        "averages the pads too: only the first valid_len positions of each example count": (
+            x.mean(dim=1)
+        ),
+        "divides by n, the padded length: divide the sum of the valid positions by their "
+        "number, the valid length": torch.where(keep[..., None], x, 0.0).sum(1) / n,
+        "counts one position too many (<= where < is meant): position j is valid when "
+        "j < valid_len": torch.where(one_more[..., None], x, 0.0).sum(1) / count,
+    }
+    return {diagnosis: mean for diagnosis, mean in mistakes.items() if mean.isfinite().all()}
+
+
 def check_masked_mean(learner_masked_mean: Callable) -> bool:
     """learner_masked_mean(x, valid_lens) -> (B, d): the mean of x[b, :valid_lens[b]] for x of
     shape (B, n, d), zeros for a valid length of 0, whatever the pads hold (even inf), without
@@ -121,40 +164,45 @@ def check_masked_mean(learner_masked_mean: Callable) -> bool:
     generator = torch.Generator().manual_seed(22)
     x = torch.randn(3, 5, 4, generator=generator)  # (B, n, d)
     lens = torch.tensor([3, 5, 1])
-    keep = torch.arange(5) < lens[:, None]  # (B, n)
     garbage = x.clone()
     garbage[0, 3:] = float("inf")
     garbage[2, 1:] = float("-inf")
-    mistakes = {
-        "averages the pads too: only the first valid_len positions of each example count": (
-            x.mean(dim=1)
-        ),
-        "divides by n, the padded length: divide the sum of the valid positions by their "
-        "number, the valid length": x.masked_fill(~keep[..., None], 0.0).sum(1) / 5,
-    }
-    cases = [  # (name, x, valid_lens, mistakes, hint, when the hint applies)
-        ("valid lengths 3, 5, 1", x, lens, mistakes, "", ()),
+    cases = [  # (name, x, valid_lens, hints: (hint, when it applies) pairs)
+        ("valid lengths 3, 5, 1", x, lens, ()),
         (
             "a valid length of 0",
             x,
             torch.tensor([0, 2, 5]),
-            {},
-            "an example with no valid position has no mean: return zeros for it, not 0/0 = NaN",
-            ("NaN at index (0,", "index (0, 0) got nan"),
+            (
+                (
+                    "an example with no valid position has no mean: return zeros for it, "
+                    "not 0/0 = NaN",
+                    ("NaN at index (0,", "index (0, 0) got nan"),
+                ),
+            ),
         ),
         (
             "pads that hold inf and -inf",
             garbage,
             lens,
-            {},
-            "a pad may hold anything, and 0 × inf is NaN: fill the pads with 0 (masked_fill or "
-            "torch.where) instead of multiplying them by a 0/1 mask",
-            ("NaN", "got inf", "got -inf"),
+            (
+                (
+                    "a pad may hold anything, and 0 × inf is NaN: fill the pads with 0 "
+                    "(masked_fill or torch.where) instead of multiplying them by a 0/1 mask",
+                    ("NaN",),
+                ),
+                (
+                    "a pad's value reached the mean: only the first valid_len positions of "
+                    "each example may count",
+                    ("got inf", "got -inf"),
+                ),
+            ),
         ),
-        ("float64 values", x.double(), lens, {}, "", ()),
+        ("float64 values", x.double(), lens, ()),
     ]
     failures, passed = [], 0
-    for name, case_x, case_lens, case_mistakes, hint, when in cases:
+    for name, case_x, case_lens, hints in cases:
+        mistakes = _mean_mistakes(case_x, case_lens)
         before = len(failures)
         passed += run_case(
             name,
@@ -162,10 +210,11 @@ def check_masked_mean(learner_masked_mean: Callable) -> bool:
             (case_x, case_lens),
             _masked_mean,
             failures,
-            mistakes=case_mistakes,
+            mistakes=mistakes,
             names=("x", "valid_lens"),
         )
-        _hint_when(failures, before, hint, when)
+        for hint, when in hints:  # their `when`s exclude each other: "NaN at", "got inf"
+            _hint_when(failures, before, hint, when, mistakes)
     return report(failures, passed)
 
 
