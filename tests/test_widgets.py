@@ -252,6 +252,8 @@ def test_translation_explorer_shows_both_translations_and_an_alignment(translati
         ("word " * 13, "at most 12 words"),
         ("x" * 200, "at most 150 characters"),
         ("日本へようこそ", "never seen these characters"),
+        ("<b>hi</b>", "'<' (U+003C)"),
+        ("Zanzibar, Kilimanjaro, Mombasa, Dodoma and Arusha are in Tanzania.", "subword pieces"),
     ],
 )
 def test_translation_explorer_answers_bad_input_with_a_message(translation_explorer, text, message):
