@@ -9,10 +9,14 @@ from helpers.attention import KeyValueCache, masked_softmax
 
 
 def cross_attention(queries, memory, source_tokens, pad_id):
-    """queries (B, T, d) attend to memory (B, S, d), keys and values alike; no source pads."""
+    """queries (B, T, d) attend to memory (B, S, d), keys and values alike; no source pads.
+    A source of nothing but pads gives its queries rows of zeros, with a zero gradient."""
     scores = queries @ memory.transpose(1, 2) / math.sqrt(queries.shape[-1])  # (B, T, S)
     source_keys = (source_tokens != pad_id)[:, None, :]  # (B, 1, S): broadcast over T
-    weights = masked_softmax(scores, mask=source_keys)  # (B, T, S)
+    has_a_key = source_keys.any(dim=-1, keepdim=True)  # (B, 1, 1): False for a source of pads
+    filled = scores.masked_fill(~source_keys, float("-inf"))  # (B, T, S): pads get exp(-inf) = 0
+    filled = filled.masked_fill(~has_a_key, 0.0)  # a row of only -inf would give 0/0 = NaN
+    weights = torch.softmax(filled, dim=-1).masked_fill(~has_a_key, 0.0)  # (B, T, S)
     return weights @ memory  # (B, T, d)
 
 

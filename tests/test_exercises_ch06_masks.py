@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from helpers.attention import KeyValueCache
+from helpers.attention import KeyValueCache, masked_softmax
 from helpers.exercises import (
     check_cached_decoding_with_pads,
     check_cross_attention,
@@ -35,6 +35,27 @@ def cross_with_sdpa(queries, memory, source_tokens, pad_id):
     return torch.nn.functional.scaled_dot_product_attention(queries, memory, memory, mask)
 
 
+def cross_with_masked_softmax(queries, memory, source_tokens, pad_id):
+    scores = queries @ memory.mT / math.sqrt(queries.shape[-1])
+    return masked_softmax(scores, mask=(source_tokens != pad_id)[:, None, :]) @ memory
+
+
+def cross_minus_inf_then_softmax(queries, memory, source_tokens, pad_id):
+    scores = queries @ memory.mT / math.sqrt(queries.shape[-1])
+    hidden = (source_tokens == pad_id)[:, None, :]
+    return torch.softmax(scores.masked_fill(hidden, float("-inf")), -1) @ memory
+
+
+def cross_large_negative_fill(queries, memory, source_tokens, pad_id):
+    scores = queries @ memory.mT / math.sqrt(queries.shape[-1])
+    hidden = (source_tokens == pad_id)[:, None, :]
+    return torch.softmax(scores.masked_fill(hidden, -1e9), -1) @ memory
+
+
+def cross_nan_to_num(queries, memory, source_tokens, pad_id):
+    return cross_minus_inf_then_softmax(queries, memory, source_tokens, pad_id).nan_to_num(0.0)
+
+
 def window_one_too_wide(scores, tokens, pad_id, window):
     return sliding_window(scores, tokens, pad_id, window + 1)
 
@@ -62,6 +83,22 @@ def band_not_causal(scores, tokens, pad_id, window):
     return torch.softmax(
         scores.masked_fill(~(band & (tokens != pad_id)[:, None, :])[:, None], -1e9), -1
     )
+
+
+def no_head_axis(scores, tokens, pad_id, window):
+    positions = torch.arange(tokens.shape[1])
+    behind = positions[:, None] - positions[None, :]
+    mask = (behind >= 0) & (behind < window) & (tokens != pad_id)[:, None, :]  # (B, q, k)
+    return masked_softmax(scores, mask=mask)  # BUG: (B, q, k) meets (B, heads, q, k)
+
+
+def no_head_axis_masked_fill(scores, tokens, pad_id, window):
+    positions = torch.arange(tokens.shape[1])
+    behind = positions[:, None] - positions[None, :]
+    mask = (behind >= 0) & (behind < window) & (tokens != pad_id)[:, None, :]  # (B, q, k)
+    has_key = mask.any(-1, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf")).masked_fill(~has_key, 0.0)
+    return torch.softmax(filled, -1).masked_fill(~has_key, 0.0)
 
 
 def calls_causal_padding_mask(scores, tokens, pad_id, window):
@@ -96,6 +133,10 @@ WRONG = [
     ("cross-attention", cross_without_scaling, "not divided by sqrt(d)"),
     ("cross-attention", cross_reads_the_pads, "the source's pad keys are read"),
     ("cross-attention", cross_with_sdpa, "calls torch's scaled_dot_product_attention"),
+    ("cross-attention", cross_with_masked_softmax, "calls helpers' masked_softmax"),
+    ("cross-attention", cross_minus_inf_then_softmax, "0/0 = NaN; such a row must be all zeros"),
+    ("cross-attention", cross_large_negative_fill, "the same weight on every pad"),
+    ("cross-attention", cross_nan_to_num, "the gradient with respect to `memory` is"),
     ("sliding window", window_one_too_wide, "the window holds window + 1 keys"),
     ("sliding window", minus_inf_then_softmax, "NaN at index"),
     (
@@ -105,6 +146,8 @@ WRONG = [
     ),
     ("sliding window", fills_the_scores_in_place, "changes its input `scores` in place"),
     ("sliding window", band_not_causal, "not causal"),
+    ("sliding window", no_head_axis, "add the head axis: mask[:, None]"),
+    ("sliding window", no_head_axis_masked_fill, "add the head axis: mask[:, None]"),
     ("sliding window", calls_causal_padding_mask, "calls helpers.masks.causal_padding_mask"),
     ("cached decoding with pads", decodes_without_a_mask, "the pad keys are read"),
     ("cached decoding with pads", masks_the_new_query, "masks the pad queries"),

@@ -27,8 +27,10 @@ def _cross_attention(queries, memory, source_tokens, pad_id):
 def check_cross_attention(learner_cross_attention: Callable) -> bool:
     """learner_cross_attention(queries, memory, source_tokens, pad_id) -> (B, T, d): queries
     (B, T, d) from the target attend to memory (B, S, d), the encoder's output, used as keys
-    and values alike, with scaled dot-product scores and no weight on the source's pads.
-    Without torch's or helpers' attention and without helpers.masks."""
+    and values alike, with scaled dot-product scores and no weight on the source's pads. A
+    source may be nothing but pads: its queries read nothing, so their rows are zeros, with a
+    finite gradient. Without torch's or helpers' attention, helpers' masked_softmax and
+    helpers.masks: the masked softmax is the learner's to write."""
     pad = 0
     generator = torch.Generator().manual_seed(8)
     cases = [
@@ -39,6 +41,11 @@ def check_cross_attention(learner_cross_attention: Callable) -> bool:
             torch.tensor([[0, 5, 6, 7], [5, 0, 6, 7]]),
         ),
         ("T = S = 4", 4, torch.tensor([[5, 6, 0, 0], [5, 6, 7, 8]])),
+        (
+            "T = 3 queries, a second source of nothing but pads",
+            3,
+            torch.tensor([[5, 6, 7, 0, 0], [0, 0, 0, 0, 0]]),
+        ),
     ]
     failures, passed = [], 0
     for name, length, source in cases:
@@ -47,6 +54,7 @@ def check_cross_attention(learner_cross_attention: Callable) -> bool:
         memory = torch.randn(batch, source.shape[1], d, generator=generator)
         scores = queries @ memory.mT / math.sqrt(d)
         keys_mask = (source != pad)[:, None, :]
+        empty = not keys_mask.any(-1).all()
         mistakes = {
             "the scores are not divided by sqrt(d)": masked_softmax(
                 scores * math.sqrt(d), mask=keys_mask
@@ -63,6 +71,16 @@ def check_cross_attention(learner_cross_attention: Callable) -> bool:
                 "the mask hides query rows, not key columns: shape it (B, 1, S) so that it "
                 "broadcasts over the T queries"
             ] = masked_softmax(scores, mask=(source != pad)[:, :, None]) @ memory
+        if empty:
+            mistakes[
+                "a source of only pads leaves its queries no key: a softmax over nothing but "
+                "-inf is 0/0 = NaN; such a row must be all zeros (softmax a finite dummy row, "
+                "then zero it)"
+            ] = torch.softmax(scores.masked_fill(~keys_mask, float("-inf")), -1) @ memory
+            mistakes[
+                "a large negative fill gives a query with no real source key the same weight on "
+                "every pad, so it reads the pads: such a row must be all zeros"
+            ] = torch.softmax(scores.masked_fill(~keys_mask, -1e9), -1) @ memory
         passed += run_case(
             name,
             lambda q, m, s: learner_cross_attention(q, m, s, pad),
@@ -70,17 +88,37 @@ def check_cross_attention(learner_cross_attention: Callable) -> bool:
             lambda q, m, s: _cross_attention(q, m, s, pad),
             failures,
             1e-5,
-            "softmax(Q M^T / sqrt(d)) M over the non-pad source keys",
+            "softmax(Q M^T / sqrt(d)) M over the non-pad source keys"
+            + ("; a query with no real source key gets a row of zeros (not NaN)" if empty else ""),
             mistakes,
             forbidden={
                 "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
                 "helpers' DotProductAttention": DotProductAttention.forward,
                 "helpers' MultiHeadAttention": MultiHeadAttention.forward,
+                "helpers' masked_softmax": masked_softmax,
                 **_MASK_BUILDERS,
             },
             names=("queries", "memory", "source_tokens"),
         )
     return report(failures, passed)
+
+
+_NO_HEAD_AXIS = (
+    "a mask (B, q, k) without a head axis lines its batch axis up with the heads axis of the "
+    "scores (B, heads, q, k): add the head axis: mask[:, None]"
+)
+
+
+def _batch_met_heads(error: Exception, batch: int, heads: int, n: int) -> bool:
+    """Whether an error is what a (B, q, k) mask meeting (B, heads, q, k) scores raises:
+    helpers' masked_softmax names both shapes, torch names the sizes at dimension 1."""
+    message = str(error)
+    if f"({batch}, {n}, {n}) cannot broadcast to scores of shape" in message:
+        return True
+    sizes = ((batch, heads), (heads, batch))
+    return "at non-singleton dimension 1" in message and any(
+        f"tensor a ({a})" in message and f"tensor b ({b})" in message for a, b in sizes
+    )
 
 
 def _window_mask(tokens, pad_id, window):
@@ -108,6 +146,12 @@ def check_sliding_window(learner_weights: Callable) -> bool:
         ),
         ("a gap of pads as wide as the window, window 2", torch.tensor([[5, 0, 0, 6, 7, 8]]), 2, 2),
         ("window 10, longer than the sequence", torch.tensor([[5, 0, 6, 7]]), 10, 2),
+        (
+            "three sentences, two heads, window 2",
+            torch.tensor([[5, 6, 7, 0, 0], [0, 5, 6, 7, 8], [5, 0, 6, 0, 7]]),
+            2,
+            2,
+        ),
     ]
     failures, passed = [], 0
     for name, tokens, window, heads in cases:
@@ -137,11 +181,20 @@ def check_sliding_window(learner_weights: Callable) -> bool:
                 masked_softmax(scores, mask=~allowed)
             ),
         }
+        if batch == heads > 1:  # the one shape where a (B, q, k) mask broadcasts silently
+            mistakes[_NO_HEAD_AXIS] = masked_softmax(scores, mask=_window_mask(tokens, pad, window))
         empty = not allowed.any(-1).all()
         answers = {}
 
-        def learner(s, t, window=window, answers=answers):
-            answers["got"] = learner_weights(s, t, pad, window)
+        def learner(s, t, window=window, answers=answers, batch=batch, heads=heads, n=n):
+            try:
+                answers["got"] = learner_weights(s, t, pad, window)
+            except (RuntimeError, ValueError) as error:
+                if _batch_met_heads(error, batch, heads, n):
+                    raise Refused(
+                        f"your function raised {type(error).__name__}: {error} ({_NO_HEAD_AXIS})"
+                    ) from error
+                raise
             return answers["got"]
 
         def reference(s, t, window=window, answers=answers):
