@@ -32,6 +32,31 @@ FORBIDDEN = {
 }
 
 
+EMPTY_ROW = {
+    "nan": "a query with no allowed key comes out NaN: a softmax over nothing but -inf is 0/0; "
+    "give it all-zero weights (masked_softmax does this)",
+    "uniform": "a query with no allowed key gets all-zero weights, not uniform ones (a fill "
+    "of -1e9 leaves every key equal); masked_softmax does this",
+}
+
+
+def _softmax(scores: torch.Tensor, allowed: torch.Tensor | None, empty: str) -> torch.Tensor:
+    """The masked softmax, or what a learner's own masking gives a row with no allowed key:
+    empty="nan" (fill -inf, then softmax) or "uniform" (fill -1e9, then softmax)."""
+    if empty == "zeros" or allowed is None:
+        return masked_softmax(scores, mask=allowed)
+    fill = float("-inf") if empty == "nan" else -1e9
+    return torch.softmax(scores.masked_fill(~allowed, fill), dim=-1)
+
+
+def _empty_row_mistakes(reference: Callable, args: tuple, allowed: torch.Tensor | None) -> dict:
+    """{diagnosis: reference(*args, empty=...)} for the two ways a row with no allowed key goes
+    wrong, where the case has such a row."""
+    if allowed is None or allowed.any(dim=-1).all():
+        return {}
+    return {EMPTY_ROW[empty]: reference(*args, empty=empty) for empty in ("nan", "uniform")}
+
+
 def _part(learner: Callable, index: int) -> Callable:
     """The learner's function reduced to one element of the pair (output, weights) it returns;
     any other return value goes on unchanged, for the framework to name."""
@@ -55,11 +80,13 @@ def _part(learner: Callable, index: int) -> Callable:
     return call
 
 
-def _temperature_attention(q, k, v, mask, temperature, scale=True, invert=False):
+def _temperature_attention(
+    q, k, v, mask, temperature, scale=True, invert=False, empty="zeros", swap=False
+):
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / ((math.sqrt(d) if scale else 1.0) * temperature)
-    weights = masked_softmax(scores, mask=~mask if invert else mask)  # (B, q, k)
-    return weights @ v, weights  # (B, q, d_v), (B, q, k)
+    weights = _softmax(scores, ~mask if invert else mask, empty)  # (B, q, k)
+    return (weights, weights @ v) if swap else (weights @ v, weights)  # (B, q, d_v), (B, q, k)
 
 
 def check_attention_with_temperature(learner_attend: Callable) -> bool:
@@ -76,23 +103,17 @@ def check_attention_with_temperature(learner_attend: Callable) -> bool:
     empty_row = random_mask.clone()
     empty_row[1, 2] = False
     cases = [
-        ("temperature 1, no key masked", torch.ones(2, 3, 5, dtype=torch.bool), 1.0, ""),
-        ("temperature 0.5, a random mask (B, q, k)", random_mask, 0.5, ""),
+        ("temperature 1, no key masked", torch.ones(2, 3, 5, dtype=torch.bool), 1.0),
+        ("temperature 0.5, a random mask (B, q, k)", random_mask, 0.5),
         (
             "temperature 3, a key-padding mask (B, 1, k)",
             torch.tensor([[[True, True, False, False, False]], [[True] * 5]]),
             3.0,
-            "a mask of shape (B, 1, k) applies to every query",
         ),
-        (
-            "a query with no allowed key",
-            empty_row,
-            1.5,
-            "a query with no allowed key gets all-zero weights (masked_softmax does this)",
-        ),
+        ("a query with no allowed key", empty_row, 1.5),
     ]
     failures, passed = [], 0
-    for name, mask, temperature, hint in cases:
+    for name, mask, temperature in cases:
         right = True
         for index, part in enumerate(("output", "weights")):
             with torch.no_grad():
@@ -106,6 +127,13 @@ def check_attention_with_temperature(learner_attend: Callable) -> bool:
                     "the mask is inverted: True means the query MAY attend to that key": (
                         _temperature_attention(queries, keys, values, mask, temperature, True, True)
                     ),
+                    "returned (weights, output): return the pair in the order (output, "
+                    "weights)": _temperature_attention(
+                        queries, keys, values, mask, temperature, swap=True
+                    ),
+                    **_empty_row_mistakes(
+                        _temperature_attention, (queries, keys, values, mask, temperature), mask
+                    ),
                 }
             mistakes = {why: both[index] for why, both in variants.items()}
             if index == 1 and not right:
@@ -117,7 +145,7 @@ def check_attention_with_temperature(learner_attend: Callable) -> bool:
                 lambda q, k, v, m, t, i=index: _temperature_attention(q, k, v, m, t)[i],
                 failures,
                 1e-5,
-                hint,
+                "",
                 mistakes,
                 forbidden=FORBIDDEN,
                 names=("queries", "keys", "values", "mask", "temperature"),
@@ -126,9 +154,14 @@ def check_attention_with_temperature(learner_attend: Callable) -> bool:
     return report(failures, passed)
 
 
-def _general(q, k, v, W, lens, transposed=False, scale=1.0):
+def _allowed(lens: torch.Tensor | None, k: int) -> torch.Tensor | None:
+    """Valid lengths (B,) as a mask (B, 1, k), True where key j < the length."""
+    return None if lens is None else torch.arange(k) < lens[:, None, None]
+
+
+def _general(q, k, v, W, lens, transposed=False, scale=1.0, empty="zeros"):
     scores = q @ (W.T if transposed else W) @ k.transpose(1, 2) / scale  # (B, q, k)
-    return masked_softmax(scores, lens) @ v  # (B, q, d_v)
+    return _softmax(scores, _allowed(lens, k.shape[1]), empty) @ v  # (B, q, d_v)
 
 
 def check_general_attention(learner_general: Callable) -> bool:
@@ -162,7 +195,16 @@ def check_general_attention(learner_general: Callable) -> bool:
                 mistakes["uses W transposed: the score is q W k^T, W of shape (d_q, d_k)"] = (
                     _general(queries, keys, values, W, lens, transposed=True)
                 )
-        hint = "keys at or past the valid length get weight 0" if lens is not None else ""
+            if lens is not None:
+                mistakes[
+                    "the valid lengths are ignored: keys at or past the valid length get weight 0 "
+                    "(pass valid_lens to masked_softmax)"
+                ] = _general(queries, keys, values, W, None)
+            mistakes.update(
+                _empty_row_mistakes(
+                    _general, (queries, keys, values, W, lens), _allowed(lens, keys.shape[1])
+                )
+            )
         passed += run_case(
             name,
             learner_general,
@@ -170,7 +212,7 @@ def check_general_attention(learner_general: Callable) -> bool:
             _general,
             failures,
             1e-5,
-            hint,
+            "",
             mistakes,
             forbidden=FORBIDDEN,
             names=("queries", "keys", "values", "W", "valid_lens"),
@@ -178,11 +220,20 @@ def check_general_attention(learner_general: Callable) -> bool:
     return report(failures, passed)
 
 
-def _additive_step(state, projected_keys, values, W_q, w_v, lens, tanh=True, mask=True):
+def _additive_step(
+    state, projected_keys, values, W_q, w_v, lens, tanh=True, mask=True, empty="zeros"
+):
     features = (state @ W_q.T)[:, None, :] + projected_keys  # (B, k, h)
     scores = (torch.tanh(features) if tanh else features) @ w_v  # (B, k)
-    weights = masked_softmax(scores, lens if mask else None)  # (B, k)
+    allowed = torch.arange(scores.shape[1]) < lens[:, None] if mask else None  # (B, k)
+    weights = _softmax(scores, allowed, empty)  # (B, k)
     return (weights[:, :, None] * values).sum(1)  # (B, d_v)
+
+
+BROADCAST = (
+    "the projected state (B, h) needs a key axis to meet the projected keys (B, k, h): "
+    "(B, 1, h) + (B, k, h) gives every key's features"
+)
 
 
 def check_additive_step(learner_step: Callable) -> bool:
@@ -213,7 +264,9 @@ def check_additive_step(learner_step: Callable) -> bool:
                 "the keys past the valid length still get weight": _additive_step(
                     *args, mask=False
                 ),
+                **_empty_row_mistakes(_additive_step, args, torch.arange(k) < lens[:, None]),
             }
+        before = len(failures)
         passed += run_case(
             name,
             learner_step,
@@ -221,9 +274,11 @@ def check_additive_step(learner_step: Callable) -> bool:
             _additive_step,
             failures,
             1e-5,
-            "a (B, 1, h) projected state plus (B, k, h) projected keys gives every key's features",
+            "",
             mistakes,
             forbidden=FORBIDDEN,
             names=("state", "projected_keys", "values", "W_q", "w_v", "valid_lens"),
         )
+        if len(failures) > before and "must match the size of tensor" in failures[-1]:
+            failures[-1] += f" ({BROADCAST})"  # the raise this hint is about
     return report(failures, passed)
