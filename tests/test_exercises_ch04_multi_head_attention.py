@@ -78,6 +78,31 @@ def _packed_with_scale(q, k, v, w, b, ow, ob, num_heads, key_padding_mask, d):
     return _merge(weights @ vh) @ ow.T + ob
 
 
+def packed_mask_without_head_axis(q, k, v, w, b, ow, ob, num_heads, key_padding_mask):
+    W_q, W_k, W_v = w.chunk(3)
+    b_q, b_k, b_v = b.chunk(3)
+    qh, kh, vh = (
+        _split(F.linear(x, W, bias), num_heads)
+        for x, W, bias in ((q, W_q, b_q), (k, W_k, b_k), (v, W_v, b_v))
+    )
+    mask = None if key_padding_mask is None else ~key_padding_mask[:, None, :]  # (B, 1, k)
+    weights = helper_masked_softmax(qh @ kh.transpose(-2, -1) / math.sqrt(qh.shape[-1]), mask=mask)
+    return F.linear(_merge(weights @ vh), ow, ob)
+
+
+def packed_fills_without_head_axis(q, k, v, w, b, ow, ob, num_heads, key_padding_mask):
+    W_q, W_k, W_v = w.chunk(3)
+    b_q, b_k, b_v = b.chunk(3)
+    qh, kh, vh = (
+        _split(F.linear(x, W, bias), num_heads)
+        for x, W, bias in ((q, W_q, b_q), (k, W_k, b_k), (v, W_v, b_v))
+    )
+    scores = qh @ kh.transpose(-2, -1) / math.sqrt(qh.shape[-1])
+    if key_padding_mask is not None:  # masked_fill by hand, (B, 1, k): raises where B != heads
+        scores = scores.masked_fill(key_padding_mask[:, None, :], float("-inf"))
+    return F.linear(_merge(torch.softmax(scores, -1) @ vh), ow, ob)
+
+
 def packed_untransposed_weights(q, k, v, w, b, ow, ob, num_heads, key_padding_mask):
     W_q, W_k, W_v = w.chunk(3)
     b_q, b_k, b_v = b.chunk(3)
@@ -159,6 +184,8 @@ WRONG = [
     ("unfold heads", unfold_without_transpose, "no transpose"),
     ("unfold heads", unfold_with_view, "view size is not compatible"),
     ("packed multi-head attention", packed_mask_not_inverted, "True where a key is IGNORED"),
+    ("packed multi-head attention", packed_mask_without_head_axis, "needs a head axis"),
+    ("packed multi-head attention", packed_fills_without_head_axis, "needs a head axis"),
     ("packed multi-head attention", packed_scaled_by_d_model, "scaled by sqrt(d_model)"),
     ("packed multi-head attention", packed_untransposed_weights, "nn.Linear's weight is (out, in)"),
     ("packed multi-head attention", packed_across_heads, "attention ran across heads"),

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import MultiHeadAttention, masked_softmax, merge_heads, split_heads
-from helpers.exercises.framework import report, run_case
+from helpers.exercises.framework import Refused, report, run_case
 
 __all__ = ["check_fold_heads", "check_multi_query_attention", "check_packed_attention"]
 
@@ -71,10 +71,8 @@ def check_fold_heads(learner_fold: Callable, learner_unfold: Callable) -> bool:
             mistakes = {
                 "heads first: row b * num_heads + j must hold example b's head j, so the batch "
                 "axis stays outside the heads": reference(data, heads, "heads first"),
-                "no transpose: the heads must come before the positions (a reshape alone "
-                "cuts each position's features across rows)": reference(
-                    data, heads, "no transpose"
-                ),
+                "no transpose: the heads must come before the positions; a reshape alone "
+                "cuts each position's features across rows": reference(data, heads, "no transpose"),
             }
             passed += run_case(
                 f"{what}, {name}",
@@ -107,6 +105,7 @@ def _packed(
     transpose=True,
     order=(0, 1, 2),
     across_heads=False,
+    head_axis=True,
 ):
     weights = in_proj_weight.chunk(3)  # W_q, W_k, W_v: each (d_model, d_model)
     biases = in_proj_bias.chunk(3)
@@ -126,11 +125,44 @@ def _packed(
     mask = None
     if key_padding_mask is not None:
         mask = (~key_padding_mask if invert else key_padding_mask)[:, None, None, :]
+        if not head_axis:  # (B, 1, k): its batch axis lines up with the heads
+            mask = mask[:, 0]
     heads = masked_softmax(scores, mask=mask) @ v  # (B, heads, q, d_head)
     merged = merge_heads(heads)  # (B, q, d_model)
     if not transpose:
         return merged @ out_proj_weight + out_proj_bias
     return F.linear(merged, out_proj_weight, out_proj_bias)  # (B, q, d_model)
+
+
+HEAD_AXIS = (
+    "the key-padding mask needs a head axis as well as a query axis: (B, k) becomes (B, 1, 1, k); "
+    "a (B, 1, k) mask lines its batch axis up with the heads"
+)
+
+
+def _naming_the_head_axis(learner: Callable, mistaken: Callable) -> Callable:
+    """The learner's function, with a raise about shapes that do not broadcast named as the
+    missing head axis when the mask without it cannot broadcast either (where B differs from
+    the number of heads)."""
+
+    def call(*args):
+        try:
+            return learner(*args)
+        except Exception as error:  # the learner's code may fail in any way
+            about_shapes = any(
+                words in str(error) for words in ("broadcast", "must match the size of tensor")
+            )
+            if about_shapes:
+                try:
+                    mistaken(*args)
+                except Exception:  # the mistaken mask fails here too
+                    raise Refused(
+                        f"your function raised {type(error).__name__}: {error} ({HEAD_AXIS})"
+                    ) from error
+            raise
+
+    call.__name__ = getattr(learner, "__name__", "your function")
+    return call
 
 
 def check_packed_attention(learner_attention: Callable) -> bool:
@@ -162,12 +194,21 @@ def check_packed_attention(learner_attention: Callable) -> bool:
             False,
             torch.tensor([[False, False, True, True], [False, False, False, False]]),
         ),
+        (
+            "self-attention, 3 examples, 2 heads, padding",
+            2,
+            4,
+            4,
+            False,
+            torch.tensor([[False, False, True, True], [False] * 4, [False, True, True, True]]),
+        ),
     ]
     failures, passed = [], 0
     for name, heads, n_q, n_k, cross, padding in cases:
-        queries = torch.randn(2, n_q, d_model, generator=generator)
-        keys = torch.randn(2, n_k, d_model, generator=generator) if cross else queries
-        values = torch.randn(2, n_k, d_model, generator=generator) if cross else queries
+        batch = 2 if padding is None else len(padding)
+        queries = torch.randn(batch, n_q, d_model, generator=generator)
+        keys = torch.randn(batch, n_k, d_model, generator=generator) if cross else queries
+        values = torch.randn(batch, n_k, d_model, generator=generator) if cross else queries
         in_proj_weight = torch.randn(3 * d_model, d_model, generator=generator) / 2
         in_proj_bias = torch.randn(3 * d_model, generator=generator) / 4
         out_proj_weight = torch.randn(d_model, d_model, generator=generator) / 2
@@ -203,9 +244,11 @@ def check_packed_attention(learner_attention: Callable) -> bool:
                 mistakes[
                     "key_padding_mask is True where a key is IGNORED: attend where it is False"
                 ] = _packed(*args, invert=False)
+                if batch == heads:  # otherwise the mistaken mask cannot broadcast: it raises
+                    mistakes[HEAD_AXIS] = _packed(*args, head_axis=False)
         passed += run_case(
             name,
-            learner_attention,
+            _naming_the_head_axis(learner_attention, lambda *args: _packed(*args, head_axis=False)),
             args,
             _packed,
             failures,
