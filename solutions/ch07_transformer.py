@@ -1,14 +1,10 @@
-"""Chapter 07, exercises: the pre-norm residual connection, a pre-norm encoder block, and greedy
-decoding of a batch, written as a learner would (without the helpers they re-implement)."""
+"""Chapter 07, exercises: a pre-norm encoder block, a pre-norm decoder block with
+cross-attention, and greedy decoding of a batch, written as a learner would (without the
+helpers they re-implement)."""
 
 from collections.abc import Callable
 
 import torch
-
-
-def pre_norm_residual(x: torch.Tensor, sublayer: Callable, norm: Callable) -> torch.Tensor:
-    """x (B, n, d_model) -> x + sublayer(norm(x)): the residual path itself is not normalised."""
-    return x + sublayer(norm(x))
 
 
 def pre_norm_encoder_block(
@@ -23,6 +19,27 @@ def pre_norm_encoder_block(
     h = norm1(x)  # (B, S, d_model): the attention's input, normalised
     x = x + self_attention(h, h, h, mask=mask)  # the residual path stays as it was
     return x + ffn(norm2(x))  # (B, S, d_model)
+
+
+def pre_norm_decoder_block(
+    y: torch.Tensor,
+    memory: torch.Tensor,
+    tgt_mask: torch.Tensor,
+    src_mask: torch.Tensor,
+    self_attention: Callable,
+    cross_attention: Callable,
+    ffn: Callable,
+    norm1: Callable,
+    norm2: Callable,
+    norm3: Callable,
+) -> torch.Tensor:
+    """y (B, T, d_model), memory (B, S, d_model), tgt_mask (B, T, T) causal, src_mask (B, 1, S)
+    True at the source's non-pads -> (B, T, d_model)."""
+    h = norm1(y)  # (B, T, d_model)
+    y = y + self_attention(h, h, h, mask=tgt_mask)  # each position reads itself and before
+    h = norm2(y)  # the queries are normalised; the memory is read as the encoder left it
+    y = y + cross_attention(h, memory, memory, mask=src_mask)  # (B, T, d_model)
+    return y + ffn(norm3(y))  # (B, T, d_model)
 
 
 @torch.no_grad()

@@ -5,25 +5,52 @@ import torch
 
 from helpers.exercises import (
     check_greedy_decode,
+    check_pre_norm_decoder_block,
     check_pre_norm_encoder_block,
-    check_pre_norm_residual,
 )
 from helpers.exercises.ch07_transformer import _greedy_model
-from solutions.ch07_transformer import greedy_decode, pre_norm_encoder_block, pre_norm_residual
+from solutions.ch07_transformer import (
+    greedy_decode,
+    pre_norm_decoder_block,
+    pre_norm_encoder_block,
+)
 
 CHECKERS = {
-    "pre-norm residual": (check_pre_norm_residual, pre_norm_residual),
+    "pre-norm decoder block": (check_pre_norm_decoder_block, pre_norm_decoder_block),
     "pre-norm encoder block": (check_pre_norm_encoder_block, pre_norm_encoder_block),
     "greedy decoding": (check_greedy_decode, greedy_decode),
 }
 
 
-def post_norm(x, sublayer, norm):
-    return norm(x + sublayer(x))
+def decoder_normalising_the_memory(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
+    h = n1(y)
+    y = y + attend(h, h, h, mask=tgt_mask)
+    h, read = n2(y), n2(memory)  # the memory normalised a second time
+    y = y + cross(h, read, read, mask=src_mask)
+    return y + ffn(n3(y))
 
 
-def no_residual(x, sublayer, norm):
-    return sublayer(norm(x))
+def decoder_without_causal_mask(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
+    return pre_norm_decoder_block(y, memory, None, src_mask, attend, cross, ffn, n1, n2, n3)
+
+
+def decoder_without_src_mask(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
+    return pre_norm_decoder_block(y, memory, tgt_mask, None, attend, cross, ffn, n1, n2, n3)
+
+
+def post_norm_decoder(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
+    y = n1(y + attend(y, y, y, mask=tgt_mask))
+    y = n2(y + cross(y, memory, memory, mask=src_mask))
+    return n3(y + ffn(y))
+
+
+def decoder_calling_the_tested_copy(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
+    from helpers.transformer import DecoderBlock
+
+    block = DecoderBlock(y.shape[-1], attend.num_heads, 16, norm_first=True)
+    block.self_attention, block.cross_attention, block.ffn = attend, cross, ffn
+    block.self_residual.norm, block.cross_residual.norm, block.ffn_residual.norm = n1, n2, n3
+    return block(y, memory, tgt_mask, src_mask)
 
 
 def post_norm_block(x, mask, self_attention, ffn, norm1, norm2):
@@ -71,6 +98,22 @@ def greedy_without_pads(model, src, bos_id, eos_id, max_steps):
     return written[:, 1:]
 
 
+@torch.no_grad()
+def greedy_stopping_at_the_first_eos(model, src, bos_id, eos_id, max_steps):
+    memory, src_mask = model.encode(src)
+    written = torch.full((len(src), 1), bos_id)
+    finished = torch.zeros(len(src), dtype=torch.bool)
+    for _ in range(max_steps):
+        logits = model.decode(written, memory, src_mask)[:, -1]
+        logits[:, [model.pad_id, bos_id]] = float("-inf")
+        newest = logits.argmax(-1).masked_fill(finished, model.pad_id)
+        written = torch.cat([written, newest[:, None]], dim=1)
+        finished = finished | (newest == eos_id)
+        if finished.any():  # bug: one finished sequence ends them all
+            break
+    return written[:, 1:]
+
+
 def greedy_never_stopping(model, src, bos_id, eos_id, max_steps):
     written = greedy_decode(model, src, bos_id, eos_id, max_steps)
     rest = torch.full((len(src), max_steps - written.shape[1]), model.pad_id)
@@ -87,14 +130,18 @@ def greedy_calling_the_helper(model, src, bos_id, eos_id, max_steps):
 
 
 WRONG = [
-    ("pre-norm residual", post_norm, "that is post-norm"),
-    ("pre-norm residual", no_residual, "the residual is missing"),
+    ("pre-norm decoder block", decoder_normalising_the_memory, "the memory is normalised too"),
+    ("pre-norm decoder block", decoder_without_causal_mask, "the causal mask is missing"),
+    ("pre-norm decoder block", decoder_without_src_mask, "the source's padding mask is missing"),
+    ("pre-norm decoder block", post_norm_decoder, "that is post-norm"),
+    ("pre-norm decoder block", decoder_calling_the_tested_copy, "calls DecoderBlock.forward"),
     ("pre-norm encoder block", post_norm_block, "that is post-norm"),
     ("pre-norm encoder block", block_without_mask, "the padding mask is missing"),
     ("pre-norm encoder block", block_with_one_norm, "the same LayerNorm twice"),
     ("pre-norm encoder block", block_calling_the_tested_copy, "calls EncoderBlock.forward"),
     ("pre-norm encoder block", block_normalising_in_place, "changes its input `x` in place"),
     ("greedy decoding", greedy_without_pads, "writes <pad> from then on"),
+    ("greedy decoding", greedy_stopping_at_the_first_eos, "stop only when every sequence"),
     ("greedy decoding", greedy_never_stopping, "stop once every sequence has written <eos>"),
     ("greedy decoding", greedy_with_bos, "<bos> is the first input, not an output"),
     ("greedy decoding", greedy_calling_the_helper, "calls model.greedy_decode"),
@@ -102,15 +149,17 @@ WRONG = [
 
 
 def test_changing_the_layers_weights_in_place_is_refused(run_checker):
-    def scales_the_norm(x, sublayer, norm):
+    def scales_a_norm(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3):
         with torch.no_grad():
-            norm.weight.mul_(1.0)  # values unchanged, but written in place
-            norm.weight.add_(0.5)
-            norm.weight.sub_(0.5)
-        return x + sublayer(norm(x))
+            n3.weight.mul_(1.0)  # values unchanged, but written in place
+            n3.weight.add_(0.5)
+            n3.weight.sub_(0.5)
+        return pre_norm_decoder_block(y, memory, tgt_mask, src_mask, attend, cross, ffn, n1, n2, n3)
 
-    verdict, out = run_checker(check_pre_norm_residual, scales_the_norm)
-    assert not verdict and "changes the weights of `norm` or `sublayer` in place" in out, out
+    verdict, out = run_checker(check_pre_norm_decoder_block, scales_a_norm)
+    assert not verdict and "changes the weights of" in out and "in place" in out, out
+    verdict, out = run_checker(check_pre_norm_decoder_block, pre_norm_decoder_block)
+    assert verdict, out  # the checker's layers were restored
 
 
 def test_a_block_that_changes_a_norm_in_place_is_refused(run_checker):

@@ -1,5 +1,5 @@
-"""Chapter 07's exercises: the Transformer (a pre-norm residual, a pre-norm encoder block,
-greedy decoding of a batch)."""
+"""Chapter 07's exercises: the Transformer (a pre-norm encoder block, a pre-norm decoder block
+with cross-attention, greedy decoding of a batch)."""
 
 from collections.abc import Callable
 
@@ -16,7 +16,7 @@ from helpers.transformer import (
     Seq2SeqTransformer,
 )
 
-__all__ = ["check_greedy_decode", "check_pre_norm_encoder_block", "check_pre_norm_residual"]
+__all__ = ["check_greedy_decode", "check_pre_norm_decoder_block", "check_pre_norm_encoder_block"]
 
 
 def _leaving_alone(modules: dict, function: Callable) -> Callable:
@@ -47,40 +47,6 @@ def _random_norm(size: int) -> nn.LayerNorm:
         norm.weight.uniform_(0.5, 1.5)
         norm.bias.uniform_(-0.5, 0.5)
     return norm
-
-
-def check_pre_norm_residual(learner_residual: Callable) -> bool:
-    """learner_residual(x, sublayer, norm) -> the pre-norm residual connection's output."""
-    generator = torch.Generator().manual_seed(7)
-    torch.manual_seed(7)
-    norm = _random_norm(8)
-    sublayer = torch.nn.Linear(8, 8)
-    call = _leaving_alone({"norm": norm, "sublayer": sublayer}, learner_residual)
-
-    failures, passed = [], 0
-    for shape in ((2, 3, 8), (1, 5, 8)):
-        x = torch.randn(*shape, generator=generator) * 3 + 1
-        with torch.no_grad():
-            mistakes = {
-                "that is post-norm: normalise the sublayer's input, not the sum": norm(
-                    x + sublayer(x)
-                ),
-                "the residual is missing: add x back": sublayer(norm(x)),
-                "add the original x, not the normalised one": norm(x) + sublayer(norm(x)),
-            }
-        passed += run_case(
-            f"x {shape}",
-            lambda x: call(x, sublayer, norm),
-            (x,),
-            lambda x: x + sublayer(norm(x)),
-            failures,
-            1e-5,
-            "pre-norm: x + sublayer(norm(x))",
-            mistakes,
-            forbidden={"the Residual module": Residual.forward},
-            names=("x",),
-        )
-    return report(failures, passed)
 
 
 def check_pre_norm_encoder_block(learner_block: Callable) -> bool:
@@ -154,6 +120,115 @@ def check_pre_norm_encoder_block(learner_block: Callable) -> bool:
     return report(failures, passed)
 
 
+def check_pre_norm_decoder_block(learner_block: Callable) -> bool:
+    """learner_block(y, memory, tgt_mask, src_mask, self_attention, cross_attention, ffn, norm1,
+    norm2, norm3) -> a pre-norm decoder block's output (B, T, d_model): masked self-attention
+    (tgt_mask), cross-attention to the memory (src_mask), then the FFN, each in a pre-norm
+    residual connection with its own LayerNorm (norm1, norm2, norm3). The memory is read as it
+    is: the encoder's final LayerNorm has already normalised it."""
+    generator = torch.Generator().manual_seed(70)
+    torch.manual_seed(70)
+    d_model = 8
+    self_attention = MultiHeadAttention(d_model, num_heads=2)
+    cross_attention = MultiHeadAttention(d_model, num_heads=2)
+    ffn = PositionWiseFFN(d_model, 16)
+    norm1, norm2, norm3 = _random_norm(d_model), _random_norm(d_model), _random_norm(d_model)
+    tested = DecoderBlock(d_model, 2, 16, norm_first=True)  # the tested copy, with these layers
+    tested.self_attention, tested.cross_attention, tested.ffn = self_attention, cross_attention, ffn
+    tested.self_residual.norm, tested.cross_residual.norm = norm1, norm2
+    tested.ffn_residual.norm = norm3
+    layers = {
+        "self_attention": self_attention,
+        "cross_attention": cross_attention,
+        "ffn": ffn,
+        "norm1": norm1,
+        "norm2": norm2,
+        "norm3": norm3,
+    }
+    call = _leaving_alone(layers, learner_block)
+
+    def block(y, memory, tgt_mask, src_mask, norms=(norm1, norm2, norm3), norm_memory=False):
+        h = norms[0](y)
+        y = y + self_attention(h, h, h, mask=tgt_mask)
+        h = norms[1](y)
+        read = norms[1](memory) if norm_memory else memory
+        y = y + cross_attention(h, read, read, mask=src_mask)
+        return y + ffn(norms[2](y))
+
+    def post_norm(y, memory, tgt_mask, src_mask):
+        y = norm1(y + self_attention(y, y, y, mask=tgt_mask))
+        y = norm2(y + cross_attention(y, memory, memory, mask=src_mask))
+        return norm3(y + ffn(y))
+
+    def no_residual(y, memory, tgt_mask, src_mask):
+        h = norm1(y)
+        h = norm2(self_attention(h, h, h, mask=tgt_mask))
+        return ffn(norm3(cross_attention(h, memory, memory, mask=src_mask)))
+
+    def self_attention_only(y, memory, tgt_mask, src_mask):
+        h = norm1(y)
+        y = y + self_attention(h, h, h, mask=tgt_mask)
+        return y + ffn(norm3(y))
+
+    failures, passed = [], 0
+    for name, batch, T, lengths in (
+        ("2 targets of 4, sources of lengths 5 and 3", 2, 4, [5, 3]),
+        ("1 target of 3, a source of 5, no pads", 1, 3, [5]),
+    ):
+        y = torch.randn(batch, T, d_model, generator=generator) * 2 + 0.5
+        memory = torch.randn(batch, 5, d_model, generator=generator) * 2 - 0.5
+        src_mask = torch.arange(5)[None, None, :] < torch.tensor(lengths)[:, None, None]
+        tgt_mask = torch.ones(T, T, dtype=torch.bool).tril().expand(batch, T, T)  # (B, T, T)
+        args = (y, memory, tgt_mask, src_mask)
+        with torch.no_grad():
+            mistakes = {
+                "that is post-norm: normalise each sublayer's input, not the sum": post_norm(*args),
+                "the causal mask is missing: pass tgt_mask to the self-attention, or each "
+                "position reads the ones after it": block(y, memory, None, src_mask),
+                "the memory is normalised too: the encoder's final LayerNorm has done that, so "
+                "norm2 applies to the decoder's stream only": block(*args, norm_memory=True),
+                "the residuals are missing: add each sublayer's input back": no_residual(*args),
+                "the cross-attention is missing: between the self-attention and the FFN, the "
+                "decoder reads the memory": self_attention_only(*args),
+                "one LayerNorm each, in order: norm1 before the self-attention, norm2 before "
+                "the cross-attention, norm3 before the FFN": block(
+                    *args, norms=(norm1, norm3, norm2)
+                ),
+            }
+            if lengths != [5] * batch:
+                mistakes[
+                    "the source's padding mask is missing: pass src_mask to the cross-attention"
+                ] = block(y, memory, tgt_mask, None)
+        passed += run_case(
+            name,
+            lambda y, memory, tgt_mask, src_mask: call(
+                y,
+                memory,
+                tgt_mask,
+                src_mask,
+                self_attention,
+                cross_attention,
+                ffn,
+                norm1,
+                norm2,
+                norm3,
+            ),
+            args,
+            lambda y, memory, tgt_mask, src_mask: tested(y, memory, tgt_mask, src_mask),
+            failures,
+            1e-5,
+            "",
+            mistakes,
+            forbidden={
+                "EncoderBlock.forward": EncoderBlock.forward,
+                "DecoderBlock.forward": DecoderBlock.forward,
+                "the Residual module": Residual.forward,
+            },
+            names=("y", "memory", "tgt_mask", "src_mask"),
+        )
+    return report(failures, passed)
+
+
 def _greedy_variant(model, src, bos_id, eos_id, max_steps, **wrong) -> torch.Tensor:
     """Greedy decoding as model.greedy_decode does it, or with one typical mistake."""
     with torch.no_grad():
@@ -169,7 +244,8 @@ def _greedy_variant(model, src, bos_id, eos_id, max_steps, **wrong) -> torch.Ten
                 next_token = next_token.masked_fill(finished, model.pad_id)
             generated = torch.cat([generated, next_token[:, None]], dim=1)
             finished |= next_token == eos_id
-            if finished.all() and not wrong.get("no_stop"):
+            done = finished.any() if wrong.get("any_stop") else finished.all()
+            if done and not wrong.get("no_stop"):
                 break
     return generated if wrong.get("bos") else generated[:, 1:]
 
@@ -211,6 +287,8 @@ def check_greedy_decode(learner_decode: Callable) -> bool:
                 *args, no_pads=True
             ),
             "stop once every sequence has written <eos>": _greedy_variant(*args, no_stop=True),
+            "the loop stopped when the first sequence wrote <eos>: stop only when every "
+            "sequence has written <eos>": _greedy_variant(*args, any_stop=True),
             "<pad> and <bos> are never written: set their logits to -inf": _greedy_variant(
                 *args, specials=True
             ),
