@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu readme-figure clean
+.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
@@ -27,6 +27,7 @@ help:
 	@echo "make translation-models  retrain chapter 08's tokenizer and its two translation models"
 	@echo "              and store them in data/ (hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
+	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -94,6 +95,12 @@ translation-models: setup
 	$(PY) -c "from helpers.translation import save_tokenizer; save_tokenizer()"
 	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bottleneck')"
 	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bahdanau')"
+
+# Chapter 11's length-extrapolation models (sinusoidal, RoPE, ALiBi), with
+# helpers.long_context.Recipe (about 15 s on one core).
+long-context-models: setup
+	$(PY) -c "from helpers.long_context import train_and_save_all; \
+		print({p: f'{s:.1f} s' for p, s in train_and_save_all().items()})"
 
 translation-bleu: setup
 	$(PY) -c "from helpers.translation import print_test_bleu; print_test_bleu()"

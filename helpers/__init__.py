@@ -15,6 +15,10 @@ Modules, by the chapter that introduces them:
 - 08 ``translation``: English-French pairs held out by English sentence, the subword
   tokenizer, batches, greedy decoding, BLEU; ``bahdanau``: the RNN encoder-decoder with and
   without attention, and its two saved models.
+- 10 ``efficient``: byte counts, the online softmax, FlashAttention's tiles (tiled_attention),
+  peak_bytes; ``attention.MultiHeadAttention(num_kv_heads=...)``: grouped-query attention.
+- 11 ``positional.apply_rope`` and ``positional.alibi_bias``: RoPE and ALiBi; ``long_context``:
+  the length-extrapolation task and its saved models, sparse patterns, linear attention.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing
 else), ``exercises`` (the checkers, one module per chapter), ``checkpoints`` (checksummed

@@ -306,19 +306,40 @@ class MultiHeadAttention(nn.Module):
     valid_lens: (B,) or (B, q). mask (True = may attend): (q, k), (B, q, k) or (B, heads, q, k);
     a 2-D mask is always (q, k), never torch's (B, k) key padding (use padding_mask for that).
     attention_weights after a forward pass: (B, heads, q, k).
+
+    num_kv_heads: the number of key/value heads (None: one per query head). Fewer key/value
+    heads (grouped-query attention; 1 is multi-query attention) are shared by groups of
+    num_heads / num_kv_heads consecutive query heads: query head h reads key/value head
+    h // (num_heads / num_kv_heads), as scaled_dot_product_attention(..., enable_gqa=True) does.
+    W_k and W_v then project to num_kv_heads * d_head, and a KeyValueCache holds only those.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        num_kv_heads: int | None = None,
+    ):
         super().__init__()
         d_model = validation.whole_number(d_model, "d_model")
         num_heads = validation.whole_number(num_heads, "num_heads")
         bias = validation.flag(bias, "bias")
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.d_model, self.num_heads = d_model, num_heads
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        num_kv_heads = validation.whole_number(num_kv_heads, "num_kv_heads")
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads}): "
+                f"each key/value head serves a group of query heads of one size"
+            )
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        kv_size = num_kv_heads * (d_model // num_heads)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, kv_size, bias=bias)
+        self.W_v = nn.Linear(d_model, kv_size, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.attention = DotProductAttention(dropout)
 
@@ -396,10 +417,14 @@ class MultiHeadAttention(nn.Module):
         attend to every position it holds (decoding one token at a time)."""
         mask = self._check_inputs(queries, keys, values, mask, cache)  # (B | 1, heads | 1, q, k)
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
-        k = split_heads(self.W_k(keys), self.num_heads)  # (B, heads, k, d_head)
-        v = split_heads(self.W_v(values), self.num_heads)  # (B, heads, k, d_head)
+        k = split_heads(self.W_k(keys), self.num_kv_heads)  # (B, kv_heads, k, d_head)
+        v = split_heads(self.W_v(values), self.num_kv_heads)  # (B, kv_heads, k, d_head)
         if cache is not None:
-            k, v = cache.extend(k, v)  # (B, heads, cached + new, d_head)
+            k, v = cache.extend(k, v)  # (B, kv_heads, cached + new, d_head)
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:  # query head h reads key/value head h // group
+            k = k.repeat_interleave(group, dim=1)  # (B, heads, k, d_head)
+            v = v.repeat_interleave(group, dim=1)
         heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
         return self.W_o(merge_heads(heads))  # (B, q, d_model)
 
@@ -413,6 +438,11 @@ class KeyValueCache:
 
     def __len__(self) -> int:
         return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the keys and values held: 2 x B x heads x positions x d_head x size."""
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append (B, heads, new, d_head) keys and values; return all of them so far."""
@@ -451,6 +481,12 @@ def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttent
             f"{type(ours).__name__} and {type(theirs).__name__}"
         )
     d = ours.d_model
+    if ours.num_kv_heads != ours.num_heads:
+        raise ValueError(
+            f"torch.nn.MultiheadAttention has one key/value head per query head; ours has "
+            f"num_kv_heads={ours.num_kv_heads} for num_heads={ours.num_heads}: copy weights only "
+            f"into a MultiHeadAttention built with num_kv_heads=None"
+        )
     if theirs.embed_dim != d or theirs.num_heads != ours.num_heads:
         raise ValueError(
             f"sizes differ: ours d_model={d}, heads={ours.num_heads}; theirs "

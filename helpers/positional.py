@@ -72,3 +72,81 @@ class PositionalEncoding(nn.Module):
                 f"built for max_len={max_len}"
             )
         return self.dropout(x + self.encoding[start : start + x.shape[1]].to(x.dtype))
+
+
+def _check_rope_input(x: object, positions: object) -> torch.Tensor:
+    """positions as a tensor of x.shape[-2] whole numbers (0, 1, ... when None)."""
+    validation.tensor(x, "x", "(..., seq, d)")
+    if not x.is_floating_point():
+        raise ValueError(f"x must be floating point, got {x.dtype}")
+    if x.dim() < 2:
+        raise ValueError(f"x must be (..., seq, d), got shape {tuple(x.shape)}")
+    if x.shape[-1] % 2 or x.shape[-1] == 0:
+        raise ValueError(
+            f"the last axis of x ({x.shape[-1]}) must be even and > 0: RoPE turns pairs of "
+            f"dimensions (2j, 2j + 1)"
+        )
+    seq = x.shape[-2]
+    if positions is None:
+        return torch.arange(seq, device=x.device)
+    validation.tensor(positions, "positions", f"(seq={seq},)")
+    if positions.dim() != 1 or positions.shape[0] != seq:
+        raise ValueError(
+            f"positions must be (seq,) = ({seq},), one per row of x, got {tuple(positions.shape)}"
+        )
+    if positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be real numbers, got {positions.dtype}")
+    if positions.is_floating_point() and not positions.isfinite().all():
+        raise ValueError("positions must be finite, got inf or NaN")
+    return positions.to(x.device)
+
+
+def apply_rope(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
+    """Rotary position embedding (Su et al., 2021): x (..., seq, d) with each pair of
+    dimensions (2j, 2j + 1) of row m turned by the angle m * w_j, w_j = base^(-2j/d) (the
+    frequencies of the sinusoidal encoding). positions: (seq,), default 0 .. seq - 1.
+
+    Applied to queries and keys, the score q_m . k_n then depends on m - n only (and on their
+    content). The result has x's dtype; the angles are computed in float64.
+    """
+    positions = _check_rope_input(x, positions)
+    rates = frequencies(x.shape[-1], base).to(x.device)  # (d / 2,), float64
+    angles = positions.to(torch.float64)[:, None] * rates  # (seq, d / 2)
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., seq, d / 2) each
+    turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
+    return turned.flatten(-2)  # (..., seq, d): pairs interleaved again
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """(heads,): ALiBi's slopes (Press et al., 2022). For 2^p heads, the geometric sequence
+    that starts at 2^(-8/heads) with that ratio (8 heads: 1/2, 1/4, ..., 1/256); for other
+    counts, the paper's rule: the slopes of the largest power of two below, then every other
+    slope of the next power of two, until there are num_heads."""
+    num_heads = validation.whole_number(num_heads, "num_heads")
+
+    def power_of_two(count: int) -> list[float]:
+        return [2.0 ** (-8.0 * (h + 1) / count) for h in range(count)]
+
+    below = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
+    slopes = power_of_two(below) + power_of_two(2 * below)[0::2][: num_heads - below]
+    return torch.tensor(slopes, dtype=torch.float64).float()
+
+
+def alibi_bias(num_heads: int, num_queries: int, num_keys: int) -> torch.Tensor:
+    """(heads, q, k) float32: -slope_h * |distance| between query i and key j, to add to the
+    scores. The queries are the last num_queries of the num_keys positions (decoding with a
+    cache: q = 1 is the newest position), so with q = k the distance is i - j."""
+    slopes = alibi_slopes(num_heads)  # (heads,)
+    num_queries = validation.whole_number(num_queries, "num_queries")
+    num_keys = validation.whole_number(num_keys, "num_keys")
+    if num_queries > num_keys:
+        raise ValueError(
+            f"num_queries ({num_queries}) must be <= num_keys ({num_keys}): the queries are the "
+            f"last positions of the keys"
+        )
+    query_positions = torch.arange(num_keys - num_queries, num_keys)  # (q,)
+    distance = (query_positions[:, None] - torch.arange(num_keys)[None, :]).abs()  # (q, k)
+    return -slopes[:, None, None] * distance.float()  # (heads, q, k)

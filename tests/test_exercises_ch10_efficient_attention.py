@@ -1,0 +1,301 @@
+"""Chapter 10's checkers: its solutions and typical wrong answers (run by test_exercises.py,
+with every other chapter's)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.attention import DotProductAttention, masked_softmax
+from helpers.efficient import tiled_attention
+from helpers.exercises import (
+    check_causal_tiled_attention,
+    check_grouped_query_attention,
+    check_merge_partial_attention,
+)
+from helpers.exercises.ch10_efficient_attention import _merge, _part
+from solutions.ch10_efficient_attention import (
+    causal_tiled_attention,
+    grouped_query_attention,
+    merge_partial_attention,
+)
+
+CHECKERS = {
+    "merge partial attention": (check_merge_partial_attention, merge_partial_attention),
+    "grouped-query attention": (check_grouped_query_attention, grouped_query_attention),
+    "causal tiled attention": (check_causal_tiled_attention, causal_tiled_attention),
+}
+
+
+def merge_by_averaging(output_a, lse_a, output_b, lse_b):
+    return (output_a + output_b) / 2
+
+
+def merge_without_the_max(output_a, lse_a, output_b, lse_b):
+    weight_a, weight_b = lse_a.exp()[..., None], lse_b.exp()[..., None]
+    return (weight_a * output_a + weight_b * output_b) / (weight_a + weight_b)
+
+
+def merge_through_the_total_lse(output_a, lse_a, output_b, lse_b):
+    total = torch.logaddexp(lse_a, lse_b)[..., None]
+    return (lse_a[..., None] - total).exp() * output_a + (lse_b[..., None] - total).exp() * output_b
+
+
+def merge_through_the_total_then_nan_to_num(output_a, lse_a, output_b, lse_b):
+    return merge_through_the_total_lse(output_a, lse_a, output_b, lse_b).nan_to_num(0.0)
+
+
+def merge_through_logaddexp_guarded(output_a, lse_a, output_b, lse_b):
+    """Right values, but logaddexp(-inf, -inf) sends NaN into the gradient."""
+    total = torch.logaddexp(lse_a, lse_b)
+    shift = torch.where(total.isfinite(), total, torch.zeros_like(total))[..., None]
+    return (lse_a[..., None] - shift).exp() * output_a + (lse_b[..., None] - shift).exp() * output_b
+
+
+def merge_in_place(output_a, lse_a, output_b, lse_b):
+    merged = merge_partial_attention(output_a, lse_a, output_b, lse_b)
+    output_a.mul_(0)
+    return merged
+
+
+def gqa_in_repeat_order(queries, keys, values, mask):
+    group = queries.shape[1] // keys.shape[1]
+    keys, values = keys.repeat(1, group, 1, 1), values.repeat(1, group, 1, 1)
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return masked_softmax(scores, mask=mask) @ values
+
+
+def gqa_groups_reshaped_the_wrong_way(queries, keys, values, mask):
+    batch, heads, q, d = queries.shape
+    kv_heads, group = keys.shape[1], heads // keys.shape[1]
+    grouped = queries.reshape(batch, group, kv_heads, q, d).transpose(1, 2)  # BUG: h % kv
+    scores = grouped.reshape(batch, kv_heads, group * q, d) @ keys.mT / math.sqrt(d)
+    scores = scores.reshape(batch, kv_heads, group, q, -1).transpose(1, 2)  # (B, g, kv, q, k)
+    weights = masked_softmax(scores, mask=None if mask is None else mask[:, None])
+    weights = weights.transpose(1, 2).reshape(batch, kv_heads, group * q, -1)
+    out = (weights @ values).reshape(batch, kv_heads, group, q, -1).transpose(1, 2)
+    return out.reshape(batch, heads, q, values.shape[-1])
+
+
+def gqa_with_repeat_interleave(queries, keys, values, mask):
+    group = queries.shape[1] // keys.shape[1]
+    keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return masked_softmax(scores, mask=mask) @ values
+
+
+def gqa_with_expand_and_broadcast(queries, keys, values, mask):
+    """expand is a view, but the broadcasting matrix product copies the key/value heads."""
+    batch, heads, q, d = queries.shape
+    kv_heads, group = keys.shape[1], heads // keys.shape[1]
+    expanded_keys = keys[:, :, None].expand(batch, kv_heads, group, *keys.shape[2:])
+    expanded_values = values[:, :, None].expand(batch, kv_heads, group, *values.shape[2:])
+    grouped = queries.reshape(batch, kv_heads, group, q, d)
+    scores = (grouped @ expanded_keys.mT / math.sqrt(d)).reshape(batch, heads, q, -1)
+    weights = masked_softmax(scores, mask=mask).reshape(batch, kv_heads, group, q, -1)
+    return (weights @ expanded_values).reshape(batch, heads, q, -1)
+
+
+def gqa_with_sdpa(queries, keys, values, mask):
+    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, enable_gqa=True)
+
+
+def gqa_unscaled(queries, keys, values, mask):
+    return grouped_query_attention(queries * math.sqrt(queries.shape[-1]), keys, values, mask)
+
+
+def causal_every_tile(queries, keys, values, tile_size):
+    """The right values from every tile: a dense kernel with a mask."""
+    n = queries.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        scores = torch.cat(
+            [
+                block @ keys[:, s : s + tile_size].mT / math.sqrt(queries.shape[-1])
+                for s in range(0, n, tile_size)
+            ],
+            dim=-1,
+        )
+        weights = scores.masked_fill(~causal[start : start + tile_size], float("-inf"))
+        weights = (weights - weights.amax(-1, keepdim=True)).exp()
+        output.append(weights / weights.sum(-1, keepdim=True) @ values)
+    return torch.cat(output, dim=1)
+
+
+def causal_without_the_diagonal_mask(queries, keys, values, tile_size):
+    n, d = queries.shape[1], queries.shape[-1]
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        keys_read = min(start + tile_size, n)
+        scores = block @ keys[:, :keys_read].mT / math.sqrt(d)
+        weights = (scores - scores.amax(-1, keepdim=True)).exp()
+        output.append(weights / weights.sum(-1, keepdim=True) @ values[:, :keys_read])
+    return torch.cat(output, dim=1)
+
+
+def _causal_tiles(queries, keys, values, tile_size, rescale=True, diagonal=True):
+    """A learner's causal tile loop, with one of two typical slips."""
+    batch, n, d = queries.shape
+    output = torch.zeros(batch, n, values.shape[-1])
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        rows = torch.arange(start, start + block.shape[1])
+        running_max = torch.full(block.shape[:2], float("-inf"))
+        normaliser = torch.zeros(block.shape[:2])
+        accumulator = torch.zeros(batch, block.shape[1], values.shape[-1])
+        last_key = rows[-1].item() if diagonal else start - 1
+        for key_start in range(0, last_key + 1, tile_size):
+            columns = torch.arange(key_start, min(key_start + tile_size, n))
+            scores = block @ keys[:, columns].mT / math.sqrt(d)
+            scores = scores.masked_fill(columns > rows[:, None], float("-inf"))
+            new_max = torch.maximum(running_max, scores.amax(-1))
+            correction = torch.exp(running_max - new_max) if rescale else torch.ones(1)
+            weights = torch.exp(scores - new_max[..., None])
+            normaliser = normaliser * correction + weights.sum(-1)
+            accumulator = accumulator * correction[..., None] + weights @ values[:, columns]
+            running_max = new_max
+        safe = torch.where(normaliser > 0, normaliser, 1.0)
+        output[:, start : start + tile_size] = accumulator / safe[..., None]
+    return output
+
+
+def causal_without_rescaling(queries, keys, values, tile_size):
+    return _causal_tiles(queries, keys, values, tile_size, rescale=False)
+
+
+def causal_skipping_the_diagonal_tile(queries, keys, values, tile_size):
+    return _causal_tiles(queries, keys, values, tile_size, diagonal=False)
+
+
+def causal_with_tiled_attention(queries, keys, values, tile_size):
+    n = queries.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    return tiled_attention(queries, keys, values, causal, tile_size)
+
+
+def causal_with_softmax(queries, keys, values, tile_size):
+    n = queries.shape[1]
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ values
+
+
+WRONG = [
+    ("merge partial attention", merge_by_averaging, "the two outputs are averaged"),
+    ("merge partial attention", merge_without_the_max, "without subtracting the larger lse"),
+    ("merge partial attention", merge_through_the_total_lse, "exp(-inf - (-inf)) = NaN"),
+    (
+        "merge partial attention",
+        merge_through_the_total_then_nan_to_num,
+        "the values are right but the gradient with respect to",
+    ),
+    ("merge partial attention", merge_through_logaddexp_guarded, "torch.logaddexp(-inf, -inf)"),
+    ("merge partial attention", merge_in_place, "changes its input `output_a` in place"),
+    ("grouped-query attention", gqa_in_repeat_order, "copies the key/value heads: inside your"),
+    ("grouped-query attention", gqa_groups_reshaped_the_wrong_way, "reads key/value head h %"),
+    ("grouped-query attention", gqa_with_repeat_interleave, "fold each group of query heads"),
+    ("grouped-query attention", gqa_with_expand_and_broadcast, "a matrix product that broad"),
+    ("grouped-query attention", gqa_with_sdpa, "calls torch's scaled_dot_product_attention"),
+    ("grouped-query attention", gqa_unscaled, "not divided by sqrt(d)"),
+    ("causal tiled attention", causal_every_tile, "computes key tiles above the diagonal"),
+    (
+        "causal tiled attention",
+        causal_without_the_diagonal_mask,
+        "the tile on the diagonal needs the causal mask",
+    ),
+    ("causal tiled attention", causal_without_rescaling, "not rescaled when the maximum grows"),
+    ("causal tiled attention", causal_skipping_the_diagonal_tile, "the tile on the diagonal is"),
+    ("causal tiled attention", causal_with_tiled_attention, "calls helpers.efficient.tiled"),
+    ("causal tiled attention", causal_with_softmax, "calls torch.softmax"),
+]
+
+
+def test_the_merge_reference_equals_attention_over_all_the_keys():
+    scores, values = torch.randn(2, 3, 10) * 3, torch.randn(2, 10, 4)
+    mask = torch.rand(2, 3, 10) > 0.4
+    mask[0, 1] = False
+    mask[1, 0, :4] = False
+    parts = [_part(scores[..., s], mask[..., s], values[:, s]) for s in (slice(0, 4), slice(4, 10))]
+    merged = _merge(*parts[0], *parts[1])
+    torch.testing.assert_close(merged, masked_softmax(scores, mask=mask) @ values)
+
+
+def test_the_causal_solution_equals_dot_product_attention():
+    q, k, v = torch.randn(2, 11, 4), torch.randn(2, 11, 4), torch.randn(2, 11, 3)
+    causal = torch.ones(11, 11, dtype=torch.bool).tril()
+    torch.testing.assert_close(
+        causal_tiled_attention(q, k, v, 4), DotProductAttention()(q, k, v, mask=causal)
+    )
+
+
+def merge_by_softmax_over_the_two_lse(output_a, lse_a, output_b, lse_b):
+    both = torch.stack([lse_a, lse_b], dim=-1)  # (B, q, 2)
+    largest = both.amax(-1, keepdim=True)
+    weights = (both - torch.where(largest.isfinite(), largest, 0.0)).exp()
+    total = weights.sum(-1, keepdim=True)
+    weights = weights / torch.where(total > 0, total, 1.0)
+    return weights[..., :1] * output_a + weights[..., 1:] * output_b
+
+
+def gqa_by_einsum(queries, keys, values, mask):
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    grouped = queries.reshape(batch, kv_heads, heads // kv_heads, q, d)
+    scores = torch.einsum("bhgqd,bhkd->bhgqk", grouped, keys) / math.sqrt(d)
+    weights = masked_softmax(scores.reshape(batch, heads, q, -1), mask=mask)
+    weights = weights.reshape(batch, kv_heads, heads // kv_heads, q, -1)
+    return torch.einsum("bhgqk,bhkd->bhgqd", weights, values).reshape(batch, heads, q, -1)
+
+
+def gqa_one_head_at_a_time(queries, keys, values, mask):
+    group = queries.shape[1] // keys.shape[1]
+    heads = []
+    for head in range(queries.shape[1]):
+        scores = queries[:, head] @ keys[:, head // group].mT / math.sqrt(queries.shape[-1])
+        weights = masked_softmax(scores, mask=None if mask is None else mask[:, 0])
+        heads.append(weights @ values[:, head // group])
+    return torch.stack(heads, dim=1)
+
+
+def causal_tiles_with_a_break(queries, keys, values, tile_size):
+    n = queries.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    output = []
+    for start in range(0, n, tile_size):
+        block, mask = queries[:, start : start + tile_size], causal[start : start + tile_size]
+        running_max = torch.full(block.shape[:2], float("-inf"))
+        normaliser = torch.zeros(block.shape[:2])
+        accumulator = torch.zeros(*block.shape[:2], values.shape[-1])
+        for key_start in range(0, n, tile_size):
+            if key_start >= start + block.shape[1]:
+                break  # every later tile lies above the diagonal
+            columns = slice(key_start, key_start + tile_size)
+            scores = block @ keys[:, columns].mT / math.sqrt(queries.shape[-1])
+            scores = scores.masked_fill(~mask[:, columns], float("-inf"))
+            new_max = torch.maximum(running_max, scores.amax(-1))
+            correction = torch.exp(running_max - new_max)
+            weights = torch.exp(scores - new_max[..., None])
+            normaliser = normaliser * correction + weights.sum(-1)
+            accumulator = accumulator * correction[..., None] + weights @ values[:, columns]
+            running_max = new_max
+        output.append(accumulator / normaliser[..., None])
+    return torch.cat(output, dim=1)
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    [
+        ("merge partial attention", merge_by_softmax_over_the_two_lse),
+        ("grouped-query attention", gqa_by_einsum),
+        ("grouped-query attention", gqa_one_head_at_a_time),
+        ("causal tiled attention", causal_tiles_with_a_break),
+    ],
+    ids=lambda a: getattr(a, "__name__", a),
+)
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
