@@ -242,8 +242,8 @@ def online_softmax(
     tile_size = validation.whole_number(tile_size, "tile_size")
     if mask is not None:
         scores = scores.masked_fill(~_check_mask(mask, tuple(scores.shape)), float("-inf"))
-    running_max = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype)
-    normaliser = torch.zeros(scores.shape[:-1], dtype=scores.dtype)
+    running_max = scores.new_full(scores.shape[:-1], float("-inf"))
+    normaliser = scores.new_zeros(scores.shape[:-1])
     for start in range(0, scores.shape[-1], tile_size):
         tile = scores[..., start : start + tile_size]  # (..., tile)
         # the maximum only keeps exp() in range; the result does not depend on it
@@ -316,9 +316,9 @@ def key_tile_steps(
 def _key_tile_steps(query_block, keys, values, mask_block, tile_size) -> Iterator[TileStep]:
     scale = 1 / math.sqrt(query_block.shape[-1])
     leading = query_block.shape[:-1]  # (..., block)
-    running_max = torch.full(leading, float("-inf"), dtype=query_block.dtype)
-    normaliser = torch.zeros(leading, dtype=query_block.dtype)
-    accumulator = torch.zeros(*leading, values.shape[-1], dtype=query_block.dtype)
+    running_max = query_block.new_full(leading, float("-inf"))
+    normaliser = query_block.new_zeros(leading)
+    accumulator = query_block.new_zeros(*leading, values.shape[-1])
     for start in range(0, keys.shape[-2], tile_size):
         columns = slice(start, start + tile_size)
         scores = query_block @ keys[..., columns, :].mT * scale  # (..., block, tile)
