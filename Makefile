@@ -21,11 +21,12 @@ help:
 	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
-	@echo "              and every notebook's run (budget: 30 s; chapters 07 and 08: 60 s)"
+	@echo "              and every notebook's run (budget: 30 s; chapters 07 to 09: 60 s)"
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
-	@echo "make translation-models  retrain chapter 08's tokenizer and its two translation models"
-	@echo "              and store them in data/ (hours on a 2-core CPU; see data/README.md)"
+	@echo "make translation-models  retrain the shared tokenizer, chapter 08's two RNN translators"
+	@echo "              and chapter 09's two Transformers, and store them in data/"
+	@echo "              (on a GPU if there is one; hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
@@ -89,12 +90,18 @@ date-model: setup
 		save_date_model('data/date_transformer.pt', model, history); \
 		print(f'trained in {history[\"seconds\"]:.1f} s')"
 
-# Chapter 08's tokenizer and models, with helpers.bahdanau's recipe. Retraining the tokenizer
-# changes the token ids, so both models are retrained after it.
+# The shared tokenizer, chapter 08's RNNs (helpers.bahdanau's recipe) and chapter 09's
+# Transformers (helpers.transformer_translation.RECIPE). Retraining the tokenizer changes the
+# token ids, so every model is retrained after it.
+# Each trains on a GPU when torch sees one.
 translation-models: setup
 	$(PY) -c "from helpers.translation import save_tokenizer; save_tokenizer()"
 	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bottleneck')"
 	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bahdanau')"
+	$(PY) -c "from helpers.transformer_translation import train_and_save; \
+		train_and_save('transformer')"
+	$(PY) -c "from helpers.transformer_translation import train_and_save; \
+		train_and_save('transformer-no-smoothing')"
 
 # Chapter 11's length-extrapolation models (sinusoidal, RoPE, ALiBi), with
 # helpers.long_context.Recipe (about 15 s on one core).

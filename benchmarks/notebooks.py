@@ -18,6 +18,7 @@ BUDGET_S = 30
 BUDGETS_S = {  # chapters that load trained models
     "07_transformer.ipynb": 60,
     "08_bahdanau_attention.ipynb": 60,
+    "09_transformer_translation.ipynb": 60,
 }
 REPEATS = 3
 

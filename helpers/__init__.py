@@ -15,6 +15,9 @@ Modules, by the chapter that introduces them:
 - 08 ``translation``: English-French pairs held out by English sentence, the subword
   tokenizer, batches, greedy decoding, BLEU; ``bahdanau``: the RNN encoder-decoder with and
   without attention, and its two saved models.
+- 09 ``transformer_translation``: the Transformer on the same sentences, tied embeddings, its
+  recipe and two saved models; ``translation.beam_search`` and ``choose_hypothesis``;
+  label smoothing in ``training.sequence_cross_entropy``.
 - 10 ``efficient``: byte counts, the online softmax, FlashAttention's tiles (tiled_attention),
   peak_bytes; ``attention.MultiHeadAttention(num_kv_heads=...)``: grouped-query attention.
 - 11 ``positional.apply_rope`` and ``positional.alibi_bias``: RoPE and ALiBi; ``long_context``:

@@ -168,12 +168,13 @@ def load_translator(name: str, path: str | Path | None = None) -> tuple[RNNTrans
 def train_and_save(
     name: str,
     epochs: int = RECIPE_EPOCHS,
-    device: str = "cpu",
+    device: str | None = None,
     path: str | Path | None = None,
     deadline_minutes: float | None = None,
 ) -> dict:
     """Train one of MODELS with the chapter's recipe and save it (after every epoch, so a run
-    stopped by its deadline keeps what it finished)."""
+    stopped by its deadline keeps what it finished). device None: a GPU if torch sees one."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = load_tokenizer()
     torch.manual_seed(0)  # the recipe's seed fixes the initial weights too
     model = RNNTranslator(RNNConfig(tokenizer.get_vocab_size(), attention=MODELS[name]))
@@ -187,7 +188,7 @@ def train_and_save(
     return train_translator(model, tokenizer, epochs, device=device, after_epoch=after_epoch)
 
 
-def _source_ids(tokenizer, sentence: str) -> torch.Tensor:
+def sentence_ids(tokenizer, sentence: str) -> torch.Tensor:
     """(1, S) ids of one English sentence, or a ValueError that says what is wrong with it."""
     if not isinstance(sentence, str):
         raise ValueError(f"type an English sentence (text), got {type(sentence).__name__}")
@@ -225,7 +226,7 @@ def _named_character(character: str) -> str:
 def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> dict:
     """One sentence's greedy translation, its tokens, and (attention model) the weights
     (output tokens, source tokens) that each output token gave each source token."""
-    source = _source_ids(tokenizer, sentence)  # (1, S)
+    source = sentence_ids(tokenizer, sentence)  # (1, S)
     output = model.translate_ids(source)[0]  # (steps,)
     steps = int((output != PAD_ID).sum())
     weights = (

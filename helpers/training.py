@@ -12,12 +12,14 @@ from helpers import validation
 
 
 def sequence_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, pad_id: int
+    logits: torch.Tensor, targets: torch.Tensor, pad_id: int, label_smoothing: float = 0.0
 ) -> torch.Tensor:
     """Mean cross-entropy over the target positions that are not pads.
 
     logits (B, T, vocab), targets (B, T). A pad position still has an output row (its query
     attends like any other), but its target is not a token to predict: it counts for nothing.
+    With label_smoothing = eps, each target is the mixture (1 - eps) one-hot + eps uniform over
+    the vocabulary (torch's definition), which keeps the model from growing ever more certain.
     """
     validation.tensor(logits, "logits", "(B, T, vocab)")
     validation.tensor(targets, "targets", "(B, T)")
@@ -30,9 +32,15 @@ def sequence_cross_entropy(
         )
     validation.token_ids(targets, "targets", logits.shape[-1], "(B, T)")
     pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
+    label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     if (targets == pad_id).all():
         raise ValueError("every target is a pad: there is nothing to compute a loss over")
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+    return F.cross_entropy(
+        logits.flatten(0, 1),
+        targets.flatten(),
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
+    )
 
 
 def learning_rate_factor(step: int, steps: int, warmup: int) -> float:

@@ -200,6 +200,7 @@ class TransformerConfig:
     pad_id: int = 0  # the id of <pad> in both vocabularies
     norm_first: bool = True  # pre-norm: trains without a careful warm-up (chapter 07)
     max_len: int = 256  # positions the sinusoidal table is built for
+    tie_embeddings: bool = False  # one matrix for both embeddings and the output layer
 
     def __post_init__(self):
         sizes = ("d_model", "num_heads", "num_layers", "d_ff", "max_len")
@@ -225,6 +226,13 @@ class TransformerConfig:
             )
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         object.__setattr__(self, "norm_first", validation.flag(self.norm_first, "norm_first"))
+        tie = validation.flag(self.tie_embeddings, "tie_embeddings")
+        object.__setattr__(self, "tie_embeddings", tie)
+        if tie and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"tie_embeddings needs one vocabulary for source and target, got sizes "
+                f"{self.src_vocab_size} and {self.tgt_vocab_size}"
+            )
 
 
 def parameter_count(config: TransformerConfig) -> int:
@@ -236,8 +244,11 @@ def parameter_count(config: TransformerConfig) -> int:
     encoder = layers * (attention + ffn + 2 * norm)
     decoder = layers * (2 * attention + ffn + 3 * norm)
     final_norms = 2 * norm if config.norm_first else 0
-    embeddings = (config.src_vocab_size + config.tgt_vocab_size) * d
-    output = d * config.tgt_vocab_size + config.tgt_vocab_size
+    if config.tie_embeddings:  # one (vocab, d) matrix; the output layer keeps its own bias
+        embeddings, output = config.src_vocab_size * d, config.tgt_vocab_size
+    else:
+        embeddings = (config.src_vocab_size + config.tgt_vocab_size) * d
+        output = d * config.tgt_vocab_size + config.tgt_vocab_size
     return encoder + decoder + final_norms + embeddings + output
 
 
@@ -247,6 +258,8 @@ class Seq2SeqTransformer(nn.Module):
     forward(src (B, S), tgt (B, T)) -> logits (B, T, tgt_vocab_size). Padding masks come from
     pad_id; the decoder's causal mask is applied always, in training and in evaluation.
     The arguments are the fields of TransformerConfig; ``model.config`` holds them.
+    With tie_embeddings, source embedding, target embedding and output layer share one weight
+    (a shared vocabulary gives a token one row whether it is read or written).
     """
 
     def __init__(
@@ -261,6 +274,7 @@ class Seq2SeqTransformer(nn.Module):
         pad_id: int = 0,
         norm_first: bool = True,
         max_len: int = 256,
+        tie_embeddings: bool = False,
     ):
         super().__init__()
         c = self.config = TransformerConfig(
@@ -274,6 +288,7 @@ class Seq2SeqTransformer(nn.Module):
             pad_id=pad_id,
             norm_first=norm_first,
             max_len=max_len,
+            tie_embeddings=tie_embeddings,
         )
         self.pad_id, self.max_len = c.pad_id, c.max_len
         layers = (c.num_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
@@ -282,6 +297,9 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder = Encoder(*layers)
         self.decoder = Decoder(*layers)
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size)
+        if c.tie_embeddings:
+            self.tgt_embedding.tokens.weight = self.src_embedding.tokens.weight
+            self.output.weight = self.src_embedding.tokens.weight
 
     @classmethod
     def from_config(cls, config: TransformerConfig) -> "Seq2SeqTransformer":

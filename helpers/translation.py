@@ -1,5 +1,5 @@
 """English–French sentence pairs for chapters 08 and 09: the data, held out honestly, the subword
-tokenizer, batches, greedy decoding and BLEU.
+tokenizer, batches, training, greedy and beam decoding, and BLEU.
 
 The pairs come from the Tatoeba Project via www.manythings.org/anki (CC BY 2.0 FR; see
 data/README.md). The test and validation sets are held out *by English sentence*: every
@@ -10,6 +10,7 @@ pair whose French sentence is the translation of a held-out one.
 import functools
 import gzip
 import hashlib
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ from pathlib import Path
 import sacrebleu
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from helpers import validation
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 CORPUS = DATA_DIR / "tatoeba-eng-fra.tsv.gz"
@@ -202,6 +205,110 @@ def translate(
     return torch.stack(outputs, 1)  # (B, steps)
 
 
+@torch.no_grad()
+def beam_search(
+    decode_step: Callable,
+    start_state,
+    select: Callable,
+    batch: int,
+    max_len: int,
+    beam_size: int = 4,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keep the beam_size most probable partial translations of each sentence at every step.
+
+    decode_step(state, previous ids (N,)) -> (logits (N, V), state), N = batch * beam_size;
+    select(state, rows (N,)) -> the state of those rows (the beams that survived, in order).
+    A hypothesis ends at its first <eos> and then stays in its beam with its score unchanged.
+    A sentence is done when its best-scored hypothesis has ended (a live one can only lose
+    probability from there: exact for the plain log-probability, a heuristic once lengths are
+    normalised); from then on it stands still, so its result does not depend on the other
+    sentences of the batch. The search stops when every sentence is done, or after max_len
+    steps. Returns every final hypothesis, best score first: ids (B, beam_size, steps), padded
+    after <eos>, their log-probabilities (B, beam_size), and which have ended (B, beam_size).
+    choose_hypothesis picks one per sentence.
+    """
+    if not callable(decode_step) or not callable(select):
+        raise ValueError("decode_step and select must be functions (see the docstring)")
+    batch = validation.whole_number(batch, "batch")
+    max_len = validation.whole_number(max_len, "max_len")
+    beam_size = validation.whole_number(beam_size, "beam_size")
+    rows = torch.arange(batch, device=device)
+    state = select(start_state, rows.repeat_interleave(beam_size))  # each sentence k times
+    scores = torch.full((batch, beam_size), float("-inf"), dtype=torch.float64, device=device)
+    scores[:, 0] = 0.0  # one live hypothesis to start with: k copies would fill the beam
+    tokens = torch.empty(batch, beam_size, 0, dtype=torch.long, device=device)
+    ended = torch.zeros(batch, beam_size, dtype=torch.bool, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
+    previous = torch.full((batch * beam_size,), BOS_ID, dtype=torch.long, device=device)
+    for _ in range(max_len):
+        logits, state = decode_step(state, previous)
+        log_probs = logits.log_softmax(-1).double().view(batch, beam_size, -1)  # (B, k, V)
+        after_end = torch.full_like(log_probs[0, 0], float("-inf"))
+        after_end[PAD_ID] = 0.0  # an ended hypothesis can only add a pad, at no cost
+        still = ended | done[:, None]  # (B, k): ended, or in a sentence that is done
+        log_probs = torch.where(still[..., None], after_end, log_probs)
+        vocab = log_probs.shape[-1]
+        candidates = (scores[..., None] + log_probs).view(batch, -1)  # (B, k * V)
+        scores, chosen = candidates.topk(beam_size, dim=-1)  # (B, k), best first
+        beams, next_tokens = chosen // vocab, chosen % vocab  # which hypothesis, which token
+        tokens = tokens.gather(1, beams[..., None].expand_as(tokens))  # (B, k, steps so far)
+        tokens = torch.cat([tokens, next_tokens[..., None]], -1)
+        ended = ended.gather(1, beams) | (next_tokens == EOS_ID)
+        state = select(state, (beams + beam_size * rows[:, None]).flatten())
+        previous = next_tokens.flatten()
+        done |= ended[:, 0]
+        if done.all():
+            break
+    return tokens, scores, ended
+
+
+def choose_hypothesis(
+    tokens: torch.Tensor, scores: torch.Tensor, ended: torch.Tensor, length_penalty: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ended hypothesis of each sentence (any, if none has ended) with the highest
+    log-probability / length ** length_penalty (0: the plain log-probability, which favours
+    short outputs; 1: the mean per token). The length counts every token but the pads, <eos>
+    included. tokens (B, k, steps), scores and ended (B, k) -> tokens (B, steps), scores (B,)."""
+    check_length_penalty(length_penalty)
+    validation.tensor(tokens, "tokens", "(B, k, steps)")
+    validation.tensor(scores, "scores", "(B, k)")
+    validation.tensor(ended, "ended", "(B, k)")
+    if tokens.dim() != 3 or scores.shape != tokens.shape[:2] or ended.shape != scores.shape:
+        raise ValueError(
+            f"tokens must be (B, k, steps), scores and ended (B, k): got {tuple(tokens.shape)}, "
+            f"{tuple(scores.shape)} and {tuple(ended.shape)}"
+        )
+    if not scores.is_floating_point() or ended.dtype != torch.bool:
+        raise ValueError(
+            f"scores must be floating point and ended boolean, got {scores.dtype}, {ended.dtype}"
+        )
+    lengths = (tokens != PAD_ID).sum(-1).clamp(min=1)  # (B, k)
+    normalised = scores / lengths.double() ** length_penalty  # (B, k)
+    candidates = ended | ~ended.any(-1, keepdim=True)  # a sentence with no ended one: all
+    best = normalised.masked_fill(~candidates, float("-inf")).argmax(-1)  # (B,)
+    rows = torch.arange(len(tokens), device=tokens.device)
+    return tokens[rows, best], scores[rows, best]
+
+
+def check_length_penalty(length_penalty: object) -> float:
+    if (
+        isinstance(length_penalty, bool)
+        or not isinstance(length_penalty, int | float)
+        or not 0 <= length_penalty <= 2
+    ):
+        raise ValueError(f"length_penalty must be a number in [0, 2], got {length_penalty!r}")
+    return float(length_penalty)
+
+
+def inverse_square_root(step: int, warmup_steps: int) -> float:
+    """The learning-rate factor of "Attention Is All You Need": a linear rise to 1 over
+    warmup_steps, then a fall as 1 / sqrt(step). Step counts from 0."""
+    step = validation.whole_number(step, "step", minimum=0) + 1
+    warmup_steps = validation.whole_number(warmup_steps, "warmup_steps")
+    return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+
 def train_translator(
     model: torch.nn.Module,
     tokenizer: Tokenizer,
@@ -212,10 +319,20 @@ def train_translator(
     device: str | torch.device = "cpu",
     log: Callable[[str], None] = print,
     after_epoch: Callable[[dict], bool] | None = None,
+    label_smoothing: float = 0.0,
+    warmup_steps: int = 0,
+    weight_decay: float = 0.0,
 ) -> dict:
     """Teacher-forced training with Adam on the training split: model(source, target_in) ->
     logits; the loss ignores pads. Returns the history (loss per epoch, validation BLEU).
-    after_epoch(history) is called after each epoch; returning False stops the training."""
+    after_epoch(history) is called after each epoch; returning False stops the training.
+
+    Chapter 09's recipe adds label smoothing, an inverse-square-root warm-up of the learning
+    rate over warmup_steps (0: none) and AdamW's decoupled weight decay."""
+    label_smoothing = validation.probability(label_smoothing, "label_smoothing")
+    warmup_steps = validation.whole_number(warmup_steps, "warmup_steps", minimum=0)
+    weight_decay = validation.positive_number(weight_decay, "weight_decay", allow_zero=True)
+    epochs = validation.whole_number(epochs, "epochs")
     from time import perf_counter
 
     from tqdm.auto import tqdm
@@ -224,7 +341,16 @@ def train_translator(
 
     torch.manual_seed(seed)
     model.to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    if weight_decay:
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=learning_rate, weight_decay=weight_decay
+        )
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    factor = functools.partial(inverse_square_root, warmup_steps=warmup_steps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, factor if warmup_steps else lambda step: 1.0
+    )
     pairs, generator = load_pairs("train"), torch.Generator().manual_seed(seed)
     history = {"loss": [], "valid_bleu": [], "seconds": 0.0, "device": str(device)}
     start = perf_counter()
@@ -234,11 +360,12 @@ def train_translator(
         for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False):
             source, target = source.to(device), target.to(device)
             logits = model(source, target[:, :-1])  # (B, T, V): predict each next token
-            loss = sequence_cross_entropy(logits, target[:, 1:], PAD_ID)
+            loss = sequence_cross_entropy(logits, target[:, 1:], PAD_ID, label_smoothing)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
+            schedule.step()
             tokens = int((target[:, 1:] != PAD_ID).sum())
             total, count = total + loss.item() * tokens, count + tokens
         history["loss"].append(total / count)
@@ -262,29 +389,48 @@ def evaluate_bleu(
     limit: int | None = None,
     batch_size: int = 200,
     device: str | torch.device = "cpu",
+    beam_size: int = 1,
 ) -> tuple[sacrebleu.metrics.bleu.BLEUScore, str]:
-    """Greedy translations of the split's distinct English sentences (the first `limit`),
-    scored against all their references. model.translate_ids(source ids) -> ids."""
+    """Translations of the split's distinct English sentences (the first `limit`), scored
+    against all their references: model.translate_ids(source ids) -> ids, greedy, or
+    model.translate_ids(source ids, beam_size) with a beam."""
+    beam = {} if beam_size == 1 else {"beam_size": beam_size}
     english, references = grouped_references(split)
     english, references = english[:limit], references[:limit]
     hypotheses = []
     for start in range(0, len(english), batch_size):
         source = encode(tokenizer, english[start : start + batch_size]).to(device)
-        hypotheses += decode(tokenizer, model.translate_ids(source).cpu())
+        hypotheses += decode(tokenizer, model.translate_ids(source, **beam).cpu())
     return bleu(hypotheses, references)
 
 
 def shipped_translators() -> dict[str, Callable[[], torch.nn.Module]]:
     """Every translation model stored in data/, by name, each as a function that loads it."""
-    from helpers.bahdanau import MODELS, load_translator
+    from helpers import bahdanau, transformer_translation
 
-    return {name: functools.partial(lambda n: load_translator(n)[0], name) for name in MODELS}
+    return {
+        name: functools.partial(lambda m, n: m.load_translator(n)[0], module, name)
+        for module in (bahdanau, transformer_translation)
+        for name in module.MODELS
+    }
 
 
-def print_test_bleu() -> None:
-    """One line per shipped model: its BLEU on the whole held-out test set."""
+def print_test_bleu(beam_size: int = 4) -> None:
+    """One line per shipped model: its BLEU on the whole held-out test set, greedy; and with a
+    beam for the models that decode with one (chapter 09's)."""
+    import inspect
+
     tokenizer = load_tokenizer()
     sentences = len(grouped_references("test")[0])
     for name, load in shipped_translators().items():
-        score, signature = evaluate_bleu(load(), tokenizer, "test")
-        print(f"{name}: BLEU {score.score:.1f} on {sentences} held-out sentences ({signature})")
+        model = load()
+        beams = [1]
+        if "beam_size" in inspect.signature(model.translate_ids).parameters:
+            beams.append(beam_size)
+        for beam in beams:
+            score, signature = evaluate_bleu(model, tokenizer, "test", beam_size=beam)
+            how = "greedy" if beam == 1 else f"beam {beam}"
+            print(
+                f"{name} ({how}): BLEU {score.score:.1f} on {sentences} held-out sentences "
+                f"({signature})"
+            )

@@ -15,5 +15,6 @@ from helpers.exercises.ch05_positional_encoding import *  # noqa: F403
 from helpers.exercises.ch06_masks import *  # noqa: F403
 from helpers.exercises.ch07_transformer import *  # noqa: F403
 from helpers.exercises.ch08_bahdanau import *  # noqa: F403
+from helpers.exercises.ch09_transformer_translation import *  # noqa: F403
 from helpers.exercises.ch10_efficient_attention import *  # noqa: F403
 from helpers.exercises.ch11_long_context import *  # noqa: F403
