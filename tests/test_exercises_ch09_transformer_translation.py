@@ -307,3 +307,34 @@ def test_gnmt_with_alpha_zero_gives_the_scores_back():
     scores = -torch.rand(2, 3) * 10
     tokens = torch.randint(0, 5, (2, 3, 6))
     assert torch.equal(gnmt_length_penalty(scores, tokens, 0, 0.0), scores)
+
+
+def smoothing_with_epsilon_over_v_on_writable(logits, targets, pad_id, epsilon, never_written):
+    vocab = logits.shape[-1]
+    writable = torch.ones(vocab, dtype=logits.dtype)
+    writable[list(never_written)] = 0
+    target = writable * epsilon / vocab + (1 - epsilon) * F.one_hot(targets, vocab).to(logits.dtype)
+    per_token = -(target * logits.log_softmax(-1)).sum(-1)
+    return per_token[targets != pad_id].mean()
+
+
+def beam_step_ended_take_anything(scores, log_probs, ended, pad_id):
+    free = torch.where(ended[..., None], 0.0, log_probs)
+    new_scores, chosen = (scores[..., None] + free).flatten(1).topk(scores.shape[1])
+    return new_scores, chosen // log_probs.shape[-1], chosen % log_probs.shape[-1]
+
+
+def gnmt_without_eos(scores, tokens, pad_id, alpha):
+    length = (tokens != pad_id).sum(-1).to(scores.dtype) - 1
+    return scores / ((5 + length) / 6) ** alpha
+
+
+WRONG += [
+    (
+        "smoothing over writable tokens",
+        smoothing_with_epsilon_over_v_on_writable,
+        "epsilon / V on each writable token",
+    ),
+    ("beam step", beam_step_ended_take_anything, "given every token at no cost"),
+    ("GNMT length penalty", gnmt_without_eos, "L leaves out the <eos>"),
+]

@@ -52,6 +52,15 @@ def _smoothed_losses(logits, targets, epsilon, spread_over):
     return -(q * logits.log_softmax(-1)).sum(-1)
 
 
+def _epsilon_over_all_v_on_writable(logits, targets, epsilon, writable):
+    """(B, T): the mistake of putting epsilon / V (not / writable count) on each writable token."""
+    vocab = logits.shape[-1]
+    log_probs = logits.log_softmax(-1)
+    target = writable * (epsilon / vocab)
+    target = target + (1 - epsilon) * F.one_hot(targets, vocab).to(log_probs.dtype)
+    return -(target * log_probs).sum(-1)
+
+
 def _smoothing(logits, targets, pad_id, epsilon, never_written):
     per_position = _smoothed_losses(
         logits, targets, epsilon, _writable(never_written, logits.shape)
@@ -149,6 +158,10 @@ def check_smoothing_over_writable_tokens(learner_loss: Callable) -> bool:
             "the sum over the positions: average it over the non-pad positions": (
                 per_position[real].sum()
             ),
+            "epsilon / V on each writable token, so the target no longer sums to 1: divide "
+            "epsilon by V - len(never_written), the number of writable tokens": (
+                _epsilon_over_all_v_on_writable(logits, targets, epsilon, writable)[real].mean()
+            ),
         }
 
         def learner(logits, targets, never=never, pad_id=pad_id, epsilon=epsilon):
@@ -205,6 +218,11 @@ def _beam_step(scores, log_probs, ended, pad_id, **how):
     return new_scores, chosen // vocab, chosen % vocab  # (B, k) each
 
 
+def _best_with(scores, log_probs, k, vocab):
+    new_scores, chosen = _best(scores[..., None] + log_probs, k)
+    return new_scores, chosen // vocab, chosen % vocab
+
+
 def _reorder(answer, order):
     return tuple(part.gather(1, order) for part in answer)
 
@@ -231,6 +249,10 @@ def _beam_mistakes(scores, log_probs, ended, pad_id):
         ),
         "an ended hypothesis was extended like a live one: it may only add pad_id, at no "
         "cost": _beam_step(scores, log_probs, ended, pad_id, stop_ended=False),
+        "an ended hypothesis was given every token at no cost: only pad_id (the others -inf), "
+        "or copies of it fill the beam": _best_with(
+            scores, torch.where(ended[..., None], 0.0, log_probs), k, vocab
+        ),
         "tokens are flat indices into the k * V candidates: the token is the index % V": (
             flat_scores,
             flat // vocab,
@@ -421,6 +443,9 @@ def check_gnmt_length_penalty(learner_penalty: Callable) -> bool:
             "((5 + L) / 6) ** alpha": scores / ((5 + length) ** alpha / 6),
             "alpha is ignored: raise (5 + L) / 6 to the power alpha": scores / ((5 + length) / 6),
             "multiplied by the penalty: divide the scores by it": scores * gnmt,
+            "L leaves out the <eos>: count every token that is not pad_id": (
+                scores / ((4 + length) / 6) ** alpha
+            ),
         }
         passed += run_case(
             name,
