@@ -117,6 +117,19 @@ PUBLISHED_MODELS = (
 )
 
 
+def run_operation(func, args, kwargs) -> tuple[object, list[torch.Tensor], set[int]]:
+    """Inside a TorchDispatchMode: run one aten operation; return its result, the tensors in
+    it, and the storages (data pointers) of its tensor inputs, to tell new tensors from views."""
+    out = func(*args, **(kwargs or {}))
+    inputs = {
+        t.untyped_storage().data_ptr()
+        for t in tree_leaves((args, kwargs))
+        if isinstance(t, torch.Tensor)
+    }
+    returned = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    return out, returned, inputs
+
+
 class _LiveBytes(TorchDispatchMode):
     """Follows every tensor that an operation inside the mode returns: its storage's bytes
     count from the operation that allocates it until the last tensor using it is freed."""
@@ -127,15 +140,9 @@ class _LiveBytes(TorchDispatchMode):
         self.current = self.peak = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {
-            t.untyped_storage().data_ptr()
-            for t in tree_leaves((args, kwargs))
-            if isinstance(t, torch.Tensor)
-        }
-        for tensor in tree_leaves(out):
-            if isinstance(tensor, torch.Tensor):
-                self._follow(tensor, inputs)
+        out, returned, inputs = run_operation(func, args, kwargs)
+        for tensor in returned:
+            self._follow(tensor, inputs)
         return out
 
     def _follow(self, tensor: torch.Tensor, inputs: set) -> None:

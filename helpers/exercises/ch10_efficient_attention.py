@@ -15,11 +15,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers.attention import DotProductAttention, MultiHeadAttention, masked_softmax
-from helpers.efficient import key_tile_steps, online_softmax, tiled_attention
+from helpers.efficient import key_tile_steps, online_softmax, run_operation, tiled_attention
 from helpers.exercises.framework import Refused, report, run_case
 
 __all__ = [
@@ -146,16 +145,10 @@ class _CopiesOf(TorchDispatchMode):
         self.sizes, self.seen = sizes, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {
-            t.untyped_storage().data_ptr()
-            for t in tree_leaves((args, kwargs))
-            if isinstance(t, torch.Tensor)
-        }
-        for tensor in tree_leaves(out):
+        out, returned, inputs = run_operation(func, args, kwargs)
+        for tensor in returned:
             if (
-                isinstance(tensor, torch.Tensor)
-                and tensor.numel() in self.sizes
+                tensor.numel() in self.sizes
                 and tensor.untyped_storage().data_ptr() not in inputs  # not a view
             ):
                 self.seen.append(func.overloadpacket.__name__)
