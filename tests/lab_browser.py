@@ -31,7 +31,8 @@ CHROMIUM_ARGS = [
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
 KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"
-TIMEOUT_MS = 180_000  # only for hangs: a loaded machine is slow, not stuck
+TIMEOUT_MS = 360_000  # only for hangs: a loaded machine is slow, not stuck (chapter 09 needs
+# about a minute alone, and took over three on a machine running two test suites at once)
 # What an explorer's controls drive: the sources of its images (a new blob URL on every
 # redraw), or else the text of its output and HTML widgets. Installed in every page.
 VIEW_SIGNATURE_JS = """
