@@ -338,3 +338,159 @@ WRONG += [
     ("beam step", beam_step_ended_take_anything, "given every token at no cost"),
     ("GNMT length penalty", gnmt_without_eos, "L leaves out the <eos>"),
 ]
+
+
+def _flat_candidates(scores, log_probs, ended, pad_id, pad_cost=None):
+    """(B, k * V): an ended hypothesis adds only pad_id, at pad_cost (None: no cost)."""
+    is_pad = torch.arange(log_probs.shape[-1]) == pad_id
+    after_end = torch.where(is_pad, 0.0 if pad_cost is None else pad_cost, float("-inf"))
+    return (scores[..., None] + torch.where(ended[..., None], after_end, log_probs)).flatten(1)
+
+
+def beam_step_with_the_pad_hard_coded(scores, log_probs, ended, pad_id):
+    return beam_step(scores, log_probs, ended, 0)
+
+
+def beam_step_paying_for_the_pad(scores, log_probs, ended, pad_id):
+    candidates = _flat_candidates(scores, log_probs, ended, pad_id, pad_cost=log_probs)
+    new_scores, chosen = candidates.topk(scores.shape[1])
+    return new_scores, chosen // log_probs.shape[-1], chosen % log_probs.shape[-1]
+
+
+def beam_step_with_div_and_mod_swapped(scores, log_probs, ended, pad_id):
+    new_scores, chosen = _flat_candidates(scores, log_probs, ended, pad_id).topk(scores.shape[1])
+    return new_scores, chosen % log_probs.shape[-1], chosen // log_probs.shape[-1]
+
+
+def beam_step_over_the_whole_batch(scores, log_probs, ended, pad_id):
+    batch, k = scores.shape
+    candidates = _flat_candidates(scores, log_probs, ended, pad_id)
+    new_scores, chosen = candidates.flatten().topk(batch * k)
+    vocab = log_probs.shape[-1]
+    return (
+        new_scores.view(batch, k),
+        (chosen // vocab).view(batch, k),
+        (chosen % vocab).view(batch, k),
+    )
+
+
+def beam_step_over_the_whole_batch_keeping_k(scores, log_probs, ended, pad_id):
+    candidates = _flat_candidates(scores, log_probs, ended, pad_id)
+    new_scores, chosen = candidates.flatten().topk(scores.shape[1])  # (k,): k for the batch
+    return new_scores, chosen // log_probs.shape[-1], chosen % log_probs.shape[-1]
+
+
+WRONG += [
+    ("beam step", beam_step_with_the_pad_hard_coded, "the pad id is taken to be 0"),
+    ("beam step", beam_step_paying_for_the_pad, "paid the log-probability of its pad"),
+    ("beam step", beam_step_with_div_and_mod_swapped, "`//` and `%` are swapped"),
+    ("beam step", beam_step_over_the_whole_batch, "one top-k over the whole batch"),
+    ("beam step", beam_step_over_the_whole_batch_keeping_k, "one top-k over the whole batch?"),
+]
+
+
+def test_a_pad_id_other_than_zero_changes_the_right_answer():
+    """The cases with pad_id 5 are the ones where a hard-coded 0 shows: an ended hypothesis
+    survives, and its token must be the pad."""
+    args = (*_beam_inputs(34, 2, 3, 8, ((0, 1), (1, 0))), 5)
+    right, hard_coded = beam_step(*args), beam_step_with_the_pad_hard_coded(*args)
+    assert (right[2] == 5).sum() == 2 and not torch.equal(right[2], hard_coded[2])
+
+
+# Right answers in other styles: each must be accepted.
+
+
+def beam_step_with_a_large_negative(scores, log_probs, ended, pad_id):
+    is_pad = torch.arange(log_probs.shape[-1]) == pad_id
+    after_end = torch.where(is_pad, 0.0, -1e9)  # (V,)
+    candidates = scores[..., None] + torch.where(ended[..., None], after_end, log_probs)
+    new_scores, chosen = candidates.flatten(1).topk(scores.shape[1])
+    vocab = log_probs.shape[-1]
+    return new_scores, torch.div(chosen, vocab, rounding_mode="floor"), chosen % vocab
+
+
+def beam_step_by_a_loop_over_sentences(scores, log_probs, ended, pad_id):
+    k, vocab = scores.shape[1], log_probs.shape[-1]
+    results = []
+    for row_scores, row_log_probs, row_ended in zip(scores, log_probs, ended, strict=True):
+        extensions = []
+        for b in range(k):
+            if row_ended[b]:
+                only_pad = torch.full((vocab,), float("-inf"), dtype=row_scores.dtype)
+                only_pad[pad_id] = 0.0
+                extensions.append(row_scores[b] + only_pad)
+            else:
+                extensions.append(row_scores[b] + row_log_probs[b])
+        best, chosen = torch.cat(extensions).topk(k)
+        results.append((best, chosen // vocab, chosen % vocab))
+    return tuple(torch.stack(part) for part in zip(*results, strict=True))
+
+
+def beam_step_by_sorting(scores, log_probs, ended, pad_id):
+    candidates = _flat_candidates(scores, log_probs, ended, pad_id)
+    ordered, order = candidates.sort(dim=-1, descending=True, stable=True)
+    k, vocab = scores.shape[1], log_probs.shape[-1]
+    chosen = order[:, :k]
+    return ordered[:, :k], chosen // vocab, chosen % vocab
+
+
+def beam_step_by_unravel_index(scores, log_probs, ended, pad_id):
+    log_probs = log_probs.masked_fill(ended[..., None], float("-inf"))
+    pad_column = torch.zeros_like(log_probs).index_fill(-1, torch.tensor([pad_id]), 1.0).bool()
+    log_probs = torch.where(ended[..., None] & pad_column, 0.0, log_probs)
+    candidates = (scores[..., None] + log_probs).flatten(1)
+    new_scores, chosen = candidates.topk(scores.shape[1])
+    beams, tokens = torch.unravel_index(chosen, log_probs.shape[1:])
+    return new_scores, beams, tokens
+
+
+def smoothing_by_scatter_in_float64(logits, targets, pad_id, epsilon, never_written):
+    vocab = logits.shape[-1]
+    log_probs = logits.double().log_softmax(-1)
+    writable = torch.ones(vocab, dtype=torch.float64).index_fill(
+        0, torch.tensor(never_written, dtype=torch.int64), 0.0
+    )
+    q = (epsilon * writable / writable.sum()).expand_as(log_probs).clone()
+    q = q.scatter_add(-1, targets[..., None], torch.full_like(log_probs[..., :1], 1 - epsilon))
+    per_position = -(q * log_probs).sum(-1)
+    real = targets != pad_id
+    return (per_position * real).sum().div(real.sum()).to(logits.dtype)
+
+
+def smoothing_as_two_terms(logits, targets, pad_id, epsilon, never_written):
+    log_probs = logits.log_softmax(-1)
+    writable = [v for v in range(logits.shape[-1]) if v not in never_written]
+    nll = -log_probs.gather(-1, targets[..., None])[..., 0]  # (B, T)
+    spread = -log_probs[..., writable].mean(-1)  # (B, T)
+    real = targets != pad_id
+    return ((1 - epsilon) * nll + epsilon * spread)[real].mean()
+
+
+def penalty_by_pow(scores, tokens, pad_id, alpha):
+    lengths = torch.where(tokens == pad_id, 0, 1).sum(-1)
+    return scores / torch.pow((lengths + 5) / 6, alpha).to(scores.dtype)
+
+
+def penalty_in_float64(scores, tokens, pad_id, alpha):
+    lengths = (tokens != pad_id).double().sum(-1)
+    return (scores.double() * ((5 + lengths) / 6) ** -alpha).to(scores.dtype)
+
+
+RIGHT = [
+    ("smoothing over writable tokens", smoothing_by_scatter_in_float64),
+    ("smoothing over writable tokens", smoothing_as_two_terms),
+    ("GNMT length penalty", penalty_by_pow),
+    ("GNMT length penalty", penalty_in_float64),
+    ("beam step", beam_step_with_a_large_negative),
+    ("beam step", beam_step_by_a_loop_over_sentences),
+    ("beam step", beam_step_by_sorting),
+    ("beam step", beam_step_by_unravel_index),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"), RIGHT, ids=[f"{e}: {a.__name__}" for e, a in RIGHT]
+)
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out

@@ -198,11 +198,14 @@ def check_smoothing_over_writable_tokens(learner_loss: Callable) -> bool:
 _PARTS = ("new_scores", "beams", "tokens")
 
 
-def _candidates(scores, log_probs, ended, pad_id, add_previous=True, stop_ended=True):
+def _candidates(
+    scores, log_probs, ended, pad_id, add_previous=True, stop_ended=True, pad_is_free=True
+):
     """The score of every extension (B, k, V)."""
     if stop_ended:
-        after_end = torch.full_like(log_probs[0, 0], float("-inf"))  # (V,)
-        after_end[pad_id] = 0.0  # an ended hypothesis can only add a pad, at no cost
+        only_pad = torch.arange(log_probs.shape[-1]) == pad_id  # (V,)
+        # an ended hypothesis can only add a pad, at no cost
+        after_end = torch.where(only_pad, 0.0 if pad_is_free else log_probs, float("-inf"))
         log_probs = torch.where(ended[..., None], after_end, log_probs)
     return scores[..., None] + log_probs if add_previous else log_probs
 
@@ -216,6 +219,17 @@ def _beam_step(scores, log_probs, ended, pad_id, **how):
     vocab, k = log_probs.shape[-1], scores.shape[-1]
     new_scores, chosen = _best(_candidates(scores, log_probs, ended, pad_id, **how), k)
     return new_scores, chosen // vocab, chosen % vocab  # (B, k) each
+
+
+def _best_of_the_whole_batch(candidates, k):
+    """The mistake of one top-k over every sentence's candidates together, (B, k) each."""
+    batch, vocab = candidates.shape[0], candidates.shape[-1]
+    new_scores, chosen = candidates.flatten().topk(batch * k)
+    return (
+        new_scores.view(batch, k),
+        (chosen // vocab).view(batch, k),
+        (chosen % vocab).view(batch, k),
+    )
 
 
 def _best_with(scores, log_probs, k, vocab):
@@ -236,7 +250,7 @@ def _beam_mistakes(scores, log_probs, ended, pad_id):
     each = (top_scores, torch.arange(k).expand_as(top_tokens), top_tokens)
     flat_scores, flat = _best(candidates, k)
     by_index = flat.argsort(-1)  # the k best in the order of their flat index
-    return {
+    mistakes = {
         "the best extension of each hypothesis: keep the k best of all k * V candidates of "
         "the sentence, several may extend the same hypothesis": each,
         "the best extension of each hypothesis, sorted: keep the k best of all k * V "
@@ -268,7 +282,21 @@ def _beam_mistakes(scores, log_probs, ended, pad_id):
         "sorted worst first: the best comes first (descending order)": _reorder(
             right, torch.arange(k - 1, -1, -1).expand_as(flat)
         ),
+        "an ended hypothesis paid the log-probability of its pad: it adds pad_id at no cost, "
+        "its score stays the same": _beam_step(scores, log_probs, ended, pad_id, pad_is_free=False),
+        "`//` and `%` are swapped: the hypothesis is the flat index // V, the token the flat "
+        "index % V": (flat_scores, flat % vocab, flat // vocab),
+        "one top-k over the whole batch mixes the sentences: each sentence keeps the k best of "
+        "its own k * V candidates (flatten (B, k, V) to (B, k * V), then topk(k, dim=-1))": (
+            _best_of_the_whole_batch(candidates, k)
+        ),
     }
+    if pad_id != 0:
+        mistakes[
+            f"the pad id is taken to be 0, but here it is {pad_id}: an ended hypothesis adds "
+            f"pad_id (the argument), at no cost"
+        ] = _beam_step(scores, log_probs, ended, 0)
+    return mistakes
 
 
 def _beam_inputs(seed, batch, k, vocab, ended_at=(), unfilled=()):
@@ -301,7 +329,16 @@ def _three_tensors(got, batch: int, k: int) -> None:
         if not isinstance(tensor, torch.Tensor):
             raise Refused(f"{name} is a {type(tensor).__name__}, expected a tensor")
         if tuple(tensor.shape) != (batch, k):
-            raise Refused(f"{name} has shape {tuple(tensor.shape)}, expected (B, k) = {(batch, k)}")
+            whole_batch = tensor.numel() in (k, batch * k) and tensor.dim() == 1
+            raise Refused(
+                f"{name} has shape {tuple(tensor.shape)}, expected (B, k) = {(batch, k)}"
+                + (
+                    " (one top-k over the whole batch? each sentence keeps the k best of its own "
+                    "k * V candidates: flatten (B, k, V) to (B, k * V), then topk(k, dim=-1))"
+                    if whole_batch
+                    else ""
+                )
+            )
         if name != "new_scores" and tensor.dtype != torch.int64:
             raise Refused(
                 f"{name} has dtype {tensor.dtype}, expected torch.int64: indices, as topk "
@@ -333,11 +370,12 @@ def check_beam_step(learner_step: Callable) -> bool:
     the k * V candidates of each sentence keep the k best, best first: new_scores their scores,
     beams the hypothesis each extends, tokens the token it adds. A score of -inf is a place in
     the beam not filled yet (at the first step only hypothesis 0 is live). Gradients flow from
-    new_scores to scores and log_probs."""
+    new_scores to scores and log_probs. pad_id is a Python int, not necessarily 0 nor the
+    smallest id; V > k, so every sentence has at least k candidates with a finite score."""
     cases = [
-        # name, seed, B, k, V, ended (row, beam), unfilled rows
-        ("B=2, k=3, V=7, hypothesis 1 of sentence 0 has ended", 31, 2, 3, 7, ((0, 1),), ()),
-        ("B=1, k=2, V=5, none ended", 32, 1, 2, 5, (), ()),
+        # name, seed, B, k, V, pad_id, ended (row, beam), unfilled rows
+        ("B=2, k=3, V=7, hypothesis 1 of sentence 0 has ended", 31, 2, 3, 7, 0, ((0, 1),), ()),
+        ("B=1, k=2, V=5, none ended", 32, 1, 2, 5, 0, (), ()),
         (
             "B=3, k=4, V=9, sentences 0 and 2 at their first step (scores 0, -inf, -inf, "
             "-inf), hypothesis 2 of sentence 1 has ended",
@@ -345,14 +383,34 @@ def check_beam_step(learner_step: Callable) -> bool:
             3,
             4,
             9,
+            0,
             ((1, 2),),
             (0, 2),
+        ),
+        (
+            "B=2, k=3, V=8, pad_id 5, hypothesis 1 of sentence 0 and 0 of sentence 1 have ended",
+            34,
+            2,
+            3,
+            8,
+            5,
+            ((0, 1), (1, 0)),
+            (),
+        ),
+        (
+            "B=2, k=3, V=6, pad_id 5 (the largest id), hypothesis 2 of each sentence has ended",
+            35,
+            2,
+            3,
+            6,
+            5,
+            ((0, 2), (1, 2)),
+            (),
         ),
     ]
     names = ("scores", "log_probs", "ended", "pad_id")
     failures, passed = [], 0
-    for name, seed, batch, k, vocab, ended_at, unfilled in cases:
-        pad_id = 0
+    for name, seed, batch, k, vocab, pad_id, ended_at, unfilled in cases:
         scores, log_probs, ended = _beam_inputs(seed, batch, k, vocab, ended_at, unfilled)
         args = (scores, log_probs, ended, pad_id)
         mistakes = _beam_mistakes(*args)
