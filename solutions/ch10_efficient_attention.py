@@ -10,7 +10,8 @@ from helpers.attention import masked_softmax
 
 
 def merge_partial_attention(output_a, lse_a, output_b, lse_b):
-    """Two outputs over two parts of the keys -> the output over all of them (B, q, d_v)."""
+    """output_a, output_b (B, q, d_v) over two parts of the keys, with lse_a, lse_b (B, q)
+    -> the output over all of them (B, q, d_v)."""
     largest = torch.maximum(lse_a, lse_b)  # (B, q): -inf only if neither part has a key
     shift = torch.where(largest.isfinite(), largest, torch.zeros_like(largest))
     weight_a = torch.exp(lse_a - shift)  # (B, q): part a's share, up to one common factor
@@ -22,8 +23,9 @@ def merge_partial_attention(output_a, lse_a, output_b, lse_b):
 
 
 def grouped_query_attention(queries, keys, values, mask):
-    """queries (B, heads, q, d) with keys and values (B, kv_heads, k, d): no copies of them.
-    The group of query heads that shares a key/value head is folded into the query axis."""
+    """queries (B, heads, q, d), keys (B, kv_heads, k, d), values (B, kv_heads, k, d_v) ->
+    (B, heads, q, d_v), with no copies of the keys or values: the group of query heads that
+    shares a key/value head is folded into the query axis."""
     batch, heads, q, d = queries.shape
     kv_heads = keys.shape[1]
     group = heads // kv_heads  # query head h = kv * group + g reads key/value head kv
@@ -36,8 +38,9 @@ def grouped_query_attention(queries, keys, values, mask):
 
 
 def causal_tiled_attention(queries, keys, values, tile_size):
-    """Causal attention, one block of queries and one tile of keys at a time, skipping the
-    key tiles whose first key comes after the block's last query."""
+    """queries and keys (B, n, d), values (B, n, d_v) -> (B, n, d_v): causal attention, one
+    block of queries and one tile of keys at a time, skipping the key tiles whose first key
+    comes after the block's last query; the softmax written out, the online way."""
     batch, n, d = queries.shape
     output = []
     for start in range(0, n, tile_size):

@@ -210,7 +210,7 @@ WRONG = [
     ("causal tiled attention", causal_without_rescaling, "not rescaled when the maximum grows"),
     ("causal tiled attention", causal_skipping_the_diagonal_tile, "the tile on the diagonal is"),
     ("causal tiled attention", causal_with_tiled_attention, "calls helpers.efficient.tiled"),
-    ("causal tiled attention", causal_with_softmax, "calls torch.softmax"),
+    ("causal tiled attention", causal_with_softmax, "computes a softmax with torch"),
 ]
 
 
@@ -232,6 +232,9 @@ def test_the_causal_solution_equals_dot_product_attention():
     )
 
 
+# Right answers written in other styles: each must be accepted.
+
+
 def merge_by_softmax_over_the_two_lse(output_a, lse_a, output_b, lse_b):
     both = torch.stack([lse_a, lse_b], dim=-1)  # (B, q, 2)
     largest = both.amax(-1, keepdim=True)
@@ -239,6 +242,43 @@ def merge_by_softmax_over_the_two_lse(output_a, lse_a, output_b, lse_b):
     total = weights.sum(-1, keepdim=True)
     weights = weights / torch.where(total > 0, total, 1.0)
     return weights[..., :1] * output_a + weights[..., 1:] * output_b
+
+
+def merge_in_float64(output_a, lse_a, output_b, lse_b):
+    merged = merge_partial_attention(
+        output_a.double(), lse_a.double(), output_b.double(), lse_b.double()
+    )
+    return merged.to(output_a.dtype)
+
+
+def merge_with_lse_clamped_to_minus_1e9(output_a, lse_a, output_b, lse_b):
+    """-1e9 in place of -inf: a part with no key then weighs exp(-1e9 - m) = 0."""
+    lse_a, lse_b = lse_a.clamp(min=-1e9), lse_b.clamp(min=-1e9)
+    largest = torch.maximum(lse_a, lse_b)
+    weight_a, weight_b = (lse_a - largest).exp()[..., None], (lse_b - largest).exp()[..., None]
+    return (weight_a * output_a + weight_b * output_b) / (weight_a + weight_b)
+
+
+def merge_by_sigmoid_of_the_difference(output_a, lse_a, output_b, lse_b):
+    """exp(a) / (exp(a) + exp(b)) = sigmoid(a - b), guarded where both are -inf."""
+    neither = (lse_a == float("-inf")) & (lse_b == float("-inf"))
+    share_a = torch.sigmoid(torch.where(neither, 0.0, lse_a - lse_b))[..., None]
+    return share_a * output_a + (1 - share_a) * output_b
+
+
+def merge_one_query_at_a_time(output_a, lse_a, output_b, lse_b):
+    rows = []
+    for b in range(lse_a.shape[0]):
+        for i in range(lse_a.shape[1]):
+            largest = torch.maximum(lse_a[b, i], lse_b[b, i])
+            if largest == float("-inf"):
+                rows.append(torch.zeros_like(output_a[b, i]))
+                continue
+            weight_a, weight_b = (lse_a[b, i] - largest).exp(), (lse_b[b, i] - largest).exp()
+            rows.append(
+                (weight_a * output_a[b, i] + weight_b * output_b[b, i]) / (weight_a + weight_b)
+            )
+    return torch.stack(rows).reshape(output_a.shape)
 
 
 def gqa_by_einsum(queries, keys, values, mask):
@@ -259,6 +299,78 @@ def gqa_one_head_at_a_time(queries, keys, values, mask):
         weights = masked_softmax(scores, mask=None if mask is None else mask[:, 0])
         heads.append(weights @ values[:, head // group])
     return torch.stack(heads, dim=1)
+
+
+def gqa_with_minus_1e9_and_empty_rows_zeroed(queries, keys, values, mask):
+    """torch.softmax over scores filled with -1e9, then the rows with no key set to zero."""
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    folded = queries.reshape(batch, kv_heads, heads // kv_heads * q, d)
+    scores = (folded @ keys.mT / math.sqrt(d)).reshape(batch, heads, q, -1)
+    if mask is not None:
+        scores = torch.where(mask, scores, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights * mask.any(-1, keepdim=True)
+    out = weights.reshape(batch, kv_heads, heads // kv_heads * q, -1) @ values
+    return out.reshape(batch, heads, q, -1)
+
+
+def gqa_in_float64_one_group_at_a_time(queries, keys, values, mask):
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    group = heads // kv_heads
+    outputs = []
+    for kv in range(kv_heads):
+        block = queries[:, kv * group : (kv + 1) * group].double().reshape(batch, group * q, d)
+        scores = (block @ keys[:, kv].double().mT / math.sqrt(d)).reshape(batch, group, q, -1)
+        weights = masked_softmax(scores, mask=mask).reshape(batch, group * q, -1)
+        outputs.append((weights @ values[:, kv].double()).reshape(batch, group, q, -1))
+    return torch.cat(outputs, dim=1).to(queries.dtype)
+
+
+def _causal_by_tiles(queries, keys, values, tile_size, scores_of, dtype=None):
+    """A learner's causal tile loop; scores_of(block, keys) computes one tile's scores."""
+    batch, n, d = queries.shape
+    dtype = dtype or queries.dtype
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size].to(dtype)
+        rows = torch.arange(start, start + block.shape[1])
+        running_max = torch.full(block.shape[:2], -math.inf, dtype=dtype)
+        normaliser = torch.zeros(block.shape[:2], dtype=dtype)
+        accumulator = torch.zeros(batch, block.shape[1], values.shape[-1], dtype=dtype)
+        for key_start in range(0, start + block.shape[1], tile_size):
+            columns = torch.arange(key_start, min(key_start + tile_size, n))
+            scores = scores_of(block, keys[:, columns].to(dtype)) / math.sqrt(d)
+            scores = torch.where(columns[None, :] <= rows[:, None], scores, -1e9)
+            new_max = torch.maximum(running_max, scores.amax(-1))
+            correction = torch.exp(running_max - new_max)
+            weights = torch.exp(scores - new_max[..., None])
+            normaliser = normaliser * correction + weights.sum(-1)
+            accumulator = accumulator * correction[..., None] + weights @ values[:, columns].to(
+                dtype
+            )
+            running_max = new_max
+        output.append(accumulator / normaliser[..., None])
+    return torch.cat(output, dim=1).to(queries.dtype)
+
+
+def causal_tiles_by_einsum(queries, keys, values, tile_size):
+    return _causal_by_tiles(
+        queries, keys, values, tile_size, lambda b, k: torch.einsum("bqd,bkd->bqk", b, k)
+    )
+
+
+def causal_tiles_by_broadcast_products(queries, keys, values, tile_size):
+    """The scores of each tile as a broadcast multiply-and-sum: as many products as @."""
+    return _causal_by_tiles(
+        queries, keys, values, tile_size, lambda b, k: (b[:, :, None, :] * k[:, None]).sum(-1)
+    )
+
+
+def causal_tiles_in_float64(queries, keys, values, tile_size):
+    return _causal_by_tiles(queries, keys, values, tile_size, lambda b, k: b @ k.mT, torch.float64)
 
 
 def causal_tiles_with_a_break(queries, keys, values, tile_size):
@@ -286,16 +398,223 @@ def causal_tiles_with_a_break(queries, keys, values, tile_size):
     return torch.cat(output, dim=1)
 
 
-@pytest.mark.parametrize(
-    ("exercise", "answer"),
-    [
-        ("merge partial attention", merge_by_softmax_over_the_two_lse),
-        ("grouped-query attention", gqa_by_einsum),
-        ("grouped-query attention", gqa_one_head_at_a_time),
-        ("causal tiled attention", causal_tiles_with_a_break),
-    ],
-    ids=lambda a: getattr(a, "__name__", a),
-)
+def causal_one_query_at_a_time(queries, keys, values, tile_size):
+    """No tiles: each query reads the keys up to itself (accepted, as the prompt says)."""
+    rows = []
+    for i in range(queries.shape[1]):
+        scores = queries[:, i : i + 1] @ keys[:, : i + 1].mT / math.sqrt(queries.shape[-1])
+        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+        rows.append(weights / weights.sum(-1, keepdim=True) @ values[:, : i + 1])
+    return torch.cat(rows, dim=1)
+
+
+RIGHT = [
+    ("merge partial attention", merge_by_softmax_over_the_two_lse),
+    ("merge partial attention", merge_in_float64),
+    ("merge partial attention", merge_with_lse_clamped_to_minus_1e9),
+    ("merge partial attention", merge_by_sigmoid_of_the_difference),
+    ("merge partial attention", merge_one_query_at_a_time),
+    ("grouped-query attention", gqa_by_einsum),
+    ("grouped-query attention", gqa_one_head_at_a_time),
+    ("grouped-query attention", gqa_with_minus_1e9_and_empty_rows_zeroed),
+    ("grouped-query attention", gqa_in_float64_one_group_at_a_time),
+    ("causal tiled attention", causal_tiles_with_a_break),
+    ("causal tiled attention", causal_tiles_by_einsum),
+    ("causal tiled attention", causal_tiles_by_broadcast_products),
+    ("causal tiled attention", causal_tiles_in_float64),
+    ("causal tiled attention", causal_one_query_at_a_time),
+]
+
+
+@pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
 def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
     assert verdict is True and out.startswith("Correct"), out
+
+
+# More wrong answers, each named by its own diagnosis (test_exercises.py runs WRONG).
+
+
+def merge_without_dividing(output_a, lse_a, output_b, lse_b):
+    largest = torch.maximum(lse_a, lse_b)
+    shift = torch.where(largest.isfinite(), largest, 0.0)[..., None]
+    return (lse_a[..., None] - shift).exp() * output_a + (lse_b[..., None] - shift).exp() * output_b
+
+
+def merge_with_the_weights_swapped(output_a, lse_a, output_b, lse_b):
+    return merge_partial_attention(output_b, lse_a, output_a, lse_b)
+
+
+def _gqa_scores(queries, keys):
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    folded = queries.reshape(batch, kv_heads, heads // kv_heads * q, d)
+    return (folded @ keys.mT / math.sqrt(d)).reshape(batch, heads, q, -1)
+
+
+def _gqa_read(weights, values):
+    batch, heads, q, k = weights.shape
+    kv_heads = values.shape[1]
+    out = weights.reshape(batch, kv_heads, heads // kv_heads * q, k) @ values
+    return out.reshape(batch, heads, q, -1)
+
+
+def gqa_with_minus_inf_then_softmax(queries, keys, values, mask):
+    scores = _gqa_scores(queries, keys)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return _gqa_read(torch.softmax(scores, dim=-1), values)
+
+
+def gqa_with_minus_1e9(queries, keys, values, mask):
+    scores = _gqa_scores(queries, keys)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    return _gqa_read(torch.softmax(scores, dim=-1), values)
+
+
+def gqa_ignoring_the_mask(queries, keys, values, mask):
+    return _gqa_read(masked_softmax(_gqa_scores(queries, keys)), values)
+
+
+def gqa_with_the_mask_reversed(queries, keys, values, mask):
+    reversed_mask = None if mask is None else ~mask  # BUG: True read as "ignore"
+    return _gqa_read(masked_softmax(_gqa_scores(queries, keys), mask=reversed_mask), values)
+
+
+def causal_every_tile_by_broadcast_products(queries, keys, values, tile_size):
+    """Every tile computed, its products written as multiply-and-sum (no matrix product)."""
+    n, d = queries.shape[1], queries.shape[-1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        scores = (block[:, :, None, :] * keys[:, None]).sum(-1) / math.sqrt(d)  # every key
+        scores = scores.masked_fill(~causal[start : start + tile_size], float("-inf"))
+        weights = (scores - scores.amax(-1, keepdim=True)).exp()
+        weights = weights / weights.sum(-1, keepdim=True)
+        output.append((weights[..., None] * values[:, None]).sum(-2))
+    return torch.cat(output, dim=1)
+
+
+def causal_every_key_by_dot_products(queries, keys, values, tile_size):
+    """One query at a time, every key read with torch.dot (no matrix product at all)."""
+    batch, n, d = queries.shape
+    output = torch.zeros(batch, n, values.shape[-1])
+    for b in range(batch):
+        for i in range(n):
+            scores = torch.stack([torch.dot(queries[b, i], keys[b, j]) for j in range(n)])
+            scores = torch.where(torch.arange(n) <= i, scores / math.sqrt(d), -math.inf)
+            weights = (scores - scores.max()).exp()
+            output[b, i] = torch.mv(values[b].T, weights / weights.sum())
+    return output
+
+
+def causal_one_tile_too_many(queries, keys, values, tile_size):
+    """Off by one: every block also reads the tile after its diagonal (masked, so the values
+    are right)."""
+    n = queries.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        end = min(start + 2 * tile_size, n)  # BUG: one tile past the diagonal
+        scores = block @ keys[:, :end].mT / math.sqrt(queries.shape[-1])
+        scores = scores.masked_fill(~causal[start : start + tile_size, :end], float("-inf"))
+        weights = (scores - scores.amax(-1, keepdim=True)).exp()
+        output.append(weights / weights.sum(-1, keepdim=True) @ values[:, :end])
+    return torch.cat(output, dim=1)
+
+
+def _tiles_with_softmax(softmax):
+    def answer(queries, keys, values, tile_size):
+        n = queries.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        output = []
+        for start in range(0, n, tile_size):
+            end = min(start + tile_size, n)
+            scores = queries[:, start:end] @ keys[:, :end].mT / math.sqrt(queries.shape[-1])
+            scores = scores.masked_fill(~causal[start:end, :end], float("-inf"))
+            output.append(softmax(scores) @ values[:, :end])
+        return torch.cat(output, dim=1)
+
+    return answer
+
+
+def causal_with_tensor_softmax(queries, keys, values, tile_size):
+    return _tiles_with_softmax(lambda s: s.softmax(-1))(queries, keys, values, tile_size)
+
+
+def causal_with_nn_softmax(queries, keys, values, tile_size):
+    return _tiles_with_softmax(torch.nn.Softmax(dim=-1))(queries, keys, values, tile_size)
+
+
+def causal_with_functional_softmax(queries, keys, values, tile_size):
+    return _tiles_with_softmax(lambda s: F.softmax(s, dim=-1))(queries, keys, values, tile_size)
+
+
+def causal_with_logsumexp(queries, keys, values, tile_size):
+    softmax = _tiles_with_softmax(lambda s: (s - s.logsumexp(-1, keepdim=True)).exp())
+    return softmax(queries, keys, values, tile_size)
+
+
+def causal_with_masked_softmax(queries, keys, values, tile_size):
+    return _tiles_with_softmax(masked_softmax)(queries, keys, values, tile_size)
+
+
+WRONG += [
+    ("merge partial attention", merge_without_dividing, "not divided by the total weight"),
+    ("merge partial attention", merge_with_the_weights_swapped, "weight each part by exp("),
+    ("grouped-query attention", gqa_with_minus_inf_then_softmax, "exp(-inf) / 0 = NaN"),
+    ("grouped-query attention", gqa_with_minus_1e9, "the average of the values instead"),
+    ("grouped-query attention", gqa_ignoring_the_mask, "the mask is ignored"),
+    ("grouped-query attention", gqa_with_the_mask_reversed, "read the wrong way round"),
+    (
+        "causal tiled attention",
+        causal_every_tile_by_broadcast_products,
+        "computes key tiles above the diagonal",
+    ),
+    (
+        "causal tiled attention",
+        causal_every_key_by_dot_products,
+        "computes key tiles above the diagonal",
+    ),
+    ("causal tiled attention", causal_one_tile_too_many, "computes key tiles above the diagonal"),
+    ("causal tiled attention", causal_with_tensor_softmax, "computes a softmax with torch"),
+    ("causal tiled attention", causal_with_nn_softmax, "computes a softmax with torch"),
+    ("causal tiled attention", causal_with_functional_softmax, "computes a softmax with torch"),
+    ("causal tiled attention", causal_with_logsumexp, "aten.logsumexp"),
+    ("causal tiled attention", causal_with_masked_softmax, "calls helpers' masked_softmax"),
+]
+
+
+def test_sdpa_is_named_as_a_call_not_as_copies(run_checker):
+    verdict, out = run_checker(check_grouped_query_attention, gqa_with_sdpa)
+    assert verdict is False and "copies" not in out, out
+    assert out.count("calls torch's scaled_dot_product_attention") == 4, out
+
+
+@pytest.mark.parametrize(
+    "answer", [gqa_with_minus_inf_then_softmax, gqa_with_minus_1e9], ids=lambda a: a.__name__
+)
+def test_a_fill_is_blamed_only_for_the_query_with_no_key(answer, run_checker):
+    """Everywhere else these fills are right: the report names the empty row, not the fill."""
+    verdict, out = run_checker(check_grouped_query_attention, answer)
+    assert verdict is False and "(here query 0 of example 0, which may read no key)" in out, out
+    assert out.startswith("Not yet: 3 of 4"), out
+
+
+def test_a_broadcast_product_counts_as_much_as_the_matrix_product():
+    from helpers.exercises.ch10_efficient_attention import _Multiplications
+
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    counts = []
+    for product in (
+        lambda: a @ b.mT,
+        lambda: (a[:, :, None] * b[:, None]).sum(-1),
+        lambda: torch.einsum("bqd,bkd->bqk", a, b),
+    ):
+        with _Multiplications() as counter:
+            product()
+        counts.append(counter.count)
+    assert counts == [2 * 3 * 5 * 4] * 3

@@ -6,7 +6,8 @@
 2. check_grouped_query_attention: grouped-query attention that reshapes the query heads into
    groups instead of copying the key/value heads.
 3. check_causal_tiled_attention: causal FlashAttention that skips the key tiles above the
-   diagonal (counted in floating-point operations).
+   diagonal (every multiplication counted, however it is spelled), with the softmax written
+   out.
 """
 
 import math
@@ -15,11 +16,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 
 from helpers.attention import DotProductAttention, MultiHeadAttention, masked_softmax
 from helpers.efficient import key_tile_steps, online_softmax, run_operation, tiled_attention
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, _recording_calls, report, run_case
 
 __all__ = [
     "check_causal_tiled_attention",
@@ -53,11 +53,12 @@ def _part(scores, mask, values):
 
 
 def check_merge_partial_attention(learner_merge: Callable) -> bool:
-    """learner_merge(output_a, lse_a, output_b, lse_b) -> (B, q, d_v): output_a (B, q, d_v) is
-    attention over one part of the keys (zeros for a query with no allowed key there), lse_a
-    (B, q) the log-sum-exp of that part's allowed scores (-inf for none); the same for part b.
-    Return attention over all the keys: never NaN, even when a query has no key in a part, or
-    in both (then zeros), and without overflow for scores in the thousands."""
+    """learner_merge(output_a, lse_a, output_b, lse_b) -> (B, q, d_v), here B = 2, q = 3,
+    d_v = 5. output_a (B, q, d_v) is attention over one part of the keys (zeros for a query
+    with no allowed key there), lse_a (B, q) the log-sum-exp of that part's allowed scores
+    (-inf for a query with none); output_b and lse_b the same for the other part. Return
+    attention over all the keys: never NaN, even when a query has no key in a part, or in both
+    (then its row is zeros), and without overflow for scores in the thousands."""
     generator = torch.Generator().manual_seed(10)
     cases = [
         ("two parts of 4 and 6 keys", 0.0, "none"),
@@ -93,7 +94,7 @@ def check_merge_partial_attention(learner_merge: Callable) -> bool:
             ] = _through_total(*args)
         ok = run_case(
             name,
-            learner_merge,
+            _empty_rows_unjudged(learner_merge, ~mask.any(-1)),
             args,
             _merge,
             failures,
@@ -112,6 +113,21 @@ def check_merge_partial_attention(learner_merge: Callable) -> bool:
             )
         passed += ok
     return report(failures, passed)
+
+
+def _empty_rows_unjudged(learner_merge: Callable, empty: torch.Tensor) -> Callable:
+    """The learner's function, with the gradient that reaches output_a and output_b at the
+    `empty` rows (B, q) (queries with no key in either part) set to zero: those rows are zeros
+    whatever their weights (-1e9 in place of -inf weighs each part 1/2, as right as 0), so
+    their gradient is not judged. The gradient to lse_a and lse_b is."""
+
+    def learner(output_a, lse_a, output_b, lse_b):
+        for output in (output_a, output_b):
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                output.register_hook(lambda grad: grad.masked_fill(empty[..., None], 0.0))
+        return learner_merge(output_a, lse_a, output_b, lse_b)
+
+    return learner
 
 
 def _unshifted(output_a, lse_a, output_b, lse_b):
@@ -155,14 +171,26 @@ class _CopiesOf(TorchDispatchMode):
         return out
 
 
-def _gqa(queries, keys, values, mask, order="interleave"):
+def _repeated_heads(queries, keys, values, order="interleave"):
+    """Keys and values repeated for their query heads: query head h reads key/value head
+    h // group ("interleave"), or, the mistake, h % kv_heads ("tile")."""
     group = queries.shape[1] // keys.shape[1]
-    if order == "interleave":  # query head h reads key/value head h // group
-        keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-    else:  # the mistake: query head h reads key/value head h % kv_heads
-        keys, values = keys.repeat(1, group, 1, 1), values.repeat(1, group, 1, 1)
+    if order == "interleave":
+        return keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
+    return keys.repeat(1, group, 1, 1), values.repeat(1, group, 1, 1)
+
+
+def _gqa(queries, keys, values, mask, order="interleave"):
+    keys, values = _repeated_heads(queries, keys, values, order)
     scores = queries @ keys.mT / math.sqrt(queries.shape[-1])  # (B, heads, q, k)
     return masked_softmax(scores, mask=mask) @ values
+
+
+def _gqa_filled(queries, keys, values, mask, fill):
+    """The mask applied by filling the scores it forbids with `fill`, then a plain softmax."""
+    keys, values = _repeated_heads(queries, keys, values)
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return torch.softmax(scores.masked_fill(~mask, fill), dim=-1) @ values
 
 
 _COPIES = (
@@ -174,14 +202,62 @@ _COPIES = (
 )
 
 
+def _calls_refused(called: list[str]) -> Refused:
+    return Refused(f"calls {called[0]}, which this exercise asks you to write yourself")
+
+
+def _without_copies(learner_attention: Callable, copies: set[int]) -> Callable:
+    """The learner's function, refused by name if it calls torch's or helpers' attention, or
+    if it makes a tensor of group x the keys' or values' size."""
+
+    def learner(*args):
+        with _recording_calls(_FORBIDDEN_ATTENTION) as called, _CopiesOf(copies) as copied:
+            answer = learner_attention(*args)
+        if called:
+            raise _calls_refused(called)
+        if copied.seen:
+            raise Refused(_COPIES.format(copied.seen[0]))
+        return answer
+
+    return learner
+
+
+def _mask_mistakes(queries, keys, values, mask) -> dict:
+    """What the usual mask slips return, each with its diagnosis."""
+    no_key = (~mask.any(-1)).nonzero()
+    where = ""
+    if len(no_key):
+        example, _, query = no_key[0].tolist()
+        where = f" (here query {query} of example {example}, which may read no key)"
+    return {
+        "the mask is ignored: a query must not read a key where the mask is False": _gqa(
+            queries, keys, values, None
+        ),
+        "the mask is read the wrong way round: True means the query MAY attend to the key "
+        "(chapter 06's convention)": _gqa(queries, keys, values, ~mask),
+        "the masked scores are filled with -inf and then softmax: a query with no allowed key"
+        + where
+        + " gets exp(-inf) / 0 = NaN; it must get zeros (masked_softmax gives them)": (
+            _gqa_filled(queries, keys, values, mask, float("-inf"))
+        ),
+        "filling the masked scores with -1e9 is right wherever a query has an allowed key, but "
+        "a query with none"
+        + where
+        + " then weighs every key alike and returns the average of the values instead of zeros "
+        "(masked_softmax gives zeros)": _gqa_filled(queries, keys, values, mask, -1e9),
+    }
+
+
 def check_grouped_query_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, mask) -> (B, heads, q, d_v): queries (B,
-    heads, q, d), keys (B, kv_heads, k, d), values (B, kv_heads, k, d_v); query head h reads
-    key/value head h // (heads / kv_heads); scaled dot-product scores; mask boolean (B, 1, q, k)
-    (True = may attend) or None; a query with no allowed key gets zeros. Without copying the
-    key/value heads (no tensor of group x their size: fold each group of query heads into the
-    query axis) and without torch's or helpers' attention (helpers' masked_softmax is
-    allowed)."""
+    heads, q, d), keys (B, kv_heads, k, d), values (B, kv_heads, k, d_v), here B = 2, q = 5,
+    k = 6, d = 4 and d_v = 3 (values narrower than keys); query head h reads key/value head
+    h // (heads / kv_heads); scaled dot-product scores; mask boolean (B, 1, q, k) (True = may
+    attend) or None. With the mask, query 0 of example 0 may read no key: its row must be
+    zeros (helpers' masked_softmax gives them; a fill of -inf then softmax gives NaN, -1e9 an
+    average). Without copying the key/value heads (no tensor of group x their size: fold each
+    group of query heads into the query axis) and without torch's or helpers' attention (a
+    softmax in any spelling, masked_softmax included, is allowed)."""
     generator = torch.Generator().manual_seed(11)
     cases = [
         ("8 query heads, 2 key/value heads, no mask", 8, 2, False),
@@ -210,27 +286,20 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
         mistakes["the scores are not divided by sqrt(d)"] = _gqa(
             queries * math.sqrt(d), keys, values, mask
         )
+        if masked:
+            mistakes.update(_mask_mistakes(queries, keys, values, mask))
 
         group = heads // kv_heads
         copies = {group * keys.numel(), group * values.numel()} if group > 1 else set()
-
-        def learner(*args, copies=copies):
-            with _CopiesOf(copies) as calls:
-                answer = learner_attention(*args)
-            if calls.seen:
-                raise Refused(_COPIES.format(calls.seen[0]))
-            return answer
-
         passed += run_case(
             name,
-            learner,
+            _without_copies(learner_attention, copies),
             (queries, keys, values, mask),
             _gqa,
             failures,
             1e-5,
             "query head h attends with key/value head h // (heads / kv_heads)",
             mistakes,
-            forbidden=_FORBIDDEN_ATTENTION,
             names=("queries", "keys", "values", "mask"),
         )
     return report(failures, passed)
@@ -272,32 +341,108 @@ def _causal_tiles(queries, keys, values, tile_size, rescale=True, diagonal=True,
     return torch.cat(output, dim=1)
 
 
-def _skipping_flops(n: int, tile_size: int, d: int, d_v: int, batch: int) -> int:
-    """The matrix-product operations of causal tiles that skip the tiles above the diagonal:
-    for each query block, the key tiles up to and including the block's last query."""
+_SOFTMAX_OPERATIONS = {"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax", "logsumexp"}
+
+_SOFTMAX = (
+    "computes a softmax with torch (its internal operation aten.{}, which torch.softmax, "
+    "Tensor.softmax, F.softmax, nn.Softmax, log_softmax, logsumexp and helpers' masked_softmax "
+    "all run): this exercise asks for the softmax written out, the online way: exp, a running "
+    "maximum and running sums"
+)
+
+
+class _SoftmaxCalls(TorchDispatchMode):
+    """Records torch's softmax operations run inside it, however they were spelled."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in _SOFTMAX_OPERATIONS:
+            self.seen.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+_MATRIX_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "mv", "addmv", "dot", "vdot"}
+_ELEMENTWISE_PRODUCTS = {"mul", "mul_", "div", "div_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"}
+
+
+class _Multiplications(TorchDispatchMode):
+    """Counts the multiplications of the torch operations run inside it, however they were
+    spelled: m * k * n for a matrix product (what @, matmul, einsum, linear and dot run), one
+    per element of the result for an element-wise product or quotient. A product written as a
+    broadcast multiply-and-sum counts as much as the matrix product it replaces."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in _MATRIX_PRODUCTS:  # the factors are the last two arguments
+            first, second = args[-2], args[-1]  # (..., m, k) and (..., k, n), or vectors
+            self.count += first.numel() * (second.shape[-1] if second.dim() > 1 else 1)
+        elif name in _ELEMENTWISE_PRODUCTS and isinstance(out, torch.Tensor):
+            self.count += out.numel()
+        return out
+
+
+# Element-wise work on the tiles (dividing by sqrt(d), rescaling the running output) adds
+# about 8% to the matrix products in the checker's cases (d = 32, d_v = 4); a kernel that
+# computes every tile multiplies at least 1.5 times as often as the tiles need, one that reads
+# one tile too many per block 1.35 times.
+_SLACK = 1.25
+
+
+def _needed_multiplications(n: int, tile_size: int, d: int, d_v: int, batch: int) -> int:
+    """The matrix products of causal tiles that skip the tiles above the diagonal: for each
+    query block, the key tiles up to and including the block's last query."""
     total = 0
     for start in range(0, n, tile_size):
         rows = min(tile_size, n - start)
-        keys_read = min(start + rows, n)  # every key up to the block's last query
-        total += 2 * rows * keys_read * (d + d_v)  # Q K^T and P V
+        keys_read = start + rows  # every key up to the block's last query
+        total += rows * keys_read * (d + d_v)  # Q K^T and P V
     return batch * total
 
 
+def _written_out(learner_attention: Callable, forbidden: dict) -> Callable:
+    """The learner's function, refused by name if it calls a forbidden function or runs
+    torch's softmax in any spelling."""
+
+    def learner(queries, keys, values, tile_size):
+        with _recording_calls(forbidden) as called, _SoftmaxCalls() as softmax:
+            answer = learner_attention(queries, keys, values, tile_size)
+        if called:
+            raise _calls_refused(called)
+        if softmax.seen:
+            raise Refused(_SOFTMAX.format(softmax.seen[0]))
+        return answer
+
+    return learner
+
+
 def check_causal_tiled_attention(learner_attention: Callable) -> bool:
-    """learner_attention(queries, keys, values, tile_size) -> (B, n, d_v): causal attention
-    (query i attends to keys j <= i) computed FlashAttention's way, a block of tile_size
-    queries and a tile of tile_size keys at a time with the online softmax, and skipping the
-    key tiles that lie wholly above the diagonal: its matrix products may not exceed those of
-    the tiles it needs. n need not be a multiple of tile_size. Without torch's or helpers'
-    attention, helpers.efficient's tiled_attention, key_tile_steps and online_softmax,
-    softmax and masked_softmax."""
+    """learner_attention(queries, keys, values, tile_size) -> (B, n, d_v): queries and keys
+    (B, n, d), values (B, n, d_v), here B = 2, d = 32, d_v = 4, and n = 16, 10, 12 with tiles
+    of 4, 4, 5 (n need not be a multiple of tile_size). Causal attention (query i attends to
+    keys j <= i; every query reads at least itself, so no row is empty) computed
+    FlashAttention's way: a block of tile_size queries and a tile of tile_size keys at a time,
+    with the online softmax, skipping the key tiles that lie wholly above the diagonal.
+
+    The checker counts every multiplication, however it is spelled (a matrix product, or a
+    broadcast multiply-and-sum): at most those of the tiles on and below the diagonal, plus 25%
+    for the element-wise work. A loop over single queries that reads only the keys up to each
+    one passes too: it computes no score above the diagonal. Write the softmax out: torch's
+    softmax in any spelling (torch.softmax, Tensor.softmax, F.softmax, nn.Softmax,
+    log_softmax, logsumexp) is refused, as are helpers' masked_softmax and online_softmax,
+    torch's and helpers' attention, tiled_attention and key_tile_steps."""
     generator = torch.Generator().manual_seed(12)
     forbidden = {
         **_FORBIDDEN_ATTENTION,
         "helpers.efficient.online_softmax": online_softmax,
         "helpers' masked_softmax": masked_softmax,
-        "torch.softmax": torch.softmax,
-        "torch.nn.functional.softmax": F.softmax,
     }
     cases = [
         ("n = 16, tiles of 4", 16, 4),
@@ -306,7 +451,7 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
     ]
     failures, passed = [], 0
     for name, n, tile_size in cases:
-        batch, d, d_v = 2, 4, 3
+        batch, d, d_v = 2, 32, 4
         queries = torch.randn(batch, n, d, generator=generator)
         keys = torch.randn(batch, n, d, generator=generator)
         values = torch.randn(batch, n, d_v, generator=generator)
@@ -333,16 +478,16 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
                 *args, tile_size, diagonal=False, divide=1.0
             ),
         }
+        learner = _written_out(learner_attention, forbidden)
         ok = run_case(
             name,
-            lambda q, k, v, t=tile_size: learner_attention(q, k, v, t),
+            lambda q, k, v, t=tile_size, learner=learner: learner(q, k, v, t),
             args,
             _causal,
             failures,
             1e-5,
             "query i attends to keys 0..i",
             mistakes,
-            forbidden=forbidden,
             names=("queries", "keys", "values"),
         )
         if ok:
@@ -354,22 +499,22 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
 def _skips_the_upper_tiles(learner_attention, args, tile_size, name, failures) -> bool:
     queries, keys, values = args
     batch, n, d = queries.shape
-    budget = _skipping_flops(n, tile_size, d, values.shape[-1], batch)
-    everything = batch * 2 * n * n * (d + values.shape[-1])
-    counter = FlopCounterMode(display=False)
+    needed = _needed_multiplications(n, tile_size, d, values.shape[-1], batch)
+    everything = batch * n * n * (d + values.shape[-1])
     try:
-        with torch.no_grad(), counter:
+        with torch.no_grad(), _Multiplications() as counter:
             learner_attention(queries.clone(), keys.clone(), values.clone(), tile_size)
     except Exception as error:  # the learner's code may fail in any way
         failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
-    flops = counter.get_total_flops()
-    if flops <= budget * 1.05:
+    if counter.count <= needed * _SLACK:
         return True
     failures.append(
-        f"{name}: the values are right, but the matrix products take {flops} operations where "
-        f"the tiles on and below the diagonal take {budget} (all tiles: {everything}): it "
-        f"computes key tiles above the diagonal; skip a tile whose first key comes after the "
-        f"block's last query (a mask hides those scores, but they are still computed)"
+        f"{name}: the values are right, but it multiplies {counter.count} times where the "
+        f"matrix products of the tiles on and below the diagonal take {needed} (of all tiles: "
+        f"{everything}; the checker counts every multiplication, element-wise products such "
+        f"as (a[:, :, None] * b[:, None]).sum(-1) included): it computes key tiles above the "
+        f"diagonal; skip a tile whose first key comes after the block's last query (a mask "
+        f"hides those scores, but they are still computed)"
     )
     return False
