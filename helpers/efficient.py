@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from helpers import validation
-from helpers.attention import MultiHeadAttention, _check_attention_inputs
+from helpers.attention import MultiHeadAttention, _check_attention_inputs, weighted_sum
 
 # ---------------------------------------------------------------------------------------------
 # Counting bytes
@@ -226,8 +226,10 @@ def _check_mask(mask, shape: tuple) -> torch.Tensor:
 
 def _shift(running_max: torch.Tensor) -> torch.Tensor:
     """The running maximum, or 0 where it is still -inf (no key allowed so far): subtracting
-    -inf from -inf would give NaN, subtracting 0 gives exp(-inf) = 0."""
-    return torch.where(running_max.isfinite(), running_max, torch.zeros_like(running_max))
+    -inf from -inf would give NaN, subtracting 0 gives exp(-inf) = 0. A maximum of NaN or +inf
+    stays, so that its row comes out NaN, as masked_softmax's does."""
+    no_key_yet = running_max == float("-inf")
+    return torch.where(no_key_yet, torch.zeros_like(running_max), running_max)
 
 
 def online_softmax(
@@ -238,7 +240,9 @@ def online_softmax(
     a running sum l of exp(score - m), rescaled by exp(m_old - m_new) whenever m grows.
 
     Equal to masked_softmax(scores, mask=mask): a key not allowed by the mask, or of score
-    -inf, gets weight 0, and a row with no allowed key is all zeros (never NaN).
+    -inf, gets weight 0, and a row with no allowed key is all zeros (never NaN); a row with an
+    allowed score of NaN or +inf is all NaN. 16-bit scores are summed in float32 and the
+    result converted back.
     """
     validation.tensor(scores, "scores", "(..., k)")
     if not scores.is_floating_point() or scores.dim() < 1:
@@ -247,6 +251,9 @@ def online_softmax(
             f"{tuple(scores.shape)}"
         )
     tile_size = validation.whole_number(tile_size, "tile_size")
+    dtype = scores.dtype
+    if scores.element_size() < 4:  # a 16-bit running sum stops growing long before 1024 keys
+        scores = scores.float()
     if mask is not None:
         scores = scores.masked_fill(~_check_mask(mask, tuple(scores.shape)), float("-inf"))
     running_max = scores.new_full(scores.shape[:-1], float("-inf"))
@@ -260,9 +267,10 @@ def online_softmax(
             tile - shift[..., None]
         ).sum(dim=-1)
         running_max = new_max
-    has_key = normaliser > 0
-    safe_normaliser = torch.where(has_key, normaliser, torch.ones_like(normaliser))
-    return torch.exp(scores - _shift(running_max)[..., None]) / safe_normaliser[..., None]
+    no_key = normaliser == 0  # (a NaN normaliser stays, and makes its row NaN)
+    safe_normaliser = torch.where(no_key, torch.ones_like(normaliser), normaliser)
+    weights = torch.exp(scores - _shift(running_max)[..., None]) / safe_normaliser[..., None]
+    return weights.to(dtype)
 
 
 @dataclasses.dataclass
@@ -279,8 +287,8 @@ class TileStep:
     def output(self) -> torch.Tensor:
         """The partial output accumulator / normaliser: attention over the keys read so far
         (zeros for a row that has had no allowed key yet)."""
-        has_key = (self.normaliser > 0)[..., None]
-        safe = torch.where(has_key, self.normaliser[..., None], 1.0)
+        no_key = (self.normaliser == 0)[..., None]
+        safe = torch.where(no_key, 1.0, self.normaliser[..., None])
         return self.accumulator / safe
 
 
@@ -306,6 +314,11 @@ def key_tile_steps(
             f"query_block {tuple(query_block.shape)}, keys {tuple(keys.shape)} and values "
             f"{tuple(values.shape)}: queries and keys need one size, keys and values one "
             f"number of positions"
+        )
+    if 0 in (query_block.shape[-1], values.shape[-1]):
+        raise ValueError(
+            f"query_block {tuple(query_block.shape)} and values {tuple(values.shape)} need a "
+            f"size of at least 1"
         )
     try:
         leading = torch.broadcast_shapes(query_block.shape[:-2], keys.shape[:-2], values.shape[:-2])
@@ -336,7 +349,12 @@ def _key_tile_steps(query_block, keys, values, mask_block, tile_size) -> Iterato
         correction = torch.exp(running_max - shift)  # (..., block): rescales what came before
         weights = torch.exp(scores - shift[..., None])  # (..., block, tile), not normalised
         normaliser = normaliser * correction + weights.sum(dim=-1)
-        accumulator = accumulator * correction[..., None] + weights @ values[..., columns, :]
+        # a key of weight 0 (masked, or far below the maximum) adds nothing, even a value of inf
+        # or NaN, as in DotProductAttention: a plain product would give 0 * NaN = NaN
+        earlier = accumulator.masked_fill((correction == 0)[..., None], 0.0)
+        accumulator = earlier * correction[..., None] + weighted_sum(
+            weights, values[..., columns, :]
+        )
         running_max = new_max
         yield TileStep(columns, scores, running_max, normaliser, accumulator)
 

@@ -69,6 +69,67 @@ def test_tiled_attention_equals_dot_product_attention_values_and_gradients(mask_
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
+def _masked_keys_holding(bad: float) -> dict:
+    """name -> (queries, keys, values, mask, tile_size): a value of `bad` at keys that the mask
+    hides from every query, so that each output must stay finite."""
+    q, k, v = (t.detach() for t in _inputs(q=6, k=8))
+    causal = causal_mask(8)[:6]  # the six queries see keys 0..i: keys 6 and 7 stay hidden
+    future_values = v.clone()
+    future_values[..., 6:, :] = bad
+    padding = torch.tensor([[True] * 8, [True] * 5 + [False] * 3])[:, None, None, :]  # (B,1,1,k)
+    padded_values = v.clone()
+    padded_values[1, :, 5:] = bad
+    first_tile_hidden = torch.ones(6, 8, dtype=torch.bool)
+    first_tile_hidden[:, :2] = False
+    row_hidden = first_tile_hidden.clone()
+    row_hidden[2] = False
+    hidden_values = v.clone()
+    hidden_values[..., :2, :] = bad
+    return {
+        "causal, tiles of 2": (q, k, future_values, causal, 2),
+        "causal, tiles of 4": (q, k, future_values, causal, 4),
+        "pads under a (B, 1, 1, k) mask": (q, k, padded_values, padding, 2),
+        "a fully masked tile": (q, k, hidden_values, first_tile_hidden, 2),
+        "a fully masked row": (q, k, hidden_values, row_hidden, 3),
+    }
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("case", list(_masked_keys_holding(0.0)))
+def test_a_masked_value_never_leaks_into_tiled_attention(bad, case):
+    q, k, v, mask, tile_size = _masked_keys_holding(bad)[case]
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    ours = tiled_attention(q, k, v, mask, tile_size)
+    reference = DotProductAttention()(q, k, v, mask=mask)
+    assert ours.isfinite().all()
+    torch.testing.assert_close(ours, reference, rtol=0, atol=1e-12)
+    upstream = torch.randn_like(reference)
+    mine = torch.autograd.grad((ours * upstream).sum(), (q, k, v))
+    theirs = torch.autograd.grad((reference * upstream).sum(), (q, k, v))
+    for a, b in zip(mine, theirs, strict=True):
+        assert a.isfinite().all()
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_value_whose_weight_underflows_to_zero_in_an_earlier_tile_counts_for_nothing(bad):
+    """Key 0 scores 2000 below key 1: its weight exp(-2000) is 0 in float64, so
+    DotProductAttention ignores its value; the tiles must not rescale inf or NaN by 0."""
+    queries = torch.ones(1, 1, 4, dtype=torch.float64)
+    keys = torch.tensor([[[-1000.0] * 4, [1.0] * 4, [0.5] * 4]], dtype=torch.float64)
+    values = torch.tensor([[[bad, 1.0], [2.0, 3.0], [4.0, 5.0]]], dtype=torch.float64)
+    ours = tiled_attention(queries, keys, values, tile_size=1)
+    assert ours.isfinite().all()
+    torch.testing.assert_close(ours, DotProductAttention()(queries, keys, values))
+
+
+def test_a_masked_value_never_leaks_into_a_tile_step():
+    q, k, v, mask, _ = _masked_keys_holding(float("nan"))["causal, tiles of 4"]
+    steps = list(key_tile_steps(q, k, v, mask, tile_size=2))
+    torch.testing.assert_close(steps[-1].output, DotProductAttention()(q, k, v, mask=mask))
+    assert all(step.output.isfinite().all() for step in steps)
+
+
 @pytest.mark.parametrize("mask_name", ["none", "random", "padding", "causal"])
 def test_tiled_attention_equals_torch_sdpa(mask_name):
     q, k, v = (t.detach().float() for t in _inputs())
@@ -124,6 +185,33 @@ def test_online_softmax_equals_masked_softmax_values_and_gradients(tile_size):
     assert (ours[0] == 0).all()
 
 
+@pytest.mark.parametrize(
+    ("dtype", "num_keys"), [(torch.bfloat16, 1024), (torch.bfloat16, 300), (torch.float16, 4096)]
+)
+def test_online_softmax_sums_16_bit_scores_in_float32(dtype, num_keys):
+    """A 16-bit running sum of 1024 ones stops at 256 in bfloat16 (adding 1 no longer changes
+    it), so the weights summed to 4; summed in float32 they sum to 1 within the dtype's step."""
+    weights = online_softmax(torch.zeros(1, num_keys, dtype=dtype), tile_size=1)
+    assert weights.dtype == dtype
+    assert abs(weights.double().sum().item() - 1) <= num_keys * torch.finfo(dtype).eps / 2
+    scores = torch.randn(3, num_keys).to(dtype)
+    torch.testing.assert_close(online_softmax(scores, tile_size=7), masked_softmax(scores))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("tile_size", [1, 2, 7])
+def test_online_softmax_gives_what_masked_softmax_gives_for_nan_and_inf_scores(bad, tile_size):
+    scores = torch.randn(3, 7)
+    scores[0, 2] = bad  # row 0 is NaN in masked_softmax: one contract for both
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1] = scores[1] != scores[1, 4]
+    scores[1, 4] = bad  # a masked NaN or inf counts for nothing
+    ours = online_softmax(scores, mask, tile_size)
+    reference = masked_softmax(scores, mask=mask)
+    assert ours[0].isnan().all() and ours[1:].isfinite().all()
+    torch.testing.assert_close(ours, reference, equal_nan=True)
+
+
 def test_online_softmax_treats_minus_inf_scores_as_masked_and_large_scores_without_overflow():
     scores = torch.tensor([[float("-inf"), 1.0, 2.0], [float("-inf")] * 3, [1000.0, 999.0, 0.0]])
     torch.testing.assert_close(online_softmax(scores), masked_softmax(scores))
@@ -164,6 +252,7 @@ def test_online_softmax_treats_minus_inf_scores_as_masked_and_large_scores_witho
             "cannot broadcast",
         ),
         (lambda: key_tile_steps(*[torch.ones(2, 2)] * 3, tile_size=0), "tile_size"),
+        (lambda: key_tile_steps(*[torch.ones(2, 0)] * 3), "at least 1"),
         (lambda: TileStepperExplorer(mask="padding"), "mask must be one of"),
         (lambda: TileStepperExplorer(tile=4), "tile must be from 0 to 3"),
         (lambda: TileStepperExplorer(block=-1), "block must be"),
