@@ -28,7 +28,8 @@ def slopes_for(num_heads):
 
 
 def alibi_attention(queries, keys, values):
-    """(B, heads, q, d) queries at the last q of k positions; causal; ALiBi bias."""
+    """queries (B, heads, q, d) at the last q of k positions, keys (B, heads, k, d), values
+    (B, heads, k, d_v) -> (B, heads, q, d_v); causal; ALiBi bias."""
     heads, num_queries, num_keys = queries.shape[1], queries.shape[2], keys.shape[2]
     query_positions = torch.arange(num_keys - num_queries, num_keys)  # (q,)
     distance = query_positions[:, None] - torch.arange(num_keys)[None, :]  # (q, k): i - j
@@ -39,7 +40,8 @@ def alibi_attention(queries, keys, values):
 
 
 def chunked_linear_attention(queries, keys, values, chunk_size):
-    """Inside a chunk: the causal quadratic form; from earlier chunks: the carried sums."""
+    """queries and keys (..., n, d), values (..., n, d_v) -> (..., n, d_v). Inside a chunk:
+    the causal quadratic form; from earlier chunks: the carried sums S and z."""
     phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1  # (..., n, d)
     state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])  # (..., d, d_v)
     normaliser = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])  # (..., d)

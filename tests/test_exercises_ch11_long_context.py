@@ -3,6 +3,7 @@ with every other chapter's)."""
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -219,3 +220,216 @@ WRONG = [
         "calls helpers.long_context.linear_attention",
     ),
 ]
+
+
+def chunks_carrying_the_state_but_not_the_normaliser(queries, keys, values, chunk_size):
+    phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1
+    state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
+    outputs = []
+    for s in range(0, queries.shape[-2], chunk_size):
+        q, k, v = (t[..., s : s + chunk_size, :] for t in (phi_q, phi_k, values))
+        inside = (q @ k.mT).tril()
+        # BUG: the denominator sums this chunk's weights only: no z carried from earlier chunks
+        outputs.append((inside @ v + q @ state) / inside.sum(-1, keepdim=True))
+        state = state + k.mT @ v
+    return torch.cat(outputs, dim=-2)
+
+
+def chunks_replaced_by_one_cumulative_sum(queries, keys, values, chunk_size):
+    """Right values with no chunks: every position's state S_i, (..., n, d, d_v), at once."""
+    phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1
+    states = (phi_k[..., :, None] * values[..., None, :]).cumsum(-3)  # (..., n, d, d_v)
+    normalisers = phi_k.cumsum(-2)  # (..., n, d)
+    numerator = (phi_q[..., None, :] @ states)[..., 0, :]
+    return numerator / (phi_q * normalisers).sum(-1, keepdim=True)
+
+
+def chunks_replaced_by_the_quadratic_form(queries, keys, values, chunk_size):
+    return linear_attention_by_hand(queries, keys, values)
+
+
+WRONG += [
+    (
+        "chunked linear attention",
+        chunks_carrying_the_state_but_not_the_normaliser,
+        "carried from chunk to chunk, but not the normaliser z",
+    ),
+    (
+        "chunked linear attention",
+        chunks_replaced_by_one_cumulative_sum,
+        "keeps a state for every position",
+    ),
+    (
+        "chunked linear attention",
+        chunks_replaced_by_the_quadratic_form,
+        "builds a matrix over the whole sequence",
+    ),
+]
+
+
+# Right answers written in other styles: each must be accepted.
+
+
+def rope_by_rotate_half_in_float64(x, positions):
+    """Hugging Face's layout: x * cos + rotate_half(x) * sin, the angles in float64."""
+    d = x.shape[-1]
+    frequencies = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.cat([positions.double()[:, None] * frequencies] * 2, dim=-1)  # (seq, d)
+    rotated_half = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)
+    return x * angles.cos().to(x.dtype) + rotated_half * angles.sin().to(x.dtype)
+
+
+def rope_by_complex_numbers(x, positions):
+    d = x.shape[-1]
+    pairs = torch.complex(x[..., : d // 2].double(), x[..., d // 2 :].double())
+    frequencies = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+    turned = pairs * torch.polar(
+        torch.ones(1, dtype=torch.float64), positions[:, None] * frequencies
+    )
+    return torch.cat([turned.real, turned.imag], dim=-1).to(x.dtype)
+
+
+def rope_one_pair_at_a_time(x, positions):
+    d = x.shape[-1]
+    first, second = [], []
+    for j in range(d // 2):
+        angle = positions.double() * 10000.0 ** (-2 * j / d)  # (seq,)
+        cos, sin = angle.cos().to(x.dtype)[:, None], angle.sin().to(x.dtype)[:, None]
+        a, b = x[..., j : j + 1], x[..., j + d // 2 : j + d // 2 + 1]
+        first.append(a * cos - b * sin)
+        second.append(a * sin + b * cos)
+    return torch.cat(first + second, dim=-1)
+
+
+def _paper_slopes(heads):
+    def powers(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(heads).is_integer():
+        return powers(heads)
+    below = 2 ** math.floor(math.log2(heads))
+    return powers(below) + _paper_slopes(2 * below)[0::2][: heads - below]
+
+
+def alibi_with_the_papers_slopes_and_minus_1e9(queries, keys, values):
+    """Press et al.'s own get_slopes; -1e9 for the keys after the query (no row is empty)."""
+    heads, q, k = queries.shape[1], queries.shape[2], keys.shape[2]
+    slopes = torch.tensor(_paper_slopes(heads))[:, None, None]
+    distance = torch.arange(k - q, k)[:, None] - torch.arange(k)[None, :]
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1]) - slopes * distance
+    return torch.softmax(torch.where(distance >= 0, scores, -1e9), dim=-1) @ values
+
+
+def alibi_one_head_at_a_time_in_float64(queries, keys, values):
+    heads, q, k = queries.shape[1], queries.shape[2], keys.shape[2]
+    slopes = slopes_for(heads).double()
+    positions_q, positions_k = torch.arange(k - q, k), torch.arange(k)
+    outputs = []
+    for h in range(heads):
+        distance = (positions_q[:, None] - positions_k[None, :]).double()
+        scores = queries[:, h].double() @ keys[:, h].double().mT / math.sqrt(queries.shape[-1])
+        scores = (scores - slopes[h] * distance).masked_fill(distance < 0, float("-inf"))
+        outputs.append(torch.softmax(scores, dim=-1) @ values[:, h].double())
+    return torch.stack(outputs, dim=1).to(queries.dtype)
+
+
+def alibi_by_einsum_and_masked_softmax(queries, keys, values):
+    from helpers.attention import masked_softmax
+
+    heads, q, k = queries.shape[1], queries.shape[2], keys.shape[2]
+    distance = torch.arange(k - q, k)[:, None] - torch.arange(k)[None, :]
+    scores = torch.einsum("bhqd,bhkd->bhqk", queries, keys) / math.sqrt(queries.shape[-1])
+    scores = scores - slopes_for(heads)[:, None, None] * distance
+    weights = masked_softmax(scores, mask=distance >= 0)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, values)
+
+
+def chunks_in_parallel(queries, keys, values, chunk_size):
+    """The form real kernels use: every chunk's sums at once, a cumulative sum over the
+    chunks (one state per chunk, not per position), then the causal form inside each."""
+    n = queries.shape[-2]
+    pad = -n % chunk_size
+    phi_q = F.pad(F.elu(queries) + 1, (0, 0, 0, pad), value=1.0)  # padded queries: no 0 / 0
+    phi_k = F.pad(F.elu(keys) + 1, (0, 0, 0, pad))  # padded keys weigh 0
+    v = F.pad(values, (0, 0, 0, pad))
+    lead, chunks = phi_q.shape[:-2], (n + pad) // chunk_size
+    phi_q, phi_k = (t.reshape(*lead, chunks, chunk_size, -1) for t in (phi_q, phi_k))
+    v = v.reshape(*lead, chunks, chunk_size, -1)
+    sums = phi_k.mT @ v  # (..., chunks, d, d_v)
+    before = sums.cumsum(-3) - sums  # the chunks before each one
+    z_before = phi_k.sum(-2).cumsum(-2) - phi_k.sum(-2)  # (..., chunks, d)
+    inside = (phi_q @ phi_k.mT).tril()
+    numerator = inside @ v + phi_q @ before
+    denominator = inside.sum(-1, keepdim=True) + phi_q @ z_before[..., None]
+    out = (numerator / denominator).reshape(*lead, chunks * chunk_size, -1)
+    return out[..., :n, :]
+
+
+def chunks_by_einsum_in_float64(queries, keys, values, chunk_size):
+    phi_q, phi_k = (F.elu(t.double()) + 1 for t in (queries, keys))
+    v = values.double()
+    state = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1], dtype=torch.float64)
+    z = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], dtype=torch.float64)
+    outputs = []
+    for s in range(0, queries.shape[-2], chunk_size):
+        q, k, vc = (
+            phi_q[..., s : s + chunk_size, :],
+            phi_k[..., s : s + chunk_size, :],
+            v[..., s : s + chunk_size, :],
+        )
+        size = q.shape[-2]
+        causal = torch.ones(size, size, dtype=torch.bool).tril()
+        inside = torch.where(causal, torch.einsum("...id,...jd->...ij", q, k), 0.0)
+        numerator = torch.einsum("...ij,...jv->...iv", inside, vc) + q @ state
+        denominator = inside.sum(-1) + torch.einsum("...id,...d->...i", q, z) + 1e-6
+        outputs.append(numerator / denominator[..., None])
+        state = state + torch.einsum("...jd,...jv->...dv", k, vc)
+        z = z + k.sum(-2)
+    return torch.cat(outputs, dim=-2).to(queries.dtype)
+
+
+def chunks_one_query_at_a_time_inside(queries, keys, values, chunk_size):
+    phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1
+    state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])
+    outputs = []
+    for s in range(0, queries.shape[-2], chunk_size):
+        end = min(s + chunk_size, queries.shape[-2])
+        for i in range(s, end):  # query i reads the keys s..i of its chunk, then the state
+            weights = phi_k[..., s : i + 1, :] @ phi_q[..., i, :, None]  # (..., i - s + 1, 1)
+            numerator = (weights * values[..., s : i + 1, :]).sum(-2) + (
+                phi_q[..., i, None, :] @ state
+            )[..., 0, :]
+            denominator = weights.sum((-2, -1)) + (phi_q[..., i, :] * z).sum(-1)
+            outputs.append(numerator / denominator[..., None])
+        state = state + phi_k[..., s:end, :].mT @ values[..., s:end, :]
+        z = z + phi_k[..., s:end, :].sum(-2)
+    return torch.stack(outputs, dim=-2)
+
+
+RIGHT = [
+    ("rope half split", rope_by_rotate_half_in_float64),
+    ("rope half split", rope_by_complex_numbers),
+    ("rope half split", rope_one_pair_at_a_time),
+    ("alibi attention", alibi_with_the_papers_slopes_and_minus_1e9),
+    ("alibi attention", alibi_one_head_at_a_time_in_float64),
+    ("alibi attention", alibi_by_einsum_and_masked_softmax),
+    ("chunked linear attention", chunks_in_parallel),
+    ("chunked linear attention", chunks_by_einsum_in_float64),
+    ("chunked linear attention", chunks_one_query_at_a_time_inside),
+]
+
+
+@pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+def test_the_whole_sequence_is_judged_only_where_chunks_differ_from_it(run_checker):
+    """Chunks of 1 and one chunk of 8 over 5 positions: there the cumulative sum and the
+    quadratic form are what chunks compute, so only the other two cases refuse them."""
+    for answer in (chunks_replaced_by_one_cumulative_sum, chunks_replaced_by_the_quadratic_form):
+        verdict, out = run_checker(check_chunked_linear_attention, answer)
+        assert out.startswith("Not yet: 2 of 4"), out

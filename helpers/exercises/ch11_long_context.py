@@ -5,9 +5,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention
-from helpers.exercises.framework import report, run_case
+from helpers.exercises.framework import Refused, _recording_calls, report, run_case
 from helpers.long_context import (
     elu_feature_map,
     linear_attention,
@@ -148,8 +149,9 @@ def _attention_with(queries, keys, values, slopes=None, first_query=None, causal
 
 def check_alibi_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values) -> (B, heads, q, d_v): causal attention with
-    ALiBi. queries (B, heads, q, d), keys (B, heads, k, d), values (B, heads, k, d_v), q <= k:
-    the queries are the last q of the k positions (q = 1 is one decoding step with a cache).
+    ALiBi. queries (B, heads, q, d), keys (B, heads, k, d), values (B, heads, k, d_v), here
+    B = 2, d = 4, d_v = 3, q <= k: the queries are the last q of the k positions (q = 1 is one
+    decoding step with a cache), so every query reads at least its own key.
     Scores q.k / sqrt(d), plus -slope_h * (i - j) with Press et al.'s slopes for any number of
     heads, no key after the query; softmax; weighted sum. Without helpers' alibi_bias or
     alibi_slopes, torch's scaled_dot_product_attention or DotProductAttention."""
@@ -165,7 +167,7 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
         d = 4
         queries = torch.randn(2, heads, num_queries, d, generator=generator)
         keys = torch.randn(2, heads, num_keys, d, generator=generator)
-        values = torch.randn(2, heads, num_keys, d, generator=generator)
+        values = torch.randn(2, heads, num_keys, 3, generator=generator)  # d_v = 3
         args = (queries, keys, values)
         naive = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)])
         mistakes = {
@@ -216,10 +218,19 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
 
 
 def _chunked(
-    queries, keys, values, chunk_size, mask_inside=True, carry=True, add_first=False, phi=None
+    queries,
+    keys,
+    values,
+    chunk_size,
+    mask_inside=True,
+    carry=True,
+    add_first=False,
+    phi=None,
+    carry_normaliser=True,
 ):
     """Chunked causal linear attention, or one of its typical mistakes: no mask inside a chunk,
-    no state carried, the chunk added to the state before it reads it, another feature map."""
+    no state carried, the chunk added to the state before it reads it, another feature map,
+    the state S carried but not the normaliser z."""
     phi = elu_feature_map if phi is None else phi
     phi_q, phi_k = phi(queries), phi(keys)
     state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
@@ -238,7 +249,8 @@ def _chunked(
         pieces.append(numerator / denominator)
         if carry and not add_first:
             state = state + k.transpose(-2, -1) @ v
-            normaliser = normaliser + k.sum(-2)
+            if carry_normaliser:
+                normaliser = normaliser + k.sum(-2)
     return torch.cat(pieces, dim=-2)
 
 
@@ -254,12 +266,75 @@ def _causal_softmax(queries, keys, values):
     return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ values
 
 
+class _WholeSequence(TorchDispatchMode):
+    """Records the first torch operation inside it whose result spans the whole sequence of n
+    positions where a chunked computation needs no such thing: an (..., n, n) matrix, or a
+    state per position, (..., n, d, d_v)."""
+
+    def __init__(self, n: int, d: int, d_v: int):
+        super().__init__()
+        self.n, self.widths, self.seen = n, sorted((d, d_v)), None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.seen is None and isinstance(out, torch.Tensor):
+            shape = list(out.shape)
+            if shape[-2:] == [self.n, self.n]:
+                self.seen = ("matrix", func.overloadpacket.__name__, tuple(shape))
+            elif len(shape) >= 3 and shape[-3] == self.n and sorted(shape[-2:]) == self.widths:
+                self.seen = ("states", func.overloadpacket.__name__, tuple(shape))
+        return out
+
+
+_WHOLE_SEQUENCE = {
+    "matrix": (
+        "builds a matrix over the whole sequence, shape {shape} (torch's aten.{operation}): "
+        "the values are right, but that is the quadratic form, not chunks; inside a chunk only "
+        "a chunk_size x chunk_size block, and the earlier chunks through the carried state"
+    ),
+    "states": (
+        "keeps a state for every position, shape {shape} (torch's aten.{operation}: one "
+        "cumulative sum over the whole sequence): the values are right, but its memory grows "
+        "with n; carry one state of d x d_v (and its normaliser) from chunk to chunk instead"
+    ),
+}
+
+_FORBIDDEN_LINEAR = {
+    "helpers.long_context.linear_attention": linear_attention,
+    "helpers.long_context.linear_attention_quadratic": linear_attention_quadratic,
+    "helpers.long_context.linear_attention_weights": linear_attention_weights,
+}
+
+
+def _in_chunks(learner_chunked: Callable, chunk_size: int, judge_memory: bool) -> Callable:
+    """The learner's function with chunk_size given, refused by name if it calls helpers'
+    linear attention or (where judge_memory) builds something that spans the whole sequence."""
+
+    def learner(queries, keys, values):
+        n, d, d_v = queries.shape[-2], keys.shape[-1], values.shape[-1]
+        with _recording_calls(_FORBIDDEN_LINEAR) as called, _WholeSequence(n, d, d_v) as whole:
+            answer = learner_chunked(queries, keys, values, chunk_size)
+        if called:
+            raise Refused(f"calls {called[0]}, which this exercise asks you to write yourself")
+        if judge_memory and whole.seen:
+            kind, operation, shape = whole.seen
+            raise Refused(_WHOLE_SEQUENCE[kind].format(operation=operation, shape=shape))
+        return answer
+
+    return learner
+
+
 def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
-    """learner_chunked(queries, keys, values, chunk_size) -> (..., n, d_v): causal linear
-    attention with phi(x) = elu(x) + 1, computed chunk by chunk: inside a chunk the quadratic
-    form with a causal mask, from the chunks before it a state (the sums of phi(k) v^T and of
-    phi(k)) carried from chunk to chunk. n need not be a multiple of chunk_size. Without
-    helpers.long_context's linear attention functions."""
+    """learner_chunked(queries, keys, values, chunk_size) -> (..., n, d_v): queries and keys
+    (..., n, d), values (..., n, d_v), here d = d_v = 3 or 2 and n = 8, 10, 6, 5 with chunks of
+    4, 4, 1, 8 (n need not be a multiple of chunk_size). Causal linear attention with
+    phi(x) = elu(x) + 1 (every query reads at least its own key, so no row is empty),
+    computed chunk by chunk: inside a chunk the quadratic form with a causal mask, from the
+    chunks before it a state, S (the sum of phi(k) v^T, d x d_v) and z (the sum of phi(k), d),
+    carried from chunk to chunk. Answers that do not chunk are refused, by what they build: a
+    matrix over the whole sequence (..., n, n), or a state for every position (..., n, d, d_v),
+    one cumulative sum over the sequence. Without helpers.long_context's linear attention
+    functions."""
     generator = torch.Generator().manual_seed(13)
     cases = [
         ("n = 8, chunks of 4", (8, 3), 4),
@@ -297,20 +372,22 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
                 "the state is not carried: each chunk must also read every earlier chunk, "
                 "through the running sums of phi(k) v^T and phi(k)"
             ] = _chunked(*args, chunk_size, carry=False)
+            mistakes[
+                "the state S (the sum of phi(k) v^T) is carried from chunk to chunk, but not the "
+                "normaliser z (the sum of phi(k)): each query's denominator must add "
+                "phi(q_i) . z of the chunks before its own"
+            ] = _chunked(*args, chunk_size, carry_normaliser=False)
+        # With chunks of 1 a state per chunk is a state per position; one chunk holds all.
+        judge_memory = 1 < chunk_size < shape[-2]
         passed += run_case(
             name,
-            lambda q, k, v, c=chunk_size: learner_chunked(q, k, v, c),
+            _in_chunks(learner_chunked, chunk_size, judge_memory),
             args,
             lambda q, k, v: linear_attention(q, k, v, causal=True),
             failures,
             1e-5,
             "output i = phi(q_i) . sum_{j<=i} phi(k_j) v_j^T / phi(q_i) . sum_{j<=i} phi(k_j)",
             mistakes,
-            forbidden={
-                "helpers.long_context.linear_attention": linear_attention,
-                "helpers.long_context.linear_attention_quadratic": linear_attention_quadratic,
-                "helpers.long_context.linear_attention_weights": linear_attention_weights,
-            },
             names=("queries", "keys", "values"),
         )
     return report(failures, passed)
