@@ -11,12 +11,24 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from helpers import validation
 from helpers.attention import AdditiveAttention
-from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from helpers.translation import (
     DATA_DIR,
     MAX_WORDS,
     PAD_ID,
+    SPECIALS,
+    check_device,
+    check_text,
+    check_tokenizer,
     clean,
     decode,
     encode,
@@ -28,6 +40,7 @@ from helpers.translation import (
 MAX_CHARACTERS = 150  # twelve long English words
 MAX_SOURCE_TOKENS = 30  # subword pieces, <eos> included: room for 12 words and some rare ones
 RECIPE_EPOCHS = 16  # Adam 1e-3, batches of about 2,000 source tokens, dropout 0.2
+MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16 numbers
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,14 @@ class RNNConfig:
     hidden_size: int = 256  # each direction of the encoder, and the decoder
     dropout: float = 0.2  # on embeddings and before the output layer: 160k pairs overfit
     attention: bool = True  # False: the decoder sees only the encoder's last states
+
+    def __post_init__(self):
+        vocab_size = validation.whole_number(self.vocab_size, "vocab_size", minimum=len(SPECIALS))
+        object.__setattr__(self, "vocab_size", vocab_size)  # room for <pad> <bos> <eos> <unk>
+        for name in ("embed_size", "hidden_size"):
+            object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
+        object.__setattr__(self, "dropout", validation.probability(self.dropout))
+        object.__setattr__(self, "attention", validation.flag(self.attention, "attention"))
 
 
 class Encoder(nn.Module):
@@ -66,6 +87,8 @@ class RNNTranslator(nn.Module):
     """forward(source (B, S), target_in (B, T)) -> logits (B, T, V), teacher-forced."""
 
     def __init__(self, config: RNNConfig):
+        if not isinstance(config, RNNConfig):
+            raise TypeError(f"config must be an RNNConfig, got {type(config).__name__}")
         super().__init__()
         self.config = config
         e, h = config.embed_size, config.hidden_size
@@ -80,7 +103,25 @@ class RNNTranslator(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.attention_weights: list[torch.Tensor] = []
 
+    def check_source(self, source: torch.Tensor) -> torch.Tensor:
+        """Source ids (B, S), B and S >= 1, every row padded on the right only, with a token."""
+        validation.token_ids(source, "source", self.config.vocab_size, "(B, S)")
+        if not source.numel():
+            raise ValueError(f"source holds no tokens: shape {tuple(source.shape)}")
+        real = source != PAD_ID  # (B, S)
+        empty = (~real.any(1)).nonzero()
+        if len(empty):
+            raise ValueError(f"source row {empty[0].item()} holds only <pad>: nothing to translate")
+        left = (real[:, 1:] & ~real[:, :-1]).any(1).nonzero()  # a token right after a pad
+        if len(left):
+            raise ValueError(
+                f"source row {left[0].item()} has a <pad> before a token: the RNN reads each row "
+                f"up to its length, so pads must come last (right padding, as encode makes it)"
+            )
+        return source
+
     def encode(self, source: torch.Tensor) -> dict:
+        self.check_source(source)
         lengths = (source != PAD_ID).sum(1)  # (B,)
         states, summary = self.encoder(self.dropout(self.embedding(source)), lengths)
         return {
@@ -101,6 +142,12 @@ class RNNTranslator(nn.Module):
 
     def decode_step(self, memory: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """One step: previous ids (B,) -> logits (B, V) and the memory with the new state."""
+        batch = len(memory["hidden"])
+        if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
+            shape = getattr(previous, "shape", type(previous).__name__)
+            raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
+        if previous.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
         embedded = self.dropout(self.embedding(previous))  # (B, e)
         context = self.context(memory)  # (B, 2h)
         hidden = self.cell(torch.cat([embedded, context], -1), memory["hidden"])  # (B, h)
@@ -110,7 +157,13 @@ class RNNTranslator(nn.Module):
 
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         self.attention_weights = []
-        memory = self.encode(source)
+        memory = self.encode(source)  # checks the source
+        validation.token_ids(target_in, "target_in", self.config.vocab_size, "(B, T)")
+        if len(target_in) != len(source) or not target_in.shape[1]:
+            raise ValueError(
+                f"target_in must be (B, T) with T >= 1 for source (B, S) = "
+                f"{tuple(source.shape)}, got {tuple(target_in.shape)}"
+            )
         logits = []
         for t in range(target_in.shape[1]):
             step_logits, memory = self.decode_step(memory, target_in[:, t])
@@ -119,15 +172,16 @@ class RNNTranslator(nn.Module):
 
     @torch.no_grad()
     def translate_ids(self, source: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-        """Greedy translation of source ids (B, S) -> ids (B, <= max_len)."""
+        """Greedy translation of source ids (B, S), padded on the right -> ids (B, <= max_len);
+        max_len defaults to 2 S + 5."""
+        max_len = None if max_len is None else validation.whole_number(max_len, "max_len")
         was_training = self.training
         self.eval()
         self.attention_weights = []
         try:
-            max_len = max_len or 2 * source.shape[1] + 5
-            return translate(
-                self.decode_step, self.encode(source), len(source), max_len, source.device
-            )
+            memory = self.encode(source)  # checks the source
+            steps = 2 * source.shape[1] + 5 if max_len is None else max_len
+            return translate(self.decode_step, memory, len(source), steps, source.device)
         finally:
             self.train(was_training)
 
@@ -141,27 +195,39 @@ def model_path(name: str) -> Path:
 
 def save_translator(path: str | Path, model: RNNTranslator, history: dict) -> None:
     """Float16 weights (half the bytes), the configuration and the training history."""
+    if not isinstance(model, RNNTranslator):
+        raise TypeError(f"model must be an RNNTranslator, got {type(model).__name__}")
+    if not isinstance(history, dict):
+        raise TypeError(f"history must be a dict, got {type(history).__name__}")
     weights = {key: tensor.half() for key, tensor in model.state_dict().items()}
     save_checkpoint(path, {"config": asdict(model.config), "weights": weights, "history": history})
 
 
 def load_translator(name: str, path: str | Path | None = None) -> tuple[RNNTranslator, dict]:
     """(model in eval mode, history), after the checksum and the configuration are checked."""
-    if name not in MODELS:
-        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}")
-    path = model_path(name) if path is None else Path(path)
+    check_name(name)
+    path = model_path(name) if path is None else as_path(path)
     saved = load_checkpoint(path, ("config", "weights", "history"), "make translation-models")
+    if not isinstance(saved["config"], dict):
+        raise CheckpointError(f"{path}: its config is not an RNNConfig: {saved['config']!r}")
     try:
         config = RNNConfig(**saved["config"])
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its config is not an RNNConfig ({error})") from None
     if config.attention != MODELS[name]:
         raise CheckpointError(f"{path}: attention={config.attention}, expected {MODELS[name]}")
+    if not isinstance(saved["history"], dict):
+        raise CheckpointError(f"{path}: its history should be a dict, found {saved['history']!r}")
+    weights = float_weights(saved["weights"], path)
+    with torch.device("meta"):  # sizes only: nothing is allocated
+        parameters = sum(p.numel() for p in RNNTranslator(config).parameters())
+    if parameters > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameters:,} parameters, more than a checkpoint of "
+            f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
     model = RNNTranslator(config)
-    try:
-        model.load_state_dict({key: tensor.float() for key, tensor in saved["weights"].items()})
-    except RuntimeError as error:
-        raise CheckpointError(f"{path}: its weights do not fit its config ({error})") from None
+    load_weights(model, weights, path)
     return model.eval(), saved["history"]
 
 
@@ -174,11 +240,16 @@ def train_and_save(
 ) -> dict:
     """Train one of MODELS with the chapter's recipe and save it (after every epoch, so a run
     stopped by its deadline keeps what it finished). device None: a GPU if torch sees one."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    check_name(name)
+    epochs = validation.whole_number(epochs, "epochs")
+    device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    path = model_path(name) if path is None else as_path(path)
+    check_deadline(deadline_minutes)
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     tokenizer = load_tokenizer()
     torch.manual_seed(0)  # the recipe's seed fixes the initial weights too
     model = RNNTranslator(RNNConfig(tokenizer.get_vocab_size(), attention=MODELS[name]))
-    path = model_path(name) if path is None else Path(path)
 
     def after_epoch(history: dict) -> bool:
         save_translator(path, model, history)
@@ -188,11 +259,23 @@ def train_and_save(
     return train_translator(model, tokenizer, epochs, device=device, after_epoch=after_epoch)
 
 
+def check_name(name: object, models: dict = MODELS) -> str:
+    if not isinstance(name, str) or name not in models:
+        raise ValueError(f"name must be one of {list(models)}, got {name!r}")
+    return name
+
+
+def check_deadline(deadline_minutes: object) -> None:
+    if deadline_minutes is not None:
+        validation.positive_number(deadline_minutes, "deadline_minutes (None: no deadline)")
+
+
 def sentence_ids(tokenizer, sentence: str) -> torch.Tensor:
     """(1, S) ids of one English sentence, or a ValueError that says what is wrong with it."""
+    check_tokenizer(tokenizer)
     if not isinstance(sentence, str):
         raise ValueError(f"type an English sentence (text), got {type(sentence).__name__}")
-    sentence = clean(sentence)
+    sentence = clean(check_text(sentence))
     if not sentence:
         raise ValueError("type an English sentence, for example: She has a red car.")
     words = len(sentence.split())
@@ -226,6 +309,8 @@ def _named_character(character: str) -> str:
 def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> dict:
     """One sentence's greedy translation, its tokens, and (attention model) the weights
     (output tokens, source tokens) that each output token gave each source token."""
+    if not isinstance(model, RNNTranslator):
+        raise TypeError(f"model must be an RNNTranslator, got {type(model).__name__}")
     source = sentence_ids(tokenizer, sentence)  # (1, S)
     output = model.translate_ids(source)[0]  # (steps,)
     steps = int((output != PAD_ID).sum())
@@ -242,6 +327,10 @@ def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> 
 
 def shown_tokens(tokens: list[str]) -> list[str]:
     """Subword tokens for a figure: a word's first piece as it is, a later piece after "-"."""
+    if isinstance(tokens, str) or not isinstance(tokens, list | tuple):
+        raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}")
+    if not all(isinstance(t, str) for t in tokens):
+        raise TypeError("tokens must be a list of token strings (tokenizer.id_to_token of ids)")
     shown = {"▁": "␣"}  # a word whose first piece is only its start marker
     return [
         shown.get(t) or (t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}")

@@ -6,6 +6,8 @@ and every number in it is finite. Anything else is one clear CheckpointError.
 
 import hashlib
 import math
+import os
+import pickle
 from pathlib import Path
 
 import torch
@@ -15,12 +17,22 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, damaged, or not what it should be."""
 
 
+def as_path(path: object, name: str = "path") -> Path:
+    """path as a Path, if it is one or a str (bytes and numbers are refused by name)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name} must be a file path (str or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
 def checksum_path(path: str | Path) -> Path:
-    path = Path(path)
+    path = as_path(path)
     return path.with_name(path.name + ".sha256")
 
 
 def sha256(path: str | Path) -> str:
+    path = as_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not a file: there is nothing to checksum")
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -30,10 +42,20 @@ def sha256(path: str | Path) -> str:
 
 def save_checkpoint(path: str | Path, contents: dict) -> None:
     """torch.save(contents) to path, and its SHA-256 to path.sha256."""
-    path = Path(path)
+    path = as_path(path)
+    if not isinstance(contents, dict):
+        raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
     if not path.parent.is_dir():
         raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
-    torch.save(contents, path)
+    if path.is_dir():
+        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
+    try:
+        torch.save(contents, path)
+    except (AttributeError, TypeError, RuntimeError, pickle.PicklingError) as error:
+        raise CheckpointError(
+            f"cannot save {path}: contents must hold only tensors, numbers, strings, lists and "
+            f"dicts ({error})"
+        ) from None
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
 
 
@@ -54,7 +76,10 @@ def _non_finite(value, where: str) -> list[str]:
 
 def _recorded_checksum(path: Path) -> str:
     """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex")."""
-    text = path.read_text().strip()
+    try:
+        text = path.read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path} holds bytes that are not text, not a checksum") from None
     digest = text.rsplit("=", 1)[-1] if text.startswith("SHA256 (") else text.split(" ")[0]
     return digest.strip().lower()
 
@@ -65,10 +90,12 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     keys: the top-level keys it must hold; remake: the command that rebuilds the file,
     named in every error.
     """
-    path = Path(path)
+    path = as_path(path)
     if isinstance(keys, str) or not isinstance(keys, tuple | list):
         raise ValueError(f"keys must be a tuple of the names the checkpoint holds, got {keys!r}")
     fix = f"rebuild it with `{remake}`"
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist: {fix}")
     if not checksum_path(path).is_file():
@@ -83,9 +110,46 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     except Exception as error:  # torch raises many kinds for a file that is not a checkpoint
         raise CheckpointError(f"{path} is not a readable checkpoint ({error}); {fix}") from None
     if not isinstance(contents, dict) or not set(keys) <= set(contents):
-        found = sorted(contents) if isinstance(contents, dict) else type(contents).__name__
+        found = sorted(contents, key=str) if isinstance(contents, dict) else type(contents).__name__
         raise CheckpointError(f"{path} should hold {list(keys)}, found {found}; {fix}")
     bad = _non_finite(contents, "checkpoint")
     if bad:
         raise CheckpointError(f"{path} holds inf or NaN in {', '.join(bad[:3])}; {fix}")
     return contents
+
+
+def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights as float32 tensors, after checking that they are a dict of
+    floating-point tensors: integer weights would load as a model with truncated weights."""
+    if not isinstance(weights, dict):
+        raise CheckpointError(
+            f"{path}: its weights should be a dict of tensors, found {type(weights).__name__}"
+        )
+    for key, value in weights.items():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            found = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
+            raise CheckpointError(
+                f"{path}: weight {key} should be a floating-point tensor, found {found}"
+            )
+    return {key: value.float() for key, value in weights.items()}
+
+
+def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> None:
+    """model.load_state_dict(weights), after naming any weight that is missing, unexpected or
+    of the wrong shape for the model the config built."""
+    expected = {key: tuple(value.shape) for key, value in model.state_dict().items()}
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    wrong = [
+        f"{key} {tuple(value.shape)} (its config needs {expected[key]})"
+        for key, value in weights.items()
+        if key in expected and tuple(value.shape) != expected[key]
+    ]
+    problems = [
+        f"{label}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+        for label, names in (("missing", missing), ("unexpected", unexpected), ("shape", wrong))
+        if names
+    ]
+    if problems:
+        raise CheckpointError(f"{path}: its weights do not fit its config ({'; '.join(problems)})")
+    model.load_state_dict(weights)

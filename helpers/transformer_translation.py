@@ -13,15 +13,24 @@ import torch
 
 from helpers import validation
 from helpers.attention import KeyValueCache
-from helpers.bahdanau import sentence_ids
-from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
-from helpers.transformer import Seq2SeqTransformer, TransformerConfig
+from helpers.bahdanau import MAX_CHECKPOINT_PARAMETERS, check_deadline, check_name, sentence_ids
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
+from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
 from helpers.translation import (
     BOS_ID,
     DATA_DIR,
     EOS_ID,
     PAD_ID,
     beam_search,
+    check_beam_size,
+    check_device,
     check_length_penalty,
     choose_hypothesis,
     decode,
@@ -57,13 +66,30 @@ class TransformerTranslator(Seq2SeqTransformer):
     """A Seq2SeqTransformer over the shared vocabulary, decoding with chapter 08's step
     interface: greedy (translation.translate) or beam search (translation.beam_search)."""
 
+    def check_source(self, source: torch.Tensor) -> torch.Tensor:
+        """Source ids (B, S) with B, S >= 1 and a token in every row (pads anywhere)."""
+        self._check_tokens("source", source, self.config.src_vocab_size)
+        if not source.numel():
+            raise ValueError(f"source holds no tokens: shape {tuple(source.shape)}")
+        empty = (~(source != self.pad_id).any(1)).nonzero()
+        if len(empty):
+            raise ValueError(f"source row {empty[0].item()} holds only <pad>: nothing to translate")
+        return source
+
     def start_state(self, source: torch.Tensor) -> dict:
+        self.check_source(source)
         memory, source_mask = self.encode(source)  # (B, S, d_model), (B, 1, S)
         caches = [KeyValueCache() for _ in self.decoder.blocks]
         return {"memory": memory, "source_mask": source_mask, "caches": caches, "step": 0}
 
     def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one."""
+        batch = len(state["memory"])
+        if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
+            shape = getattr(previous, "shape", type(previous).__name__)
+            raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
+        if previous.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
         newest = self.tgt_embedding(previous[:, None], start=state["step"])  # (B, 1, d_model)
         y = self.decoder(newest, state["memory"], None, state["source_mask"], state["caches"])
         return self.output(y[:, -1]), {**state, "step": state["step"] + 1}
@@ -71,6 +97,8 @@ class TransformerTranslator(Seq2SeqTransformer):
     @staticmethod
     def select(state: dict, rows: torch.Tensor) -> dict:
         """The state of the given rows (beams), caches included, in that order."""
+        if not isinstance(state, dict) or "memory" not in state:
+            raise TypeError(f"state must be a dict made by start_state, got {type(state).__name__}")
         validation.token_ids(rows, "rows", len(state["memory"]), "(N,)", dim=1)
         caches = []
         for cache in state["caches"]:
@@ -93,10 +121,10 @@ class TransformerTranslator(Seq2SeqTransformer):
         length_penalty: float = 1.0,
         max_len: int | None = None,
     ) -> torch.Tensor:
-        """Source ids (B, S) -> output ids (B, <= max_len): greedy with beam_size 1; max_len
-        defaults to 2 S + 5."""
-        self._check_tokens("source", source, self.config.src_vocab_size)
-        beam_size = validation.whole_number(beam_size, "beam_size")
+        """Source ids (B, S) -> output ids (B, <= max_len): greedy with beam_size 1 (at most
+        translation.MAX_BEAM_SIZE); max_len defaults to 2 S + 5."""
+        self.check_source(source)
+        beam_size = check_beam_size(beam_size)
         check_length_penalty(length_penalty)
         if max_len is None:
             max_len = 2 * source.shape[1] + 5
@@ -118,7 +146,7 @@ class TransformerTranslator(Seq2SeqTransformer):
     def log_probability(self, source: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
         """The model's score of whole outputs: sum of log p(token | source, earlier tokens)
         over each output's tokens up to its first <eos>. source (B, S), output (B, T) -> (B,)."""
-        self._check_tokens("source", source, self.config.src_vocab_size)
+        self.check_source(source)
         self._check_tokens("output", output, self.config.tgt_vocab_size)
         if len(output) != len(source):
             raise ValueError(f"{len(source)} sources for {len(output)} outputs")
@@ -135,6 +163,7 @@ class TransformerTranslator(Seq2SeqTransformer):
 
 
 def build_translator(vocab_size: int, recipe: Recipe = RECIPE) -> TransformerTranslator:
+    check_recipe(recipe)
     return TransformerTranslator(
         vocab_size,
         vocab_size,
@@ -149,12 +178,22 @@ def build_translator(vocab_size: int, recipe: Recipe = RECIPE) -> TransformerTra
     )
 
 
+def check_recipe(recipe: object) -> Recipe:
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    return recipe
+
+
 def model_path(name: str) -> Path:
     return DATA_DIR / f"{name}.pt"
 
 
 def save_translator(path: str | Path, model: TransformerTranslator, history: dict) -> None:
     """Float16 weights, each tied matrix once; the configuration; the training history."""
+    if not isinstance(model, TransformerTranslator):
+        raise TypeError(f"model must be a TransformerTranslator, got {type(model).__name__}")
+    if not isinstance(history, dict):
+        raise TypeError(f"history must be a dict, got {type(history).__name__}")
     weights = {
         key: tensor.half() for key, tensor in model.state_dict().items() if key not in TIED_COPIES
     }
@@ -164,27 +203,36 @@ def save_translator(path: str | Path, model: TransformerTranslator, history: dic
 def load_translator(
     name: str, path: str | Path | None = None
 ) -> tuple[TransformerTranslator, dict]:
-    """(model in eval mode, history), after the checksum and the configuration are checked."""
-    if name not in MODELS:
-        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}")
-    path = model_path(name) if path is None else Path(path)
+    """(model in eval mode, history), after the checksum, the configuration and the recipe
+    (its label smoothing names the model) are checked."""
+    check_name(name, MODELS)
+    path = model_path(name) if path is None else as_path(path)
     saved = load_checkpoint(path, ("config", "weights", "history"), "make translation-models")
-    config = saved["config"]
+    config, history = saved["config"], saved["history"]
     known = {f.name for f in fields(TransformerConfig)}
     if not isinstance(config, dict) or set(config) - known or not config.get("tie_embeddings"):
         raise CheckpointError(f"{path}: its config is not a tied translation model's: {config}")
+    smoothing = history.get("label_smoothing") if isinstance(history, dict) else None
+    if smoothing != MODELS[name]:
+        raise CheckpointError(
+            f"{path}: its history records label smoothing {smoothing!r}, but {name} is the "
+            f"model trained with {MODELS[name]}: is it another model's file?"
+        )
     try:
-        model = TransformerTranslator.from_config(TransformerConfig(**config))
+        config = TransformerConfig(**config)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    weights = {key: tensor.float() for key, tensor in saved["weights"].items()}
-    shared = weights.get("src_embedding.tokens.weight")
-    weights.update({key: shared for key in TIED_COPIES})
-    try:
-        model.load_state_dict(weights)
-    except (RuntimeError, TypeError) as error:
-        raise CheckpointError(f"{path}: its weights do not fit its config ({error})") from None
-    return model.eval(), saved["history"]
+    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
+            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
+    weights = float_weights(saved["weights"], path)
+    model = TransformerTranslator.from_config(config)
+    if "src_embedding.tokens.weight" in weights:
+        weights.update(dict.fromkeys(TIED_COPIES, weights["src_embedding.tokens.weight"]))
+    load_weights(model, weights, path)
+    return model.eval(), history
 
 
 def train_and_save(
@@ -196,13 +244,16 @@ def train_and_save(
 ) -> dict:
     """Train one of MODELS with the recipe and save it after every epoch (a run stopped by its
     deadline keeps what it finished). device None: a GPU if torch sees one."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in MODELS:
-        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}")
+    check_name(name, MODELS)
+    check_recipe(recipe)
+    device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    path = model_path(name) if path is None else as_path(path)
+    check_deadline(deadline_minutes)
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     tokenizer = load_tokenizer()
     torch.manual_seed(recipe.seed)
     model = build_translator(tokenizer.get_vocab_size(), recipe)
-    path = model_path(name) if path is None else Path(path)
 
     def after_epoch(history: dict) -> bool:
         history["recipe"] = asdict(recipe)
@@ -236,7 +287,7 @@ def translate_with_attention(
     The weights come from one teacher-forced pass over the model's own output, which computes
     exactly what the cached decoding computed, one row per output token."""
     if not isinstance(model, TransformerTranslator):
-        raise ValueError(f"model must be a TransformerTranslator, got {type(model).__name__}")
+        raise TypeError(f"model must be a TransformerTranslator, got {type(model).__name__}")
     device = next(model.parameters()).device
     source = sentence_ids(tokenizer, sentence).to(device)  # (1, S)
     output = model.translate_ids(source, beam_size)  # (1, steps)

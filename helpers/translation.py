@@ -10,12 +10,15 @@ pair whose French sentence is the translation of a held-out one.
 import functools
 import gzip
 import hashlib
+import inspect
 import math
+import numbers
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import sacrebleu
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -32,13 +35,51 @@ VOCAB_SIZE = 8000  # one BPE vocabulary shared by both languages
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))
 SPLITS = ("train", "valid", "test")
+MAX_BEAM_SIZE = 256  # (B, k, V) float64 scores: 256 beams of an 8,000-token vocabulary = 16 MB
 
 _SPACES = re.compile(r"[\s\u00a0\u2009\u202f]+")  # French puts narrow no-break spaces before !?:;
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad"))  # zero-width space, soft hyphen
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: object, name: str = "sentence") -> str:
+    """text itself if it is a str that can be written as UTF-8 (no lone surrogate)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be text (a str), got {type(text).__name__}")
+    surrogate = _SURROGATE.search(text)
+    if surrogate:
+        raise ValueError(
+            f"the {name} holds a character that is not valid text (a lone surrogate "
+            f"U+{ord(surrogate.group()):04X}, half of a character that was cut in two)"
+        )
+    return text
+
+
+def check_tokenizer(tokenizer: object) -> Tokenizer:
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(
+            f"tokenizer must be a tokenizers.Tokenizer (translation.load_tokenizer()), got "
+            f"{type(tokenizer).__name__}"
+        )
+    return tokenizer
+
+
+def _text_list(value: object, name: str, each: str) -> list[str]:
+    """A list or tuple of str as a list; a bare str (read as its characters) is refused."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a list of {each} strings, got {type(value).__name__}")
+    for index, text in enumerate(value):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{name} must be a list of {each} strings; item {index} is {type(text).__name__}"
+            )
+    return list(value)
 
 
 def clean(text: str) -> str:
     """NFC, one kind of space, one kind of apostrophe, nothing invisible."""
+    if not isinstance(text, str):
+        raise TypeError(f"clean takes text (a str), got {type(text).__name__}")
     text = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     return _SPACES.sub(" ", text).strip()
@@ -79,7 +120,7 @@ def _splits() -> dict[str, tuple[tuple[str, str], ...]]:
 
 def load_pairs(split: str) -> list[tuple[str, str]]:
     """(english, french) pairs of one split: "train", "valid" or "test"."""
-    if split not in SPLITS:
+    if not isinstance(split, str) or split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     return list(_splits()[split])
 
@@ -96,9 +137,29 @@ def bleu(
     hypotheses: list[str], references: list[list[str]]
 ) -> tuple[sacrebleu.metrics.bleu.BLEUScore, str]:
     """Corpus BLEU (sacrebleu, default 13a tokenisation) against every reference of a sentence,
-    and sacrebleu's signature of how it was computed."""
+    and sacrebleu's signature of how it was computed.
+
+    hypotheses: one string per sentence; references: one list of strings per sentence (its
+    reference translations, at least one each)."""
+    hypotheses = _text_list(hypotheses, "hypotheses", "translated")
+    if isinstance(references, str | bytes) or not isinstance(references, list | tuple):
+        raise TypeError(
+            f"references must be a list of lists of strings (all references of each sentence), "
+            f"got {type(references).__name__}"
+        )
+    for index, refs in enumerate(references):
+        if isinstance(refs, str):
+            raise TypeError(
+                f"references must be a list of lists of strings: item {index} is one string; "
+                f"give each sentence its list, [[reference] for reference in references]"
+            )
+        _text_list(refs, f"references[{index}]", "reference")
+        if not refs:
+            raise ValueError(f"references[{index}] is empty: each sentence needs a reference")
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} reference lists")
+    if not hypotheses:
+        raise ValueError("no hypotheses to score: BLEU needs at least one sentence")
     most = max(map(len, references), default=0)
     streams = [[refs[i] if i < len(refs) else None for refs in references] for i in range(most)]
     metric = sacrebleu.BLEU()
@@ -138,7 +199,13 @@ def load_tokenizer() -> Tokenizer:
 
 
 def encode(tokenizer: Tokenizer, sentences: list[str], add_bos: bool = False) -> torch.Tensor:
-    """Token ids (B, n) ending with <eos>, padded with <pad> on the right."""
+    """Token ids (B, n) ending with <eos>, padded with <pad> on the right. sentences is a
+    list of strings, even for one sentence."""
+    check_tokenizer(tokenizer)
+    sentences = [check_text(s) for s in _text_list(sentences, "sentences", "sentence")]
+    if not sentences:
+        raise ValueError("sentences is empty: encode needs at least one sentence")
+    add_bos = validation.flag(add_bos, "add_bos")
     ids = [e.ids for e in tokenizer.encode_batch([clean(s) for s in sentences])]
     rows = [([BOS_ID] if add_bos else []) + row + [EOS_ID] for row in ids]
     width = max(map(len, rows))
@@ -146,7 +213,10 @@ def encode(tokenizer: Tokenizer, sentences: list[str], add_bos: bool = False) ->
 
 
 def decode(tokenizer: Tokenizer, ids: torch.Tensor) -> list[str]:
-    """(B, n) token ids -> sentences, each cut at its first <eos>."""
+    """(B, n) token ids -> sentences, each cut at its first <eos>. One sentence's ids (n,)
+    are refused: pass ids[None]."""
+    check_tokenizer(tokenizer)
+    validation.token_ids(ids, "ids", tokenizer.get_vocab_size(), "(B, n)")
     sentences = []
     for row in ids.tolist():
         row = row[: row.index(EOS_ID)] if EOS_ID in row else row
@@ -163,7 +233,23 @@ def token_batches(
     """(source ids (B, S), target ids (B, T) starting with <bos>), padded. Pairs sorted by
     length are cut into batches of max_tokens // (first source length + 1) pairs, so a batch
     whose sources grow within it holds a little more than max_tokens; batches come in a
-    shuffled order when a generator is given."""
+    shuffled order when a generator is given. The arguments are checked at the call, before
+    the first batch is asked for."""
+    check_tokenizer(tokenizer)
+    max_tokens = validation.whole_number(max_tokens, "max_tokens")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r}")
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, list | tuple):
+        raise TypeError(f"pairs must be a list of (english, french) pairs, got {pairs!r:.60}")
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ValueError(f"pairs[{index}] must be an (english, french) pair, got {pair!r}")
+        for text in pair:
+            check_text(text, f"pairs[{index}]")
+    return _batches(pairs, tokenizer, max_tokens, generator)
+
+
+def _batches(pairs, tokenizer, max_tokens, generator):
     sources = [e.ids for e in tokenizer.encode_batch([e for e, _ in pairs])]
     targets = [e.ids for e in tokenizer.encode_batch([f for _, f in pairs])]
     order = sorted(range(len(pairs)), key=lambda i: (len(sources[i]), len(targets[i])))
@@ -187,16 +273,37 @@ def _pad(rows: list[list[int]]) -> torch.Tensor:
     return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
 
 
+def _step(decode_step: Callable, state, previous: torch.Tensor, step: int):
+    """decode_step's (logits (N, V), state), after checking the logits it returned."""
+    output = decode_step(state, previous)
+    if not isinstance(output, tuple) or len(output) != 2:
+        raise TypeError(f"decode_step must return (logits, state), got {type(output).__name__}")
+    logits, state = output
+    rows = len(previous)
+    if not isinstance(logits, torch.Tensor) or logits.shape[:1] != (rows,) or logits.dim() != 2:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"decode_step must return logits ({rows}, V), one row each, got {shape}")
+    if not logits.is_floating_point():
+        raise ValueError(f"decode_step's logits must be floating point, got {logits.dtype}")
+    if logits.isnan().any():
+        raise ValueError(f"decode_step returned NaN logits at step {step}: no token can be chosen")
+    return logits, state
+
+
 def translate(
     decode_step: Callable, start_state, batch: int, max_len: int, device=None
 ) -> torch.Tensor:
     """Greedy decoding: decode_step(state, previous ids (B,)) -> (logits (B, V), state).
     Returns (B, <= max_len) ids; an example stops at its first <eos> and is padded after it."""
+    if not callable(decode_step):
+        raise TypeError(f"decode_step must be a function, got {type(decode_step).__name__}")
+    batch = validation.whole_number(batch, "batch")
+    max_len = validation.whole_number(max_len, "max_len")
     previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     state, outputs = start_state, []
-    for _ in range(max_len):
-        logits, state = decode_step(state, previous)
+    for step in range(max_len):
+        logits, state = _step(decode_step, state, previous, step)
         previous = logits.argmax(-1).masked_fill(finished, PAD_ID)  # (B,)
         outputs.append(previous)
         finished |= previous == EOS_ID
@@ -226,13 +333,13 @@ def beam_search(
     sentences of the batch. The search stops when every sentence is done, or after max_len
     steps. Returns every final hypothesis, best score first: ids (B, beam_size, steps), padded
     after <eos>, their log-probabilities (B, beam_size), and which have ended (B, beam_size).
-    choose_hypothesis picks one per sentence.
+    choose_hypothesis picks one per sentence. beam_size is at most MAX_BEAM_SIZE.
     """
     if not callable(decode_step) or not callable(select):
         raise ValueError("decode_step and select must be functions (see the docstring)")
     batch = validation.whole_number(batch, "batch")
     max_len = validation.whole_number(max_len, "max_len")
-    beam_size = validation.whole_number(beam_size, "beam_size")
+    beam_size = check_beam_size(beam_size)
     rows = torch.arange(batch, device=device)
     state = select(start_state, rows.repeat_interleave(beam_size))  # each sentence k times
     scores = torch.full((batch, beam_size), float("-inf"), dtype=torch.float64, device=device)
@@ -241,9 +348,11 @@ def beam_search(
     ended = torch.zeros(batch, beam_size, dtype=torch.bool, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
     previous = torch.full((batch * beam_size,), BOS_ID, dtype=torch.long, device=device)
-    for _ in range(max_len):
-        logits, state = decode_step(state, previous)
+    for step in range(max_len):
+        logits, state = _step(decode_step, state, previous, step)
         log_probs = logits.log_softmax(-1).double().view(batch, beam_size, -1)  # (B, k, V)
+        if log_probs.isnan().any():  # +inf logits
+            raise ValueError(f"decode_step returned +inf logits at step {step}")
         after_end = torch.full_like(log_probs[0, 0], float("-inf"))
         after_end[PAD_ID] = 0.0  # an ended hypothesis can only add a pad, at no cost
         still = ended | done[:, None]  # (B, k): ended, or in a sentence that is done
@@ -261,6 +370,16 @@ def beam_search(
         if done.all():
             break
     return tokens, scores, ended
+
+
+def check_beam_size(beam_size: object) -> int:
+    beam_size = validation.whole_number(beam_size, "beam_size")
+    if beam_size > MAX_BEAM_SIZE:
+        raise ValueError(
+            f"beam_size must be at most {MAX_BEAM_SIZE} (each beam keeps a score for every "
+            f"token of the vocabulary), got {beam_size}"
+        )
+    return beam_size
 
 
 def choose_hypothesis(
@@ -283,6 +402,14 @@ def choose_hypothesis(
         raise ValueError(
             f"scores must be floating point and ended boolean, got {scores.dtype}, {ended.dtype}"
         )
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise ValueError(f"tokens must hold integer token ids, got {tokens.dtype}")
+    if tokens.numel() and tokens.min() < 0:
+        raise ValueError(f"tokens must be ids >= 0, got {tokens.min().item()}")
+    if tokens.shape[1] == 0:
+        raise ValueError("tokens holds no hypothesis (k = 0): there is nothing to choose from")
+    if scores.isnan().any():
+        raise ValueError("scores hold NaN: a NaN score cannot be ranked")
     lengths = (tokens != PAD_ID).sum(-1).clamp(min=1)  # (B, k)
     normalised = scores / lengths.double() ** length_penalty  # (B, k)
     candidates = ended | ~ended.any(-1, keepdim=True)  # a sentence with no ended one: all
@@ -294,7 +421,7 @@ def choose_hypothesis(
 def check_length_penalty(length_penalty: object) -> float:
     if (
         isinstance(length_penalty, bool)
-        or not isinstance(length_penalty, int | float)
+        or not isinstance(length_penalty, numbers.Real)
         or not 0 <= length_penalty <= 2
     ):
         raise ValueError(f"length_penalty must be a number in [0, 2], got {length_penalty!r}")
@@ -325,14 +452,27 @@ def train_translator(
 ) -> dict:
     """Teacher-forced training with Adam on the training split: model(source, target_in) ->
     logits; the loss ignores pads. Returns the history (loss per epoch, validation BLEU).
-    after_epoch(history) is called after each epoch; returning False stops the training.
+    after_epoch(history) is called after each epoch and answers whether to go on: False stops
+    the training; True or None (a callback that only saves or prints) goes on; any other
+    answer is a TypeError.
 
     Chapter 09's recipe adds label smoothing, an inverse-square-root warm-up of the learning
     rate over warmup_steps (0: none) and AdamW's decoupled weight decay."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_tokenizer(tokenizer)
     label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     warmup_steps = validation.whole_number(warmup_steps, "warmup_steps", minimum=0)
     weight_decay = validation.positive_number(weight_decay, "weight_decay", allow_zero=True)
     epochs = validation.whole_number(epochs, "epochs")
+    learning_rate = validation.positive_number(learning_rate, "learning_rate")
+    max_tokens = validation.whole_number(max_tokens, "max_tokens")
+    seed = validation.whole_number(seed, "seed", minimum=0)
+    device = check_device(device)
+    if not callable(log):
+        raise TypeError(f"log must be a function such as print, got {log!r}")
+    if after_epoch is not None and not callable(after_epoch):
+        raise TypeError(f"after_epoch must be a function or None, got {after_epoch!r}")
     from time import perf_counter
 
     from tqdm.auto import tqdm
@@ -377,9 +517,30 @@ def train_translator(
             f"{history['seconds'] / 60:.1f} min"
         )
         model.train()
-        if after_epoch is not None and not after_epoch(history):
+        if after_epoch is not None and not _go_on(after_epoch(history)):
             break
     return history
+
+
+def _go_on(answer: object) -> bool:
+    """after_epoch's answer: False stops, True or None goes on."""
+    if answer is None:
+        return True
+    if not isinstance(answer, bool | np.bool_):
+        raise TypeError(
+            f"after_epoch must return True (go on), False (stop) or None (go on), got {answer!r}"
+        )
+    return bool(answer)
+
+
+def check_device(device: object) -> torch.device:
+    """device as a torch.device, if torch knows it ("cpu", "cuda", "cuda:1", ...)."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
 
 
 def evaluate_bleu(
@@ -391,10 +552,23 @@ def evaluate_bleu(
     device: str | torch.device = "cpu",
     beam_size: int = 1,
 ) -> tuple[sacrebleu.metrics.bleu.BLEUScore, str]:
-    """Translations of the split's distinct English sentences (the first `limit`), scored
-    against all their references: model.translate_ids(source ids) -> ids, greedy, or
-    model.translate_ids(source ids, beam_size) with a beam."""
+    """Translations of the split's distinct English sentences (the first `limit`; None: all),
+    scored against all their references: model.translate_ids(source ids) -> ids, greedy, or
+    model.translate_ids(source ids, beam_size=beam_size) with a beam."""
+    translate_ids = getattr(model, "translate_ids", None)
+    if not callable(translate_ids):
+        raise TypeError(f"model must have a translate_ids method, got {type(model).__name__}")
+    check_tokenizer(tokenizer)
+    if limit is not None:
+        limit = validation.whole_number(limit, "limit (None: every sentence)")
+    batch_size = validation.whole_number(batch_size, "batch_size")
+    beam_size = validation.whole_number(beam_size, "beam_size")
+    device = check_device(device)
     beam = {} if beam_size == 1 else {"beam_size": beam_size}
+    if beam and "beam_size" not in inspect.signature(translate_ids).parameters:
+        raise ValueError(
+            f"beam_size is {beam_size}, but this {type(model).__name__} decodes greedily only"
+        )
     english, references = grouped_references(split)
     english, references = english[:limit], references[:limit]
     hypotheses = []
@@ -418,8 +592,6 @@ def shipped_translators() -> dict[str, Callable[[], torch.nn.Module]]:
 def print_test_bleu(beam_size: int = 4) -> None:
     """One line per shipped model: its BLEU on the whole held-out test set, greedy; and with a
     beam for the models that decode with one (chapter 09's)."""
-    import inspect
-
     tokenizer = load_tokenizer()
     sentences = len(grouped_references("test")[0])
     for name, load in shipped_translators().items():

@@ -34,6 +34,7 @@ from helpers.attention import (
 )
 from helpers.bahdanau import (
     MAX_SOURCE_TOKENS,
+    RNNTranslator,
     load_translator,
     shown_tokens,
     translate_with_alignment,
@@ -60,8 +61,8 @@ from helpers.positional import (
 )
 from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
 from helpers.transformer import Seq2SeqTransformer
+from helpers.transformer_translation import TransformerTranslator, translate_with_attention
 from helpers.transformer_translation import load_translator as load_transformer_translator
-from helpers.transformer_translation import translate_with_attention
 from helpers.translation import MAX_WORDS, load_tokenizer
 
 
@@ -768,8 +769,11 @@ class TranslationExplorer(Explorer):
 
     def __init__(self, sentence: str = "Tom has a blue car.", models: dict | None = None):
         """models: {"rnn-bottleneck": model, "rnn-bahdanau": model} (default: those in data/)."""
-        self.models = models or {name: load_translator(name)[0] for name in TRANSLATORS}
+        _check_sentence(sentence)
         self.tokenizer = load_tokenizer()
+        if models is None:
+            models = {name: load_translator(name)[0] for name in TRANSLATORS}
+        self.models = _checked_rnn_models(models, self.tokenizer.get_vocab_size())
         controls = {
             "sentence": widgets.Text(
                 value=sentence,
@@ -819,6 +823,41 @@ class TranslationExplorer(Explorer):
         )
 
 
+def _check_sentence(sentence: object) -> None:
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be text (a str), got {type(sentence).__name__}")
+
+
+def _check_vocabulary(name: str, model_size: int, tokenizer_size: int) -> None:
+    if model_size != tokenizer_size:
+        raise ValueError(
+            f"{name} has a vocabulary of {model_size} tokens; the tokenizer's has {tokenizer_size}"
+        )
+
+
+def _checked_rnn_models(models: object, vocab_size: int) -> dict:
+    """Chapter 08's two RNN translators by name, each with its attention setting."""
+    if not isinstance(models, dict) or set(models) != set(TRANSLATORS):
+        found = f"the keys {list(models)}" if isinstance(models, dict) else type(models).__name__
+        raise TypeError(
+            f"models must be a dict with the keys {list(TRANSLATORS)} (one RNNTranslator each), "
+            f"got {found}"
+        )
+    for name, attention in TRANSLATORS.items():
+        model = models[name]
+        if not isinstance(model, RNNTranslator):
+            raise TypeError(
+                f"models[{name!r}] must be an RNNTranslator, got {type(model).__name__}"
+            )
+        if model.config.attention != attention:
+            raise ValueError(
+                f"models[{name!r}] must be an RNNTranslator with attention={attention}, got one "
+                f"with attention={model.config.attention}"
+            )
+        _check_vocabulary(f"models[{name!r}]", model.config.vocab_size, vocab_size)
+    return dict(models)
+
+
 class TransformerTranslationExplorer(Explorer):
     """Chapter 09: type an English sentence, pick the beam width, a decoder layer and a head;
     see the Transformer's French and where that head's cross-attention looked while writing
@@ -829,10 +868,14 @@ class TransformerTranslationExplorer(Explorer):
 
     def __init__(self, sentence: str = "Tom has a blue car.", model=None):
         """model: a TransformerTranslator (default: the one in data/)."""
-        if not isinstance(sentence, str):
-            raise ValueError(f"sentence must be text, got {type(sentence).__name__}")
-        self.model = model or load_transformer_translator("transformer")[0]
+        _check_sentence(sentence)
         self.tokenizer = load_tokenizer()
+        if model is None:
+            model = load_transformer_translator("transformer")[0]
+        if not isinstance(model, TransformerTranslator):
+            raise TypeError(f"model must be a TransformerTranslator, got {type(model).__name__}")
+        _check_vocabulary("model", model.config.src_vocab_size, self.tokenizer.get_vocab_size())
+        self.model = model
         self._found = {}  # (sentence, beam) -> translate_with_attention's result
         layers, heads = self.model.config.num_layers, self.model.config.num_heads
         controls = {

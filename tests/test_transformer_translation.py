@@ -3,14 +3,16 @@ Transformers and their explorer."""
 
 import itertools
 import math
+import shutil
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from helpers import transformer_translation as tt
 from helpers import translation as tr
-from helpers.checkpoints import CheckpointError
+from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint
 from helpers.training import sequence_cross_entropy
 from helpers.transformer import TransformerConfig, parameter_count
 
@@ -143,11 +145,11 @@ def test_a_bad_beam_size_is_named():
 def test_the_saved_file_stores_the_tied_matrix_once_and_loads_the_same_model(tmp_path):
     model = tt.build_translator(VOCAB, tt.Recipe(d_model=16, num_heads=2, num_layers=1, d_ff=32))
     path = tmp_path / "transformer.pt"
-    tt.save_translator(path, model, {"loss": [1.0]})
+    tt.save_translator(path, model, {"loss": [1.0], "label_smoothing": 0.1})
     saved = torch.load(path, weights_only=True)
     assert not set(tt.TIED_COPIES) & set(saved["weights"])
     loaded, history = tt.load_translator("transformer", path)
-    assert history == {"loss": [1.0]}
+    assert history == {"loss": [1.0], "label_smoothing": 0.1}
     assert loaded.output.weight is loaded.src_embedding.tokens.weight
     for (name, ours), theirs in zip(
         model.state_dict().items(), loaded.state_dict().values(), strict=True
@@ -246,7 +248,6 @@ def test_a_sentence_gets_the_same_beam_result_alone_and_in_a_batch(shipped):
         (lambda m: m.translate_ids(torch.tensor([[5, 2]]), 2, True), "length_penalty"),
         (lambda m: m.log_probability(torch.tensor([[5, 2]]), None), "output must be"),
         (lambda m: m.select(m.start_state(torch.tensor([[5, 2]])), torch.tensor([3])), "rows"),
-        (lambda m: tt.translate_with_attention(None, None, "Hi."), "TransformerTranslator"),
         (lambda m: tr.inverse_square_root(0, 0), "warmup_steps must be"),
         (lambda m: tr.inverse_square_root(-5, 100), "step must be"),
         (lambda m: run_beam(m, torch.tensor([[5, 2]]), 2, max_len=0), "max_len must be"),
@@ -274,3 +275,156 @@ def test_training_refuses_a_bad_recipe_before_it_starts():
         tr.train_translator(small_translator(), tr.load_tokenizer(), 1, warmup_steps=-5)
     with pytest.raises(ValueError, match="label_smoothing must be a probability"):
         tr.train_translator(small_translator(), tr.load_tokenizer(), 1, label_smoothing=2)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (torch.tensor([[5, 6, 2], [0, 0, 0]]), "row 1 holds only <pad>"),
+        (torch.zeros(1, 0, dtype=torch.long), r"source holds no tokens: shape \(1, 0\)"),
+        (torch.zeros(0, 3, dtype=torch.long), r"source holds no tokens: shape \(0, 3\)"),
+    ],
+)
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_a_source_with_nothing_to_translate_is_refused(source, message, beam_size):
+    model = small_translator()
+    with pytest.raises(ValueError, match=message):
+        model.translate_ids(source, beam_size=beam_size)
+    with pytest.raises(ValueError, match=message):
+        model.log_probability(source, torch.full((len(source), 2), 5))
+
+
+def constant_step(logits):
+    return lambda state, previous: (logits, state)
+
+
+@pytest.mark.parametrize(
+    ("logits", "message"),
+    [
+        (torch.zeros(4), r"logits \(4, V\), one row each, got \(4,\)"),
+        (torch.zeros(3, 10), r"logits \(4, V\), one row each, got \(3, 10\)"),
+        (torch.zeros(4, 10, 1), r"got \(4, 10, 1\)"),
+        (torch.zeros(4, 10, dtype=torch.long), "floating point"),
+        (torch.full((4, 10), float("nan")), "NaN logits at step 0"),
+        (torch.full((4, 10), float("inf")), r"\+inf logits at step 0"),
+    ],
+)
+def test_beam_search_refuses_logits_it_cannot_rank(logits, message):
+    with pytest.raises(ValueError, match=message):
+        tr.beam_search(constant_step(logits), None, lambda state, rows: state, 2, 3, 2)
+
+
+def test_greedy_decoding_refuses_nan_and_misshapen_logits():
+    with pytest.raises(ValueError, match="NaN logits"):
+        tr.translate(constant_step(torch.full((2, 10), float("nan"))), None, 2, 3)
+    with pytest.raises(ValueError, match=r"logits \(2, V\)"):
+        tr.translate(constant_step(torch.zeros(10)), None, 2, 3)
+    with pytest.raises(TypeError, match=r"must return \(logits, state\)"):
+        tr.translate(lambda state, previous: torch.zeros(2, 10), None, 2, 3)
+
+
+@pytest.mark.parametrize("beam_size", [tr.MAX_BEAM_SIZE + 1, 10**9])
+def test_a_beam_too_wide_to_hold_is_refused_before_anything_is_allocated(beam_size):
+    with pytest.raises(ValueError, match=f"beam_size must be at most {tr.MAX_BEAM_SIZE}"):
+        small_translator().translate_ids(torch.tensor([[5, 2]]), beam_size=beam_size)
+
+
+def test_choose_hypothesis_refuses_no_hypotheses_and_nan_scores():
+    with pytest.raises(ValueError, match="k = 0"):
+        tr.choose_hypothesis(
+            torch.zeros(1, 0, 3, dtype=torch.long),
+            torch.zeros(1, 0),
+            torch.zeros(1, 0, dtype=torch.bool),
+        )
+    tokens = torch.tensor([[[5, 2], [6, 2]]])
+    with pytest.raises(ValueError, match="NaN"):
+        tr.choose_hypothesis(tokens, torch.tensor([[float("nan"), -1.0]]), torch.ones(1, 2) > 0)
+    with pytest.raises(ValueError, match="integer token ids"):
+        tr.choose_hypothesis(tokens.float(), torch.zeros(1, 2), torch.ones(1, 2) > 0)
+
+
+@pytest.mark.parametrize("penalty", [np.float32(1.0), np.float64(0.5), np.int64(1)])
+def test_a_numpy_length_penalty_is_a_number(penalty):
+    assert tr.check_length_penalty(penalty) == float(penalty)
+    small_translator().translate_ids(torch.tensor([[5, 2]]), beam_size=2, length_penalty=penalty)
+
+
+def test_decode_step_refuses_ids_that_are_not_one_per_sentence():
+    model = small_translator()
+    state = model.start_state(torch.tensor([[5, 2], [6, 2]]))
+    with pytest.raises(ValueError, match=r"previous must be ids \(2,\)"):
+        model.decode_step(state, torch.tensor([[1], [1]]))
+    with pytest.raises(ValueError, match="integer token ids"):
+        model.decode_step(state, torch.tensor([1.0, 1.0]))
+
+
+def shipped_copy(tmp_path, name, change=None):
+    """A copy of a shipped file with its checksum; change(contents) rewrites it (checksum too)."""
+    target = tmp_path / f"copy-of-{name}.pt"
+    if change is None:
+        shutil.copy(tt.model_path(name), target)
+        shutil.copy(checksum_path(tt.model_path(name)), checksum_path(target))
+        return target
+    contents = torch.load(tt.model_path(name), map_location="cpu", weights_only=True)
+    change(contents)
+    save_checkpoint(target, contents)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked"),
+    [("transformer", "transformer-no-smoothing"), ("transformer-no-smoothing", "transformer")],
+)
+def test_a_model_file_must_hold_the_model_its_name_asks_for(tmp_path, stored, asked):
+    with pytest.raises(CheckpointError, match=f"label smoothing.*but {asked} is the model"):
+        tt.load_translator(asked, shipped_copy(tmp_path, stored))
+
+
+def weights_as(dtype):
+    return lambda contents: contents.update(
+        weights={key: value.to(dtype) for key, value in contents["weights"].items()}
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (weights_as(torch.int64), "should be a floating-point tensor, found torch.int64"),
+        (lambda c: c["weights"].update({"output.bias": 3}), "output.bias should be a floating"),
+        (lambda c: c.update(weights=[1]), "weights should be a dict of tensors"),
+        (lambda c: c["config"].update(d_model=65536, d_ff=4), "more than a checkpoint"),
+        (lambda c: c["config"].update(dropout=2), "dropout must be a probability"),
+        (lambda c: c["weights"].update({"output.bias": torch.zeros(3)}), r"output.bias \(3,\)"),
+    ],
+)
+def test_a_crafted_transformer_file_is_refused(tmp_path, change, message):
+    with pytest.raises(CheckpointError, match=message):
+        tt.load_translator("transformer", shipped_copy(tmp_path, "transformer", change))
+
+
+def test_translate_with_attention_names_the_model_it_needs():
+    with pytest.raises(TypeError, match="TransformerTranslator"):
+        tt.translate_with_attention(None, tr.load_tokenizer(), "Hi.")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"model": "transformer"}, TypeError, "model must be a TransformerTranslator, got str"),
+        ({"model": small_translator()}, ValueError, "vocabulary of 12 tokens"),
+        ({"sentence": None}, TypeError, "sentence must be text"),
+    ],
+)
+def test_the_explorer_refuses_a_wrong_model_or_sentence(kwargs, error, message):
+    from helpers.widgets import TransformerTranslationExplorer
+
+    with pytest.raises(error, match=message):
+        TransformerTranslationExplorer(**kwargs)
+
+
+def test_the_explorer_says_what_is_wrong_with_a_lone_surrogate(shipped):
+    from helpers.widgets import TransformerTranslationExplorer
+
+    explorer = TransformerTranslationExplorer(model=shipped[0])
+    explorer.controls["sentence"].value = "I see\ud800."
+    assert "not valid text (a lone surrogate U+D800" in explorer.state["error"]

@@ -121,3 +121,115 @@ def test_attention_weights_cover_only_the_real_source_tokens():
     lengths = (source != translation.PAD_ID).sum(1)
     assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:2]))
     assert (weights[0, :, lengths[0] :] == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("hypotheses", "references", "error", "message"),
+    [
+        ("abc", [["a"], ["b"], ["c"]], TypeError, "hypotheses must be a list of translated"),
+        (["a b"], ["a b"], TypeError, "item 0 is one string"),
+        (["a"], "a", TypeError, "references must be a list of lists of strings"),
+        ([None], [["a"]], TypeError, "hypotheses .* item 0 is NoneType"),
+        (["a"], [["a", None]], TypeError, r"references\[0\] .* item 1 is NoneType"),
+        (["a"], [[]], ValueError, r"references\[0\] is empty"),
+        ([], [], ValueError, "no hypotheses to score"),
+    ],
+)
+def test_bleu_refuses_text_it_would_read_as_characters(hypotheses, references, error, message):
+    with pytest.raises(error, match=message):
+        translation.bleu(hypotheses, references)
+
+
+@pytest.mark.parametrize(
+    ("sentences", "error", "message"),
+    [
+        ("hello", TypeError, "sentences must be a list of sentence strings, got str"),
+        ([], ValueError, "sentences is empty"),
+        ([None], TypeError, "item 0 is NoneType"),
+        (["I see\ud800."], ValueError, "not valid text .*lone surrogate U\\+D800"),
+    ],
+)
+def test_encode_refuses_what_is_not_a_list_of_sentences(sentences, error, message):
+    with pytest.raises(error, match=message):
+        translation.encode(translation.load_tokenizer(), sentences)
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (torch.tensor([[5, 99999]]), "outside the vocabulary 0..7999"),
+        (torch.tensor([[-1]]), "outside the vocabulary"),
+        (torch.tensor([300, 2]), r"ids must be \(B, n\), got shape \(2,\)"),
+        (torch.tensor([[5.0]]), "integer token ids"),
+        ([[5, 6]], "torch.Tensor"),
+    ],
+)
+def test_decode_refuses_ids_outside_the_vocabulary_and_other_shapes(ids, message):
+    with pytest.raises(ValueError, match=message):
+        translation.decode(translation.load_tokenizer(), ids)
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 2.5, True])
+def test_a_batch_size_in_tokens_must_be_a_positive_whole_number(max_tokens):
+    tokenizer = translation.load_tokenizer()
+    with pytest.raises(ValueError, match="max_tokens must be a whole number >= 1"):
+        translation.token_batches(translation.load_pairs("valid")[:5], tokenizer, max_tokens)
+    with pytest.raises(ValueError, match="max_tokens must be a whole number >= 1"):
+        translation.train_translator(torch.nn.Linear(1, 1), tokenizer, 1, max_tokens=max_tokens)
+
+
+@pytest.fixture(scope="module")
+def rnn_translator():
+    return bahdanau.load_translator("rnn-bahdanau")[0]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"limit": -995}, "limit .* must be a whole number >= 1, got -995"),
+        ({"limit": 0}, "limit .* got 0"),
+        ({"limit": 5, "batch_size": 0}, "batch_size must be a whole number >= 1"),
+        ({"limit": 5, "batch_size": -1}, "batch_size must be a whole number >= 1"),
+        ({"limit": 5, "beam_size": 4}, "decodes greedily only"),
+    ],
+)
+def test_evaluate_bleu_refuses_a_limit_or_batch_it_cannot_use(rnn_translator, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        translation.evaluate_bleu(rnn_translator, translation.load_tokenizer(), **arguments)
+
+
+def tiny_transformer():
+    from helpers.transformer_translation import TransformerTranslator
+
+    torch.manual_seed(0)
+    size = translation.VOCAB_SIZE
+    return TransformerTranslator(size, size, 16, 2, 1, 32, tie_embeddings=True)
+
+
+def few_pairs(split):
+    return list(translation._splits()[split][:20])
+
+
+@pytest.mark.parametrize(("answer", "epochs"), [(None, 2), (True, 2), (False, 1)])
+def test_after_epoch_stops_the_training_only_by_returning_false(monkeypatch, answer, epochs):
+    monkeypatch.setattr(translation, "load_pairs", few_pairs)
+    history = translation.train_translator(
+        tiny_transformer(),
+        translation.load_tokenizer(),
+        2,
+        log=lambda line: None,
+        after_epoch=lambda history: answer,
+    )
+    assert len(history["loss"]) == epochs
+
+
+def test_after_epoch_must_answer_true_false_or_none(monkeypatch):
+    monkeypatch.setattr(translation, "load_pairs", few_pairs)
+    with pytest.raises(TypeError, match="after_epoch must return True .* got 0"):
+        translation.train_translator(
+            tiny_transformer(),
+            translation.load_tokenizer(),
+            2,
+            log=lambda line: None,
+            after_epoch=lambda history: 0,
+        )
