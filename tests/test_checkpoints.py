@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.checkpoints import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
+from helpers.checkpoints import (
+    CheckpointError,
+    checksum_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from helpers.dates import load_date_model, new_date_model, save_date_model
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "data" / "date_transformer.pt"
@@ -105,3 +112,52 @@ def test_a_bsd_style_or_uppercase_checksum_is_accepted(copy):
     digest = checksum_path(copy).read_text().split()[0]
     checksum_path(copy).write_text(f"SHA256 ({copy.name}) = {digest.upper()}\n")
     load_date_model(copy)
+
+
+def test_a_checksum_file_that_is_not_text_is_a_checkpoint_error(copy):
+    checksum_path(copy).write_bytes(b"\xff\xfe\x00 not a checksum")
+    with pytest.raises(CheckpointError, match="holds bytes that are not text"):
+        load_date_model(copy)
+
+
+@pytest.mark.parametrize("path", [None, 123, b"/tmp/x.pt"])
+def test_a_path_that_is_not_a_path_is_named(path):
+    with pytest.raises(TypeError, match="path must be a file path"):
+        load_checkpoint(path, ("config",), remake="make date-model")
+    with pytest.raises(TypeError, match="path must be a file path"):
+        save_checkpoint(path, {"config": {}})
+
+
+def test_a_folder_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="is a folder, not a checkpoint file"):
+        load_checkpoint(tmp_path, ("config",), remake="make date-model")
+    with pytest.raises(CheckpointError, match="it is a folder"):
+        save_checkpoint(tmp_path, {"config": {}})
+
+
+def test_contents_that_cannot_be_saved_are_named(tmp_path):
+    with pytest.raises(TypeError, match="contents must be a dict, got str"):
+        save_checkpoint(tmp_path / "x.pt", "text")
+    with pytest.raises(CheckpointError, match="only tensors, numbers, strings"):
+        save_checkpoint(tmp_path / "x.pt", {"history": {"callback": lambda: 1}})
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"w": torch.ones(2, dtype=torch.int64)}, "weight w should be a floating-point tensor"),
+        ({"w": 1.0}, "weight w should be a floating-point tensor, found float"),
+        ([torch.ones(2)], "weights should be a dict of tensors, found list"),
+    ],
+)
+def test_weights_must_be_floating_point_tensors(weights, message):
+    with pytest.raises(CheckpointError, match=message):
+        float_weights(weights, "model.pt")
+
+
+def test_weights_that_do_not_fit_are_named_before_loading():
+    model = torch.nn.Linear(2, 3)
+    with pytest.raises(CheckpointError, match=r"missing: bias; shape: weight \(2, 3\)"):
+        load_weights(model, {"weight": torch.zeros(2, 3)}, "model.pt")
+    with pytest.raises(CheckpointError, match="unexpected: extra"):
+        load_weights(model, {**model.state_dict(), "extra": torch.zeros(1)}, "model.pt")

@@ -263,3 +263,33 @@ def test_translation_explorer_answers_bad_input_with_a_message(translation_explo
     explorer.controls["sentence"].value = text
     assert message in explorer.state["error"]
     assert bytes(explorer.image.value) != before
+
+
+def test_translation_explorer_names_a_lone_surrogate_in_the_learners_words(translation_explorer):
+    translation_explorer.controls["sentence"].value = "I see\ud800."
+    assert "not valid text (a lone surrogate U+D800" in translation_explorer.state["error"]
+    translation_explorer.controls["sentence"].value = "I see."
+    assert "error" not in translation_explorer.state
+
+
+@pytest.mark.parametrize(
+    ("swap", "error", "message"),
+    [
+        ("transformer", TypeError, "models\\['rnn-bahdanau'\\] must be an RNNTranslator"),
+        ("bottleneck", ValueError, "must be an RNNTranslator with attention=True"),
+        ("missing", TypeError, "models must be a dict with the keys"),
+    ],
+)
+def test_translation_explorer_names_the_models_it_needs(translation_explorer, swap, error, message):
+    from helpers.transformer_translation import TransformerTranslator
+    from helpers.widgets import TranslationExplorer
+
+    models = dict(translation_explorer.models)
+    if swap == "transformer":
+        models["rnn-bahdanau"] = TransformerTranslator(8000, 8000, 16, 2, 1, 32)
+    elif swap == "bottleneck":
+        models["rnn-bahdanau"] = models["rnn-bottleneck"]
+    else:
+        del models["rnn-bottleneck"]
+    with pytest.raises(error, match=message):
+        TranslationExplorer(models=models)
