@@ -8,9 +8,10 @@
   exp(q . k), computed three ways that give the same numbers.
 """
 
+import copy
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
-from helpers.checkpoints import load_checkpoint, save_checkpoint
+from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from helpers.masks import causal_mask
 from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -84,6 +85,23 @@ class RecallTask:
 # The model: one causal attention layer whose positions come from one of POSITIONS.
 
 
+def _check_position(position: object) -> None:
+    if not isinstance(position, str) or position not in POSITIONS:
+        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+
+
+def _check_head_sizes(d_model: object, num_heads: object) -> tuple[int, int]:
+    """(d_model, num_heads) as ints, if d_model = num_heads x an even head size (RoPE turns
+    pairs of dimensions)."""
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    if d_model % num_heads or (d_model // num_heads) % 2:
+        raise ValueError(
+            f"d_model ({d_model}) must be num_heads ({num_heads}) times an even head size"
+        )
+    return d_model, num_heads
+
+
 class PositionAwareAttention(nn.Module):
     """Causal multi-head self-attention (B, n, d_model) -> (B, n, d_model), with RoPE applied
     to the queries and keys, or ALiBi's bias added to the scores, or neither (sinusoidal
@@ -91,12 +109,8 @@ class PositionAwareAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, position: str):
         super().__init__()
-        if position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
-        if d_model % num_heads or (d_model // num_heads) % 2:
-            raise ValueError(
-                f"d_model ({d_model}) must be num_heads ({num_heads}) times an even head size"
-            )
+        _check_position(position)
+        d_model, num_heads = _check_head_sizes(d_model, num_heads)
         self.num_heads, self.position = num_heads, position
         self.W_q = nn.Linear(d_model, d_model)
         self.W_k = nn.Linear(d_model, d_model)
@@ -105,6 +119,13 @@ class PositionAwareAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d_model, dtype = self.W_q.in_features, self.W_q.weight.dtype
+        validation.tensor(x, "x", f"(B, n, d_model={d_model})")
+        if x.dim() != 3 or x.shape[-1] != d_model or x.dtype != dtype:
+            raise ValueError(
+                f"x must be (B, n, d_model={d_model}) of the layer's dtype {dtype}, got "
+                f"{x.dtype} of shape {tuple(x.shape)}"
+            )
         n = x.shape[1]
         q = split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
         k = split_heads(self.W_k(x), self.num_heads)
@@ -126,10 +147,12 @@ class RecallModel(nn.Module):
     def __init__(self, vocab_size: int, position: str, d_model: int = 32, num_heads: int = 4):
         super().__init__()
         self.vocab_size = validation.whole_number(vocab_size, "vocab_size")
+        _check_position(position)
+        d_model, num_heads = _check_head_sizes(d_model, num_heads)
         self.position = position
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.embedding = nn.Embedding(self.vocab_size, d_model)
         self.attention = PositionAwareAttention(d_model, num_heads, position)
-        self.output = nn.Linear(d_model, vocab_size)
+        self.output = nn.Linear(d_model, self.vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         validation.token_ids(tokens, "tokens", self.vocab_size)
@@ -152,8 +175,9 @@ class Recipe:
     task: RecallTask = field(default_factory=RecallTask)
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "d_model", "num_heads"):
+        for name in ("steps", "batch_size"):
             validation.whole_number(getattr(self, name), name)
+        _check_head_sizes(self.d_model, self.num_heads)
         validation.whole_number(self.seed, "seed", minimum=0)
         validation.positive_number(self.lr, "lr")
         if not isinstance(self.task, RecallTask):
@@ -166,6 +190,8 @@ def train_recall_model(position: str, recipe: Recipe = Recipe(), progress: bool 
     nothing from more."""
     if not isinstance(recipe, Recipe):
         raise ValueError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    _check_position(position)
+    progress = validation.flag(progress, "progress")
     task = recipe.task
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -198,6 +224,9 @@ def extrapolation_batches(
     (one fixed seed per length)."""
     if not isinstance(task, RecallTask):
         raise ValueError(f"task must be a RecallTask, got {type(task).__name__}")
+    if isinstance(factors, str) or not isinstance(factors, list | tuple) or not factors:
+        raise ValueError(f"factors must be a non-empty tuple of whole numbers, got {factors!r}")
+    factors = [validation.whole_number(factor, "a factor") for factor in factors]
     return {
         task.train_length * factor: task.batch(
             num, task.train_length * factor, torch.Generator().manual_seed(1000 + factor)
@@ -208,20 +237,21 @@ def extrapolation_batches(
 
 def recall_accuracy(model: RecallModel, tokens: torch.Tensor, answers: torch.Tensor) -> dict:
     """The share of positions answered right, and the count, computed in float64 so that the
-    same weights give the same count on every machine and thread count (the model is left in
-    float32)."""
+    same weights give the same count on every machine and thread count (on a copy: the model
+    itself is left as it is)."""
     if not isinstance(model, RecallModel):
         raise ValueError(f"model must be a RecallModel, got {type(model).__name__}")
-    validation.tensor(answers, "answers", "(B, n), token ids")
-    validation.tensor(tokens, "tokens", "(B, n), token ids")
+    validation.token_ids(tokens, "tokens", model.vocab_size)
+    validation.token_ids(answers, "answers", model.vocab_size)
     if answers.shape != tokens.shape:
         raise ValueError(
             f"answers must have the shape of tokens {tuple(tokens.shape)}, one per position, "
             f"got {tuple(answers.shape)}"
         )
+    if answers.numel() == 0:
+        raise ValueError(f"tokens must hold at least one position, got {tuple(tokens.shape)}")
     with torch.no_grad():
-        logits = model.double()(tokens)
-    model.float()
+        logits = copy.deepcopy(model).double()(tokens)
     correct = int((logits.argmax(-1) == answers).sum())
     return {"correct": correct, "total": answers.numel(), "accuracy": correct / answers.numel()}
 
@@ -253,15 +283,50 @@ def load_recall_models(path: str | Path = SAVED_MODELS) -> dict:
     """{"models": {position: RecallModel}, "task": RecallTask, "recipe", "loss", "seconds"}
     from the saved checkpoint (checksum verified, read with weights_only=True)."""
     saved = load_checkpoint(path, ("weights", "recipe", "task", "loss", "seconds"), REMAKE)
-    task = RecallTask(**saved["task"])
+    recipe = _saved_recipe(path, saved["recipe"], saved["task"])
+    weights = saved["weights"]
+    if not isinstance(weights, dict) or set(weights) != set(POSITIONS):
+        found = sorted(weights) if isinstance(weights, dict) else type(weights).__name__
+        raise CheckpointError(
+            f"{path}: its weights should be one set per {POSITIONS}, found {found}"
+        )
     models = {}
     for position in POSITIONS:
-        model = RecallModel(
-            task.vocab_size, position, saved["recipe"]["d_model"], saved["recipe"]["num_heads"]
-        )
-        model.load_state_dict(saved["weights"][position])
+        model = RecallModel(recipe.task.vocab_size, position, recipe.d_model, recipe.num_heads)
+        _load_weights(path, model, weights[position], position)
         models[position] = model.eval()
-    return {"models": models, "task": task, **{k: saved[k] for k in ("recipe", "loss", "seconds")}}
+    return {
+        "models": models,
+        "task": recipe.task,
+        **{k: saved[k] for k in ("recipe", "loss", "seconds")},
+    }
+
+
+def _saved_recipe(path: Path, recipe_fields: object, task_fields: object) -> Recipe:
+    """The Recipe a checkpoint records, every field present and valid, or a CheckpointError."""
+    for name, found, cls in (("recipe", recipe_fields, Recipe), ("task", task_fields, RecallTask)):
+        expected = {f.name for f in fields(cls)} - {"task"}
+        if not isinstance(found, dict) or set(found) != expected:
+            got = sorted(found) if isinstance(found, dict) else type(found).__name__
+            raise CheckpointError(f"{path}: its {name} should hold {sorted(expected)}, found {got}")
+    try:
+        return Recipe(**recipe_fields, task=RecallTask(**task_fields))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its recipe is not a valid one ({error})") from None
+
+
+def _load_weights(path: Path, model: RecallModel, weights: object, position: str) -> None:
+    """model.load_state_dict(weights) for floating-point tensors that fit, or a CheckpointError."""
+    if not isinstance(weights, dict) or not all(
+        isinstance(value, torch.Tensor) and value.is_floating_point() for value in weights.values()
+    ):
+        raise CheckpointError(f"{path}: the {position} weights are not floating-point tensors")
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as error:
+        raise CheckpointError(
+            f"{path}: the {position} weights do not fit its recipe ({error})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,21 +459,45 @@ def _check_linear_inputs(queries, keys, values, causal) -> None:
             f"queries {q}, keys {k} and values {v} must be (..., q, d), (..., k, d) and "
             f"(..., k, d_v) with the same leading axes"
         )
+    if 0 in (q[-1], v[-1]):
+        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
     validation.flag(causal, "causal")
     if causal and q[-2] != k[-2]:
         raise ValueError(f"causal attention needs as many queries as keys, got {q[-2]} and {k[-2]}")
+
+
+def _at_least_float32(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """16-bit tensors as float32: in float16 a normaliser phi(q) . sum phi(k) passes 65504
+    (and becomes inf) with a few thousand keys; wider tensors as they are."""
+    return [t.float() if t.element_size() < 4 else t for t in tensors]
+
+
+def _refuse_overflow(result: torch.Tensor, inputs: dict) -> torch.Tensor:
+    """result, unless it holds inf or NaN where every input is finite: then phi(q) . phi(k)
+    overflowed (elu(x) + 1 grows like x, so q and k near 1e20 give 1e40, beyond float32)."""
+    if result.isfinite().all() or not all(t.isfinite().all() for t in inputs.values()):
+        return result
+    largest = ", ".join(f"{name} {t.abs().max().item():.3g}" for name, t in inputs.items())
+    raise ValueError(
+        f"linear attention overflows {result.dtype} for these inputs (largest magnitudes: "
+        f"{largest}): phi(q) . phi(k) grows with the product of q and k; scale the queries "
+        f"and keys down, or compute in float64"
+    )
 
 
 def linear_attention_weights(
     queries: torch.Tensor, keys: torch.Tensor, causal: bool = False
 ) -> torch.Tensor:
     """(..., q, k): phi(q_i) . phi(k_j), over the allowed keys, divided by its row's sum
-    (+ EPSILON)."""
+    (+ EPSILON). 16-bit inputs are computed in float32; weights that overflow are refused."""
     _check_linear_inputs(queries, keys, keys, causal)
+    dtype, named = queries.dtype, {"queries": queries, "keys": keys}
+    queries, keys = _at_least_float32(queries, keys)
     similarity = elu_feature_map(queries) @ elu_feature_map(keys).transpose(-2, -1)
     if causal:
         similarity = similarity * causal_mask(similarity.shape[-1], similarity.device)
-    return similarity / (similarity.sum(dim=-1, keepdim=True) + EPSILON)
+    weights = similarity / (similarity.sum(dim=-1, keepdim=True) + EPSILON)
+    return _refuse_overflow(weights, named).to(dtype)
 
 
 def linear_attention_quadratic(
@@ -416,7 +505,10 @@ def linear_attention_quadratic(
 ) -> torch.Tensor:
     """The quadratic form: the (q, k) weights first, then weights @ values. O(n^2 d)."""
     _check_linear_inputs(queries, keys, values, causal)
-    return linear_attention_weights(queries, keys, causal) @ values
+    dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
+    queries, keys, values = _at_least_float32(queries, keys, values)
+    output = linear_attention_weights(queries, keys, causal) @ values
+    return _refuse_overflow(output, named).to(dtype)
 
 
 def linear_attention(
@@ -426,14 +518,19 @@ def linear_attention(
     normalised by phi(Q) (phi(K)^T 1) + EPSILON: O(n d d_v). Causal: running sums over the
     keys, S_i = sum over j <= i of phi(k_j) v_j^T and z_i = sum of phi(k_j); output i =
     phi(q_i) S_i / (phi(q_i) . z_i + EPSILON).
-    (..., q, d), (..., k, d), (..., k, d_v) -> (..., q, d_v)."""
+    (..., q, d), (..., k, d), (..., k, d_v) -> (..., q, d_v). 16-bit inputs are computed in
+    float32 and the result converted back; a result that overflows is refused."""
     _check_linear_inputs(queries, keys, values, causal)
+    dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
+    queries, keys, values = _at_least_float32(queries, keys, values)
     phi_q, phi_k = elu_feature_map(queries), elu_feature_map(keys)  # (..., n, d)
     if not causal:
         summary = phi_k.transpose(-2, -1) @ values  # (..., d, d_v): the same for every query
         normaliser = phi_k.sum(dim=-2)  # (..., d)
-        return (phi_q @ summary) / (phi_q @ normaliser[..., None] + EPSILON)
-    running = (phi_k[..., :, None] * values[..., None, :]).cumsum(dim=-3)  # (..., n, d, d_v)
-    normaliser = phi_k.cumsum(dim=-2)  # (..., n, d)
-    numerator = (phi_q[..., None, :] @ running).squeeze(-2)  # (..., n, d_v)
-    return numerator / ((phi_q * normaliser).sum(dim=-1, keepdim=True) + EPSILON)
+        output = (phi_q @ summary) / (phi_q @ normaliser[..., None] + EPSILON)
+    else:
+        running = (phi_k[..., :, None] * values[..., None, :]).cumsum(dim=-3)  # (..., n, d, d_v)
+        normaliser = phi_k.cumsum(dim=-2)  # (..., n, d)
+        numerator = (phi_q[..., None, :] @ running).squeeze(-2)  # (..., n, d_v)
+        output = numerator / ((phi_q * normaliser).sum(dim=-1, keepdim=True) + EPSILON)
+    return _refuse_overflow(output, named).to(dtype)

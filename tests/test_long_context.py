@@ -9,10 +9,13 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 
-from helpers.checkpoints import CheckpointError
+from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from helpers.long_context import (
     EPSILON,
     POSITIONS,
+    REMAKE,
+    SAVED_MODELS,
+    PositionAwareAttention,
     RecallModel,
     RecallTask,
     Recipe,
@@ -235,6 +238,134 @@ def test_the_model_and_task_refuse_bad_input():
         recall_accuracy(None, tokens, tokens)
 
 
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: RecallModel(16, "alibi", d_model=0), "d_model must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", d_model=-1), "d_model must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", d_model=32.0), "d_model must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", num_heads=0), "num_heads must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", num_heads=-1), "num_heads must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", num_heads=2.0), "num_heads must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", num_heads=True), "num_heads must be a whole number >= 1"),
+        (lambda: RecallModel(16, "rope", 30, 4), r"d_model \(30\) must be num_heads \(4\) times"),
+        (lambda: RecallModel(16, "sinusoidal", 12, 4), "times an even head size"),
+        (lambda: RecallModel(16, None), "position must be one of"),
+        (lambda: RecallModel(0, "rope"), "vocab_size must be a whole number >= 1"),
+        (lambda: PositionAwareAttention(8, 0, "rope"), "num_heads must be a whole number >= 1"),
+        (lambda: PositionAwareAttention(8, 2, "rope")(torch.randn(1, 5, 6)), "d_model=8"),
+        (lambda: PositionAwareAttention(8, 2, "rope")(torch.randn(5, 8)), r"\(B, n, d_model=8\)"),
+        (lambda: PositionAwareAttention(8, 2, "rope")(torch.ones(1, 5, 8).long()), "dtype"),
+        (lambda: PositionAwareAttention(8, 2, "rope")(None), "torch.Tensor"),
+        (lambda: Recipe(d_model=30, num_heads=4), r"d_model \(30\) must be num_heads \(4\)"),
+        (lambda: train_recall_model("rope", Recipe(steps=1), progress="no"), "progress must be"),
+        (lambda: train_recall_model("learned", Recipe(steps=1)), "position must be one of"),
+        (lambda: extrapolation_batches(RecallTask(), (2.5,)), "a factor must be a whole number"),
+        (lambda: extrapolation_batches(RecallTask(), ()), "factors must be a non-empty tuple"),
+    ],
+)
+def test_the_model_refuses_sizes_it_cannot_be_built_with(make, words):
+    """RecallModel(16, "alibi", d_model=0) used to run with NaN weights, num_heads=0 raised
+    ZeroDivisionError and num_heads=2.0 built a model."""
+    with pytest.raises(ValueError, match=words):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda answers: answers.float(), "answers must hold integer token ids"),
+        (lambda answers: answers.float() + 0.5, "answers must hold integer token ids"),
+        (lambda answers: answers.bool(), "answers must hold integer token ids"),
+        (lambda answers: answers + 100, "outside the vocabulary 0..15"),
+        (lambda answers: answers.tolist(), "answers must be a torch.Tensor"),
+    ],
+)
+def test_recall_accuracy_refuses_answers_that_are_not_token_ids(change, words):
+    model = RecallModel(16, "rope")
+    tokens, answers = RecallTask().batch(2, 5, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=words):
+        recall_accuracy(model, tokens, change(answers))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (2, 0)])
+def test_recall_accuracy_refuses_empty_batches(shape):
+    empty = torch.zeros(shape, dtype=torch.long)
+    with pytest.raises(ValueError, match="at least one position"):
+        recall_accuracy(RecallModel(16, "rope"), empty, empty)
+
+
+def test_recall_accuracy_leaves_the_model_as_it_was():
+    model = RecallModel(16, "alibi").double().train()
+    tokens, answers = RecallTask().batch(2, 5, torch.Generator().manual_seed(0))
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    recall_accuracy(model, tokens, answers)
+    assert next(model.parameters()).dtype == torch.float64 and model.training
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name])
+
+
+def _retyped(weights: dict, dtype: torch.dtype) -> dict:
+    return {name: value.to(dtype) for name, value in weights.items()}
+
+
+CRAFTED_CHECKPOINTS = {
+    "no d_model in the recipe": (lambda c: c["recipe"].pop("d_model"), "its recipe should hold"),
+    "a recipe that is a list": (lambda c: c.update(recipe=[1, 2]), "its recipe should hold"),
+    "d_model 0": (lambda c: c["recipe"].update(d_model=0), "d_model must be a whole number"),
+    "3 heads for d_model 32": (lambda c: c["recipe"].update(num_heads=3), "even head size"),
+    "a task with an unknown field": (lambda c: c["task"].update(colour=1), "its task should"),
+    "a task of no markers": (lambda c: c["task"].update(num_markers=0), "num_markers must"),
+    "no alibi weights": (lambda c: c["weights"].pop("alibi"), "one set per"),
+    "weights that are a number": (lambda c: c.update(weights=3), "one set per"),
+    "a missing tensor": (
+        lambda c: c["weights"]["rope"].pop("output.bias"),
+        "rope weights do not fit its recipe",
+    ),
+    "a tensor of the wrong shape": (
+        lambda c: c["weights"]["rope"].update({"output.bias": torch.zeros(3)}),
+        "rope weights do not fit its recipe",
+    ),
+    "int64 weights": (
+        lambda c: c["weights"].update(rope=_retyped(c["weights"]["rope"], torch.int64)),
+        "rope weights are not floating-point tensors",
+    ),
+    "a list in place of a tensor": (
+        lambda c: c["weights"]["rope"].update({"output.bias": [0.0] * 16}),
+        "rope weights are not floating-point tensors",
+    ),
+    "d_model 64 for weights of 32": (
+        lambda c: c["recipe"].update(d_model=64),
+        "sinusoidal weights do not fit its recipe",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CRAFTED_CHECKPOINTS))
+def test_a_crafted_checkpoint_is_refused_with_a_checkpoint_error(tmp_path, name):
+    """Files with valid checksums whose contents are wrong used to raise KeyError 'd_model', raw
+    load_state_dict errors, or load int64 weights as truncated floats."""
+    change, words = CRAFTED_CHECKPOINTS[name]
+    contents = load_checkpoint(
+        SAVED_MODELS, ("weights", "recipe", "task", "loss", "seconds"), REMAKE
+    )
+    change(contents)
+    path = tmp_path / "crafted.pt"
+    save_checkpoint(path, contents)
+    with pytest.raises(CheckpointError, match=words):
+        load_recall_models(path)
+
+
+def test_float16_weights_load_as_float32_models(tmp_path):
+    contents = load_checkpoint(
+        SAVED_MODELS, ("weights", "recipe", "task", "loss", "seconds"), REMAKE
+    )
+    contents["weights"] = {p: _retyped(w, torch.float16) for p, w in contents["weights"].items()}
+    save_checkpoint(tmp_path / "half.pt", contents)
+    model = load_recall_models(tmp_path / "half.pt")["models"]["rope"]
+    assert next(model.parameters()).dtype == torch.float32
+
+
 # ---------------------------------------------------------------------------------------------
 # Sparse patterns
 
@@ -336,6 +467,39 @@ def test_linear_attention_passes_the_same_gradients_both_ways():
         torch.testing.assert_close(fast, slow)
 
 
+FORMS = {
+    "linear_attention": linear_attention,
+    "linear_attention_quadratic": linear_attention_quadratic,
+    "linear_attention_weights": lambda q, k, v, causal: linear_attention_weights(q, k, causal),
+}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_linear_attention_refuses_queries_and_keys_whose_features_overflow(form, causal):
+    """q and k near 1e20 give phi(q) . phi(k) near 1e40, inf in float32, and the output was NaN
+    from finite input."""
+    q, k, v = torch.randn(3, 2, 6, 4).unbind(0)
+    with pytest.raises(ValueError, match="linear attention overflows torch.float32"):
+        FORMS[form](q * 1e20, k * 1e20, v, causal)
+    assert FORMS[form](q.double() * 1e20, k.double() * 1e20, v.double(), causal).isfinite().all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_16_bit_linear_attention_is_summed_in_float32(form, dtype, causal):
+    """In float16 the normaliser phi(q) . sum phi(k) of 4096 keys passes 65504: every output
+    was 0 (x / inf)."""
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, 4096, 8, generator=generator).to(dtype).unbind(0)
+    v = torch.randn(1, 4096, 4, generator=generator).to(dtype)
+    ours = FORMS[form](q, k, v, causal)
+    exact = FORMS[form](q.double(), k.double(), v.double(), causal)
+    assert ours.dtype == dtype
+    torch.testing.assert_close(ours.double(), exact, rtol=0, atol=2 * torch.finfo(dtype).eps)
+
+
 @pytest.mark.parametrize(
     ("shapes", "causal", "words"),
     [
@@ -343,6 +507,8 @@ def test_linear_attention_passes_the_same_gradients_both_ways():
         (((4, 3), (5, 3), (4, 5)), False, "the same leading axes"),
         (((4, 3), (6, 3), (6, 5)), True, "as many queries as keys"),
         (((3,), (3,), (3,)), False, "(..., n, size)"),
+        (((4, 0), (4, 0), (4, 5)), False, "a size of at least 1"),
+        (((4, 3), (4, 3), (4, 0)), True, "a size of at least 1"),
     ],
 )
 def test_linear_attention_refuses_bad_shapes(shapes, causal, words):
