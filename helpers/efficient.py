@@ -207,7 +207,8 @@ def operations_run(function: Callable[[], object]) -> list[str]:
 # The online softmax and FlashAttention's forward pass
 
 
-def _check_mask(mask, shape: tuple) -> torch.Tensor:
+def _check_mask(mask, shape: tuple, device: torch.device) -> torch.Tensor:
+    """The boolean mask expanded to the scores' shape, on their device (as masked_softmax)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise ValueError(
@@ -221,7 +222,7 @@ def _check_mask(mask, shape: tuple) -> torch.Tensor:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} cannot broadcast to the scores' shape {shape}"
         )
-    return mask.expand(shape)
+    return mask.to(device).expand(shape)
 
 
 def _shift(running_max: torch.Tensor) -> torch.Tensor:
@@ -255,7 +256,9 @@ def online_softmax(
     if scores.element_size() < 4:  # a 16-bit running sum stops growing long before 1024 keys
         scores = scores.float()
     if mask is not None:
-        scores = scores.masked_fill(~_check_mask(mask, tuple(scores.shape)), float("-inf"))
+        scores = scores.masked_fill(
+            ~_check_mask(mask, tuple(scores.shape), scores.device), float("-inf")
+        )
     running_max = scores.new_full(scores.shape[:-1], float("-inf"))
     normaliser = scores.new_zeros(scores.shape[:-1])
     for start in range(0, scores.shape[-1], tile_size):
@@ -328,7 +331,7 @@ def key_tile_steps(
             f"{tuple(keys.shape)} and values {tuple(values.shape)} do not broadcast"
         ) from None
     shape = (*leading, query_block.shape[-2], keys.shape[-2])
-    allowed = None if mask_block is None else _check_mask(mask_block, shape)
+    allowed = None if mask_block is None else _check_mask(mask_block, shape, query_block.device)
     tile_size = validation.whole_number(tile_size, "tile_size")
     return _key_tile_steps(query_block, keys, values, allowed, tile_size)
 
@@ -379,7 +382,7 @@ def tiled_attention(
     _check_attention_inputs(queries, keys, values, same_size=True)
     tile_size = validation.whole_number(tile_size, "tile_size")
     shape = (*queries.shape[:-1], keys.shape[-2])
-    allowed = None if mask is None else _check_mask(mask, shape)
+    allowed = None if mask is None else _check_mask(mask, shape, queries.device)
     dtype = values.dtype
     if queries.element_size() < 4:
         queries, keys, values = queries.float(), keys.float(), values.float()

@@ -156,6 +156,9 @@ class RecallModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         validation.token_ids(tokens, "tokens", self.vocab_size)
+        device = self.embedding.weight.device
+        if tokens.device != device:
+            raise ValueError(f"tokens are on {tokens.device} but the model is on {device}")
         x = self.embedding(tokens) * math.sqrt(self.embedding.embedding_dim)  # (B, n, d_model)
         if self.position == "sinusoidal":
             x = x + sinusoidal_encoding(tokens.shape[1], x.shape[-1]).to(x)
@@ -250,9 +253,10 @@ def recall_accuracy(model: RecallModel, tokens: torch.Tensor, answers: torch.Ten
         )
     if answers.numel() == 0:
         raise ValueError(f"tokens must hold at least one position, got {tuple(tokens.shape)}")
+    device = model.embedding.weight.device
     with torch.no_grad():
-        logits = copy.deepcopy(model).double()(tokens)
-    correct = int((logits.argmax(-1) == answers).sum())
+        logits = copy.deepcopy(model).double()(tokens.to(device))
+    correct = int((logits.argmax(-1) == answers.to(device)).sum())
     return {"correct": correct, "total": answers.numel(), "accuracy": correct / answers.numel()}
 
 
