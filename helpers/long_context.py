@@ -181,7 +181,7 @@ class Recipe:
         for name in ("steps", "batch_size"):
             validation.whole_number(getattr(self, name), name)
         _check_head_sizes(self.d_model, self.num_heads)
-        validation.whole_number(self.seed, "seed", minimum=0)
+        validation.seed(self.seed)
         validation.positive_number(self.lr, "lr")
         if not isinstance(self.task, RecallTask):
             raise ValueError(f"task must be a RecallTask, got {type(self.task).__name__}")
@@ -395,7 +395,7 @@ def block_sparse_mask(
     if num_global > blocks:
         raise ValueError(f"num_global ({num_global}) is more than the {blocks} blocks")
     chosen = local_mask(blocks, 1) | global_mask(blocks, list(range(num_global)))
-    generator = torch.Generator().manual_seed(validation.whole_number(seed, "seed", minimum=0))
+    generator = torch.Generator().manual_seed(validation.seed(seed))
     for row in range(num_global, blocks):
         others = torch.nonzero(~chosen[row]).flatten()  # blocks not yet seen by this row
         picked = others[torch.randperm(len(others), generator=generator)[:num_random]]

@@ -23,6 +23,14 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def seed(value: object, name: str = "seed") -> int:
+    """value as an int, if it is a whole number that torch.manual_seed takes: 0 .. 2^64 - 1."""
+    value = whole_number(value, name, minimum=0)
+    if value >= 2**64:
+        raise ValueError(f"{name} must be below 2^64 (a torch seed), got {value}")
+    return value
+
+
 def tensor(value: object, name: str, shape: str) -> torch.Tensor:
     """value itself if it is a torch tensor; otherwise an error that says how to make one."""
     if isinstance(value, torch.Tensor):
