@@ -8,7 +8,6 @@
   exp(q . k), computed three ways that give the same numbers.
 """
 
-import copy
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -21,7 +20,7 @@ from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
-from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
 from helpers.masks import causal_mask
 from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -156,6 +155,10 @@ class RecallModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         validation.token_ids(tokens, "tokens", self.vocab_size)
+        if tokens.dim() != 2 or tokens.shape[1] == 0:
+            raise ValueError(
+                f"tokens must be (B, n) with at least one position, got {tuple(tokens.shape)}"
+            )
         device = self.embedding.weight.device
         if tokens.device != device:
             raise ValueError(f"tokens are on {tokens.device} but the model is on {device}")
@@ -238,6 +241,17 @@ def extrapolation_batches(
     }
 
 
+def _float64_copy(model: RecallModel) -> RecallModel:
+    """A new model with the same weights in float64 (built afresh rather than deep-copied: the
+    attention weights kept from a forward pass with gradients cannot be deep-copied)."""
+    attention = model.attention
+    twin = RecallModel(
+        model.vocab_size, model.position, attention.W_q.in_features, attention.num_heads
+    )
+    twin.load_state_dict(model.state_dict())
+    return twin.double().to(model.embedding.weight.device).eval()
+
+
 def recall_accuracy(model: RecallModel, tokens: torch.Tensor, answers: torch.Tensor) -> dict:
     """The share of positions answered right, and the count, computed in float64 so that the
     same weights give the same count on every machine and thread count (on a copy: the model
@@ -255,7 +269,7 @@ def recall_accuracy(model: RecallModel, tokens: torch.Tensor, answers: torch.Ten
         raise ValueError(f"tokens must hold at least one position, got {tuple(tokens.shape)}")
     device = model.embedding.weight.device
     with torch.no_grad():
-        logits = copy.deepcopy(model).double()(tokens.to(device))
+        logits = _float64_copy(model)(tokens.to(device))
     correct = int((logits.argmax(-1) == answers.to(device)).sum())
     return {"correct": correct, "total": answers.numel(), "accuracy": correct / answers.numel()}
 
@@ -325,12 +339,7 @@ def _load_weights(path: Path, model: RecallModel, weights: object, position: str
         isinstance(value, torch.Tensor) and value.is_floating_point() for value in weights.values()
     ):
         raise CheckpointError(f"{path}: the {position} weights are not floating-point tensors")
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as error:
-        raise CheckpointError(
-            f"{path}: the {position} weights do not fit its recipe ({error})"
-        ) from None
+    load_weights(model, weights, f"{path} ({position})")
 
 
 # ---------------------------------------------------------------------------------------------
