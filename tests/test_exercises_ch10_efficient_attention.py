@@ -564,7 +564,7 @@ def causal_with_masked_softmax(queries, keys, values, tile_size):
 
 WRONG += [
     ("merge partial attention", merge_without_dividing, "not divided by the total weight"),
-    ("merge partial attention", merge_with_the_weights_swapped, "weight each part by exp("),
+    ("merge partial attention", merge_with_the_weights_swapped, "the outputs are swapped"),
     ("grouped-query attention", gqa_with_minus_inf_then_softmax, "exp(-inf) / 0 = NaN"),
     ("grouped-query attention", gqa_with_minus_1e9, "the average of the values instead"),
     ("grouped-query attention", gqa_ignoring_the_mask, "the mask is ignored"),
@@ -618,3 +618,156 @@ def test_a_broadcast_product_counts_as_much_as_the_matrix_product():
             product()
         counts.append(counter.count)
     assert counts == [2 * 3 * 5 * 4] * 3
+
+
+# The mistakes a learner's pass found named only by the general hint, each now diagnosed.
+
+
+def merge_by_picking_the_larger_lse(output_a, lse_a, output_b, lse_b):
+    return torch.where((lse_a >= lse_b)[..., None], output_a, output_b)
+
+
+def gqa_broadcast_over_the_group(queries, keys, values, mask):
+    """One key/value head broadcast over its group by the matrix product: torch copies it."""
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    grouped = queries.reshape(batch, kv_heads, heads // kv_heads, q, d)
+    scores = grouped @ keys.unsqueeze(2).mT / math.sqrt(d)  # (B, kv, group, q, k)
+    weights = masked_softmax(scores, mask=None if mask is None else mask.unsqueeze(2))
+    return (weights @ values.unsqueeze(2)).flatten(1, 2)
+
+
+def gqa_scaled_by_the_value_width(queries, keys, values, mask):
+    scores = _gqa_scores(queries, keys) * math.sqrt(queries.shape[-1] / values.shape[-1])
+    return _gqa_read(masked_softmax(scores, mask=mask), values)
+
+
+def _online_tiles(queries, keys, values, tile_size, rescaled=("output", "sum"), strict=False):
+    """A learner's causal tile loop whose running output or running sum may miss the
+    rescaling, or whose mask may be strict (j < i)."""
+    batch, n, d = queries.shape
+    output = []
+    for start in range(0, n, tile_size):
+        block = queries[:, start : start + tile_size]
+        rows = torch.arange(start, start + block.shape[1])
+        running_max = torch.full(block.shape[:2], -math.inf)
+        running_sum = torch.zeros(block.shape[:2])
+        running_output = torch.zeros(batch, block.shape[1], values.shape[-1])
+        for key_start in range(0, rows[-1].item() + 1, tile_size):
+            columns = torch.arange(key_start, min(key_start + tile_size, n))
+            scores = block @ keys[:, columns].mT / math.sqrt(d)
+            allowed = columns < rows[:, None] if strict else columns <= rows[:, None]
+            scores = scores.masked_fill(~allowed, -math.inf)
+            new_max = torch.maximum(running_max, scores.amax(-1))
+            shift = torch.where(new_max.isfinite(), new_max, 0.0)
+            correction = torch.exp(running_max - shift)
+            weights = torch.exp(scores - shift[..., None])
+            if "sum" in rescaled:
+                running_sum = running_sum * correction
+            if "output" in rescaled:
+                running_output = running_output * correction[..., None]
+            running_sum = running_sum + weights.sum(-1)
+            running_output = running_output + weights @ values[:, columns]
+            running_max = new_max
+        output.append(running_output / running_sum[..., None])
+    return torch.cat(output, dim=1)
+
+
+def causal_without_rescaling_the_output(queries, keys, values, tile_size):
+    return _online_tiles(queries, keys, values, tile_size, rescaled=("sum",))
+
+
+def causal_without_rescaling_the_sum(queries, keys, values, tile_size):
+    return _online_tiles(queries, keys, values, tile_size, rescaled=("output",))
+
+
+def causal_with_a_strict_mask(queries, keys, values, tile_size):
+    return _online_tiles(queries, keys, values, tile_size, strict=True)
+
+
+def causal_scaled_by_the_value_width(queries, keys, values, tile_size):
+    widened = queries * math.sqrt(queries.shape[-1] / values.shape[-1])
+    return _online_tiles(widened, keys, values, tile_size)
+
+
+def causal_over_whole_tiles_only(queries, keys, values, tile_size):
+    """Assumes n is a multiple of tile_size: the leftover queries stay zeros."""
+    whole = queries.shape[1] - queries.shape[1] % tile_size
+    output = torch.zeros(*queries.shape[:2], values.shape[-1])
+    output[:, :whole] = _online_tiles(
+        queries[:, :whole], keys[:, :whole], values[:, :whole], tile_size
+    )
+    return output
+
+
+def causal_with_blocks_by_view(queries, keys, values, tile_size):
+    """Assumes n is a multiple of tile_size: the view into blocks raises where it is not."""
+    batch, n, d = queries.shape
+    queries.reshape(batch, n // tile_size, tile_size, d)
+    return _online_tiles(queries, keys, values, tile_size)
+
+
+def causal_dropping_the_leftover_queries(queries, keys, values, tile_size):
+    whole = queries.shape[1] - queries.shape[1] % tile_size
+    return _online_tiles(queries[:, :whole], keys[:, :whole], values[:, :whole], tile_size)
+
+
+WRONG += [
+    ("merge partial attention", merge_by_picking_the_larger_lse, "picks the output of the part"),
+    ("grouped-query attention", gqa_broadcast_over_the_group, "a matrix product that broad"),
+    ("grouped-query attention", gqa_scaled_by_the_value_width, "divided by sqrt(d_v)"),
+    ("causal tiled attention", causal_without_rescaling_the_output, "the accumulator) is not"),
+    ("causal tiled attention", causal_without_rescaling_the_sum, "the normaliser) is not"),
+    ("causal tiled attention", causal_with_a_strict_mask, "the mask is strict"),
+    ("causal tiled attention", causal_scaled_by_the_value_width, "divided by sqrt(d_v)"),
+    ("causal tiled attention", causal_over_whole_tiles_only, "the last 2 queries are zeros"),
+    ("causal tiled attention", causal_with_blocks_by_view, "not a multiple of the tile size"),
+    ("causal tiled attention", causal_dropping_the_leftover_queries, "not a multiple of the tile"),
+]
+
+
+def test_only_the_cases_whose_n_is_not_a_multiple_blame_it(run_checker):
+    """n = 16 with tiles of 4 passes; n = 10 (tiles of 4) and n = 12 (tiles of 5) name it."""
+    for answer in (causal_with_blocks_by_view, causal_dropping_the_leftover_queries):
+        verdict, out = run_checker(check_causal_tiled_attention, answer)
+        assert out.startswith("Not yet: 2 of 3"), out
+        assert out.count("is not a multiple of the tile size") == 2, out
+
+
+def causal_one_product_per_block_two_pass(queries, keys, values, tile_size):
+    """No key tiles and no online softmax: each block of queries against every key up to its
+    end in one product, then exp and sum in two passes. It computes no score above the
+    diagonal tiles, so it passes (the memory the online softmax saves is not measured)."""
+    n = queries.shape[1]
+    output = []
+    for start in range(0, n, tile_size):
+        end = min(start + tile_size, n)
+        scores = queries[:, start:end] @ keys[:, :end].mT / math.sqrt(queries.shape[-1])
+        allowed = torch.arange(end) <= torch.arange(start, end)[:, None]
+        scores = scores.masked_fill(~allowed, -math.inf)
+        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+        output.append(weights @ values[:, :end] / weights.sum(-1, keepdim=True))
+    return torch.cat(output, dim=1)
+
+
+def gqa_by_einsum_over_a_group_axis(queries, keys, values, mask):
+    """einsum broadcasts nothing into a copy: the group is an axis of the queries only."""
+    batch, heads, q, d = queries.shape
+    kv_heads = keys.shape[1]
+    grouped = queries.reshape(batch, kv_heads, heads // kv_heads, q, d)
+    scores = torch.einsum("bkgqd,bksd->bkgqs", grouped, keys) / math.sqrt(d)
+    weights = masked_softmax(scores, mask=None if mask is None else mask.unsqueeze(2))
+    return torch.einsum("bkgqs,bksv->bkgqv", weights, values).flatten(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    [
+        ("causal tiled attention", causal_one_product_per_block_two_pass),
+        ("grouped-query attention", gqa_by_einsum_over_a_group_axis),
+    ],
+    ids=lambda a: getattr(a, "__name__", a),
+)
+def test_answers_the_prompts_name_as_passing_are_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out

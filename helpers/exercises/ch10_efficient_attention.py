@@ -86,6 +86,14 @@ def check_merge_partial_attention(learner_merge: Callable) -> bool:
             "exp(lse) without subtracting the larger lse first: exp(1000) is inf in float32, "
             "and inf / inf is NaN": _unshifted(*args),
             "not divided by the total weight exp(lse_a) + exp(lse_b)": _undivided(*args),
+            "the outputs are swapped between the parts: output_a is weighted by exp(lse_b) "
+            "and output_b by exp(lse_a); each part's output takes its own lse's weight": _merge(
+                output_b, lse_a, output_a, lse_b
+            ),
+            "picks the output of the part with the larger lse: both parts count, each weighted "
+            "by its share exp(lse_part) / (exp(lse_a) + exp(lse_b))": torch.where(
+                (lse_a >= lse_b)[..., None], output_a, output_b
+            ),
         }
         if no_key:
             mistakes[
@@ -193,6 +201,11 @@ def _gqa_filled(queries, keys, values, mask, fill):
     return torch.softmax(scores.masked_fill(~mask, fill), dim=-1) @ values
 
 
+_SCALED_BY_VALUE_WIDTH = (
+    "the scores are divided by sqrt(d_v), the values' width: divide by sqrt(d), the width of "
+    "the queries and keys whose dot product they are"
+)
+
 _COPIES = (
     "copies the key/value heads: inside your function torch made a new tensor of group x their "
     "size (its internal operation aten.{}); repeat, repeat_interleave, expand followed by "
@@ -252,12 +265,15 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, mask) -> (B, heads, q, d_v): queries (B,
     heads, q, d), keys (B, kv_heads, k, d), values (B, kv_heads, k, d_v), here B = 2, q = 5,
     k = 6, d = 4 and d_v = 3 (values narrower than keys); query head h reads key/value head
-    h // (heads / kv_heads); scaled dot-product scores; mask boolean (B, 1, q, k) (True = may
-    attend) or None. With the mask, query 0 of example 0 may read no key: its row must be
-    zeros (helpers' masked_softmax gives them; a fill of -inf then softmax gives NaN, -1e9 an
-    average). Without copying the key/value heads (no tensor of group x their size: fold each
-    group of query heads into the query axis) and without torch's or helpers' attention (a
-    softmax in any spelling, masked_softmax included, is allowed)."""
+    h // (heads / kv_heads); scores q.k / sqrt(d), d the width of the queries and keys (not
+    d_v); mask boolean (B, 1, q, k) (True = may attend) or None. With the mask, query 0 of
+    example 0 may read no key: its row must be zeros (helpers' masked_softmax gives them; a
+    fill of -inf then softmax gives NaN, -1e9 an average). Without copying the key/value
+    heads (no tensor of group x their size: fold each group of query heads into the query
+    axis). A matrix product that broadcasts one key/value head over its group,
+    (B, kv_heads, group, q, d) @ (B, kv_heads, 1, d, k), copies it too (torch expands it
+    inside the product); einsum over a group axis does not. Without torch's or helpers'
+    attention (a softmax in any spelling, masked_softmax included, is allowed)."""
     generator = torch.Generator().manual_seed(11)
     cases = [
         ("8 query heads, 2 key/value heads, no mask", 8, 2, False),
@@ -286,6 +302,7 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
         mistakes["the scores are not divided by sqrt(d)"] = _gqa(
             queries * math.sqrt(d), keys, values, mask
         )
+        mistakes[_SCALED_BY_VALUE_WIDTH] = _gqa(queries * math.sqrt(d / d_v), keys, values, mask)
         if masked:
             mistakes.update(_mask_mistakes(queries, keys, values, mask))
 
@@ -298,7 +315,8 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
             _gqa,
             failures,
             1e-5,
-            "query head h attends with key/value head h // (heads / kv_heads)",
+            "softmax(q.k / sqrt(d)) over the allowed keys, query head h reading key/value "
+            "head h // (heads / kv_heads)",
             mistakes,
             names=("queries", "keys", "values", "mask"),
         )
@@ -311,10 +329,20 @@ def _causal(queries, keys, values):
     return masked_softmax(queries @ keys.mT / math.sqrt(queries.shape[-1]), mask=causal) @ values
 
 
-def _causal_tiles(queries, keys, values, tile_size, rescale=True, diagonal=True, divide=None):
-    """Two typical mistakes of causal FlashAttention: rescale=False never multiplies the old
-    sum and output by exp(m_old - m_new); diagonal=False skips the tile on the diagonal too
-    (a block that reads no key then divides 0 by 0, or by `divide` where the sum is 0)."""
+def _causal_tiles(
+    queries,
+    keys,
+    values,
+    tile_size,
+    rescaled=("accumulator", "normaliser"),
+    diagonal=True,
+    divide=None,
+    strict=False,
+):
+    """Typical mistakes of causal FlashAttention: what `rescaled` leaves out is never
+    multiplied by exp(m_old - m_new); diagonal=False skips the tile on the diagonal too (a
+    block that reads no key then divides 0 by 0, or by `divide` where the sum is 0);
+    strict=True lets a query read only the keys before it (query 0 then reads none: NaN)."""
     batch, n, d = queries.shape
     output = []
     for start in range(0, n, tile_size):
@@ -326,14 +354,18 @@ def _causal_tiles(queries, keys, values, tile_size, rescale=True, diagonal=True,
         for key_start in range(0, start + block.shape[1] if diagonal else start, tile_size):
             columns = torch.arange(key_start, min(key_start + tile_size, n))
             scores = block @ keys[:, columns].mT / math.sqrt(d)
-            scores = scores.masked_fill(columns[None, :] > rows[:, None], float("-inf"))
+            future = columns[None, :] >= rows[:, None] if strict else columns > rows[:, None]
+            scores = scores.masked_fill(future, float("-inf"))
             new_max = torch.maximum(running_max, scores.amax(-1))
             correction = torch.exp(running_max - new_max)
-            if not rescale:
-                correction = torch.ones_like(correction)
+            kept = torch.ones_like(correction)
+            normaliser_correction = correction if "normaliser" in rescaled else kept
+            accumulator_correction = correction if "accumulator" in rescaled else kept
             weights = torch.exp(scores - new_max[..., None])
-            normaliser = normaliser * correction + weights.sum(-1)
-            accumulator = accumulator * correction[..., None] + weights @ values[:, columns]
+            normaliser = normaliser * normaliser_correction + weights.sum(-1)
+            accumulator = (
+                accumulator * accumulator_correction[..., None] + weights @ values[:, columns]
+            )
             running_max = new_max
         if divide is not None:
             normaliser = torch.where(normaliser > 0, normaliser, divide)
@@ -427,14 +459,18 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, tile_size) -> (B, n, d_v): queries and keys
     (B, n, d), values (B, n, d_v), here B = 2, d = 32, d_v = 4, and n = 16, 10, 12 with tiles
     of 4, 4, 5 (n need not be a multiple of tile_size). Causal attention (query i attends to
-    keys j <= i; every query reads at least itself, so no row is empty) computed
-    FlashAttention's way: a block of tile_size queries and a tile of tile_size keys at a time,
-    with the online softmax, skipping the key tiles that lie wholly above the diagonal.
+    keys j <= i; every query reads at least itself, so no row is empty), scores q.k / sqrt(d),
+    d the width of the queries and keys (not d_v), computed FlashAttention's way: a block of
+    tile_size queries and a tile of tile_size keys at a time, with the online softmax,
+    skipping the key tiles that lie wholly above the diagonal.
 
     The checker counts every multiplication, however it is spelled (a matrix product, or a
     broadcast multiply-and-sum): at most those of the tiles on and below the diagonal, plus 25%
-    for the element-wise work. A loop over single queries that reads only the keys up to each
-    one passes too: it computes no score above the diagonal. Write the softmax out: torch's
+    for the element-wise work. Any answer that computes no score above the diagonal tiles
+    passes: a loop over single queries that reads only the keys up to each one, or a block of
+    queries against all the keys up to the block's end in one product, with a two-pass
+    softmax. What the online softmax saves, memory (one tile of scores at a time), is what a
+    checker on a CPU cannot see; the tiles are what a GPU needs. Write the softmax out: torch's
     softmax in any spelling (torch.softmax, Tensor.softmax, F.softmax, nn.Softmax,
     log_softmax, logsumexp) is refused, as are helpers' masked_softmax and online_softmax,
     torch's and helpers' attention, tiled_attention and key_tile_steps."""
@@ -467,8 +503,21 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
             "the scores are not divided by sqrt(d)": _causal(queries * math.sqrt(d), keys, values),
             "the running sum and output are not rescaled when the maximum grows: multiply both "
             "by exp(m_old - m_new) before adding a tile": _causal_tiles(
-                *args, tile_size, rescale=False
+                *args, tile_size, rescaled=()
             ),
+            "the running output (the accumulator) is not rescaled when the maximum grows, only "
+            "the running sum: multiply both by exp(m_old - m_new) before adding a tile": (
+                _causal_tiles(*args, tile_size, rescaled=("normaliser",))
+            ),
+            "the running sum (the normaliser) is not rescaled when the maximum grows, only the "
+            "running output: multiply both by exp(m_old - m_new) before adding a tile": (
+                _causal_tiles(*args, tile_size, rescaled=("accumulator",))
+            ),
+            "the mask is strict: query i must read keys 0..i, itself included (j <= i), not "
+            "only the keys before it (query 0 then reads none: 0 / 0 = NaN)": _causal_tiles(
+                *args, tile_size, strict=True
+            ),
+            _SCALED_BY_VALUE_WIDTH: _causal(queries * math.sqrt(d / d_v), keys, values),
             "the tile on the diagonal is skipped too (the first block then reads no key, 0 / "
             "0): read every key tile up to the one that holds the block's last query": (
                 _causal_tiles(*args, tile_size, diagonal=False)
@@ -478,22 +527,71 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
                 *args, tile_size, diagonal=False, divide=1.0
             ),
         }
+        if n % tile_size:
+            mistakes[
+                f"the last {n % tile_size} queries are zeros: "
+                + _not_a_multiple(n, tile_size, "tile", _SHORT_BLOCK)
+            ] = _whole_blocks_only(_causal, args, tile_size)
         learner = _written_out(learner_attention, forbidden)
+        answers = {}
+
+        def tiled(q, k, v, tile_size=tile_size, learner=learner, answers=answers):
+            answers["got"] = learner(q, k, v, tile_size)
+            return answers["got"]
+
         ok = run_case(
             name,
-            lambda q, k, v, t=tile_size, learner=learner: learner(q, k, v, t),
+            tiled,
             args,
             _causal,
             failures,
             1e-5,
-            "query i attends to keys 0..i",
+            "softmax(q.k / sqrt(d)) over the keys 0..i for query i",
             mistakes,
             names=("queries", "keys", "values"),
         )
+        if not ok:
+            _name_a_partial_last_block(
+                failures, name, answers.get("got"), n, tile_size, "tile", _SHORT_BLOCK
+            )
         if ok:
             ok = _skips_the_upper_tiles(learner_attention, args, tile_size, name, failures)
         passed += ok
     return report(failures, passed)
+
+
+_SHORT_BLOCK = "queries make a shorter block"
+
+
+def _not_a_multiple(n: int, size: int, unit: str, piece: str) -> str:
+    """The diagnosis of an answer that assumes n is a multiple of the `unit` (tile, chunk)
+    size; `piece` names the n % size rows left over (e.g. "queries make a shorter block")."""
+    return (
+        f"n = {n} is not a multiple of the {unit} size {size} in this case: the last "
+        f"{n % size} {piece}"
+    )
+
+
+def _whole_blocks_only(reference: Callable, args: tuple, size: int) -> torch.Tensor:
+    """What an answer that assumes n is a multiple of `size` returns: the (causal) reference
+    over the whole blocks of the sequence axis (-2), zeros after them."""
+    n = args[0].shape[-2]
+    whole = n - n % size
+    answer = torch.zeros_like(reference(*args))
+    if whole:
+        answer[..., :whole, :] = reference(*(t[..., :whole, :] for t in args))
+    return answer
+
+
+def _name_a_partial_last_block(
+    failures: list, name: str, got, n: int, size: int, unit: str, piece: str
+) -> None:
+    """Add the likely cause to a failure where the learner's function raised, or returned
+    fewer rows than n: n is not a multiple of `size` in this case."""
+    short = isinstance(got, torch.Tensor) and got.dim() >= 2 and got.shape[-2] == n - n % size
+    raised = failures[-1].startswith(f"{name}: your function raised")
+    if n % size and (raised or short):
+        failures[-1] += f"; {_not_a_multiple(n, size, unit, piece)}"
 
 
 def _skips_the_upper_tiles(learner_attention, args, tile_size, name, failures) -> bool:
