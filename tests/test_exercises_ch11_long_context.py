@@ -433,3 +433,92 @@ def test_the_whole_sequence_is_judged_only_where_chunks_differ_from_it(run_check
     for answer in (chunks_replaced_by_one_cumulative_sum, chunks_replaced_by_the_quadratic_form):
         verdict, out = run_checker(check_chunked_linear_attention, answer)
         assert out.startswith("Not yet: 2 of 4"), out
+
+
+# The mistakes a learner's pass found named only by the general hint, each now diagnosed.
+
+
+def rope_halves_swapped(x, positions):
+    half = x.shape[-1] // 2
+    turned = rope_half_split(x, positions)
+    return torch.cat([turned[..., half:], turned[..., :half]], dim=-1)
+
+
+def rope_positions_from_one(x, positions):
+    return rope_half_split(x, positions + 1)
+
+
+def alibi_scaled_by_the_value_width(queries, keys, values):
+    widened = queries * math.sqrt(queries.shape[-1] / values.shape[-1])
+    return alibi_attention(widened, keys, values)
+
+
+def _chunks(queries, keys, values, chunk_size, carried=("S", "z")):
+    """A learner's chunk loop that may leave S or z out of what it carries."""
+    phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1
+    state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])
+    outputs = []
+    for s in range(0, queries.shape[-2], chunk_size):
+        q, k, v = (t[..., s : s + chunk_size, :] for t in (phi_q, phi_k, values))
+        inside = (q @ k.mT).tril()
+        outputs.append((inside @ v + q @ state) / (inside.sum(-1, keepdim=True) + q @ z[..., None]))
+        if "S" in carried:
+            state = state + k.mT @ v
+        if "z" in carried:
+            z = z + k.sum(-2)
+    return torch.cat(outputs, dim=-2)
+
+
+def chunks_carrying_the_normaliser_but_not_the_state(queries, keys, values, chunk_size):
+    return _chunks(queries, keys, values, chunk_size, carried=("z",))
+
+
+def chunks_over_whole_chunks_only(queries, keys, values, chunk_size):
+    """Assumes n is a multiple of chunk_size: the leftover positions stay zeros, and with
+    fewer positions than one chunk, torch.cat gets nothing and raises."""
+    whole = queries.shape[-2] - queries.shape[-2] % chunk_size
+    output = torch.zeros(*queries.shape[:-1], values.shape[-1])
+    output[..., :whole, :] = _chunks(
+        queries[..., :whole, :], keys[..., :whole, :], values[..., :whole, :], chunk_size
+    )
+    return output
+
+
+WRONG += [
+    ("rope half split", rope_halves_swapped, "the two halves of the output are swapped"),
+    ("rope half split", rope_positions_from_one, "turns by (position + 1) * w_j"),
+    ("alibi attention", alibi_scaled_by_the_value_width, "divided by sqrt(d_v)"),
+    (
+        "chunked linear attention",
+        chunks_carrying_the_normaliser_but_not_the_state,
+        "carried from chunk to chunk, but not the state S",
+    ),
+    ("chunked linear attention", chunks_over_whole_chunks_only, "the last 2 positions are zeros"),
+]
+
+
+def test_an_answer_that_raises_where_n_is_shorter_than_a_chunk_is_told_why(run_checker):
+    verdict, out = run_checker(check_chunked_linear_attention, chunks_over_whole_chunks_only)
+    assert verdict is False and "n = 5, one chunk of 8: your function raised" in out, out
+    assert "n = 5 is not a multiple of the chunk size 8 in this case" in out, out
+
+
+def chunks_of_one_position_at_a_time(queries, keys, values, chunk_size):
+    """No chunks: S and z carried from each position to the next (accepted, as the prompt
+    says: it builds neither an (n, n) matrix nor a state per position)."""
+    phi_q, phi_k = F.elu(queries) + 1, F.elu(keys) + 1
+    state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1])
+    outputs = []
+    for i in range(queries.shape[-2]):
+        state = state + phi_k[..., i, :, None] * values[..., i, None, :]
+        z = z + phi_k[..., i, :]
+        numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
+        outputs.append(numerator / (phi_q[..., i, :] * z).sum(-1, keepdim=True))
+    return torch.stack(outputs, dim=-2)
+
+
+def test_a_loop_over_single_positions_is_accepted(run_checker):
+    verdict, out = run_checker(check_chunked_linear_attention, chunks_of_one_position_at_a_time)
+    assert verdict is True and out.startswith("Correct"), out

@@ -8,6 +8,12 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention
+from helpers.exercises.ch10_efficient_attention import (
+    _SCALED_BY_VALUE_WIDTH,
+    _name_a_partial_last_block,
+    _not_a_multiple,
+    _whole_blocks_only,
+)
 from helpers.exercises.framework import Refused, _recording_calls, report, run_case
 from helpers.long_context import (
     elu_feature_map,
@@ -72,6 +78,13 @@ def check_rope_half_split(learner_rope: Callable) -> bool:
                 [first * cos - second * sin, first * sin + second * cos], dim=-1
             ),
         }
+        mistakes[
+            "the two halves of the output are swapped: the first half is x1 cos - x2 sin, the "
+            "second x1 sin + x2 cos"
+        ] = _half_split_rope(x, positions).roll(d // 2, dims=-1)
+        mistakes["turns by (position + 1) * w_j: turn by the `positions` given, as they are"] = (
+            _half_split_rope(x, positions + 1)
+        )
         if not torch.equal(positions, steps):
             mistakes["uses positions 0, 1, 2, ... instead of the `positions` given"] = (
                 _half_split_rope(x, steps)
@@ -152,9 +165,10 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
     ALiBi. queries (B, heads, q, d), keys (B, heads, k, d), values (B, heads, k, d_v), here
     B = 2, d = 4, d_v = 3, q <= k: the queries are the last q of the k positions (q = 1 is one
     decoding step with a cache), so every query reads at least its own key.
-    Scores q.k / sqrt(d), plus -slope_h * (i - j) with Press et al.'s slopes for any number of
-    heads, no key after the query; softmax; weighted sum. Without helpers' alibi_bias or
-    alibi_slopes, torch's scaled_dot_product_attention or DotProductAttention."""
+    Scores q.k / sqrt(d) (d the width of the queries and keys, not d_v), plus
+    -slope_h * (i - j) with Press et al.'s slopes for any number of heads, no key after the
+    query; softmax; weighted sum. Without helpers' alibi_bias or alibi_slopes, torch's
+    scaled_dot_product_attention or DotProductAttention."""
     generator = torch.Generator().manual_seed(12)
     cases = [
         ("8 heads, 5 queries over 5 keys", 8, 5, 5),
@@ -164,10 +178,10 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
     ]
     failures, passed = [], 0
     for name, heads, num_queries, num_keys in cases:
-        d = 4
+        d, d_v = 4, 3
         queries = torch.randn(2, heads, num_queries, d, generator=generator)
         keys = torch.randn(2, heads, num_keys, d, generator=generator)
-        values = torch.randn(2, heads, num_keys, 3, generator=generator)  # d_v = 3
+        values = torch.randn(2, heads, num_keys, d_v, generator=generator)
         args = (queries, keys, values)
         naive = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)])
         mistakes = {
@@ -185,6 +199,7 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
             "the scores are not divided by sqrt(d)": _attention_with(
                 queries * math.sqrt(d), keys, values
             ),
+            _SCALED_BY_VALUE_WIDTH: _attention_with(queries * math.sqrt(d / d_v), keys, values),
         }
         if num_queries < num_keys:
             mistakes[
@@ -223,14 +238,13 @@ def _chunked(
     values,
     chunk_size,
     mask_inside=True,
-    carry=True,
+    carried=("state", "normaliser"),
     add_first=False,
     phi=None,
-    carry_normaliser=True,
 ):
     """Chunked causal linear attention, or one of its typical mistakes: no mask inside a chunk,
-    no state carried, the chunk added to the state before it reads it, another feature map,
-    the state S carried but not the normaliser z."""
+    the chunk added to the state before it reads it, another feature map, or `carried` (from
+    chunk to chunk) without the state S or the normaliser z, or both."""
     phi = elu_feature_map if phi is None else phi
     phi_q, phi_k = phi(queries), phi(keys)
     state = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], values.shape[-1])
@@ -247,11 +261,18 @@ def _chunked(
         numerator = similarity @ v + q @ state
         denominator = similarity.sum(-1, keepdim=True) + q @ normaliser[..., None]
         pieces.append(numerator / denominator)
-        if carry and not add_first:
+        if "state" in carried and not add_first:
             state = state + k.transpose(-2, -1) @ v
-            if carry_normaliser:
-                normaliser = normaliser + k.sum(-2)
+        if "normaliser" in carried and not add_first:
+            normaliser = normaliser + k.sum(-2)
     return torch.cat(pieces, dim=-2)
+
+
+def _causal_linear(queries, keys, values):
+    return linear_attention(queries, keys, values, causal=True)
+
+
+_SHORT_CHUNK = "positions make a shorter chunk"
 
 
 def _unnormalised(queries, keys, values):
@@ -333,8 +354,9 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
     chunks before it a state, S (the sum of phi(k) v^T, d x d_v) and z (the sum of phi(k), d),
     carried from chunk to chunk. Answers that do not chunk are refused, by what they build: a
     matrix over the whole sequence (..., n, n), or a state for every position (..., n, d, d_v),
-    one cumulative sum over the sequence. Without helpers.long_context's linear attention
-    functions."""
+    one cumulative sum over the sequence. A loop over single positions that carries S and z
+    from each one to the next passes too: it builds neither, and it is chunks of one. Without
+    helpers.long_context's linear attention functions."""
     generator = torch.Generator().manual_seed(13)
     cases = [
         ("n = 8, chunks of 4", (8, 3), 4),
@@ -371,23 +393,46 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
             mistakes[
                 "the state is not carried: each chunk must also read every earlier chunk, "
                 "through the running sums of phi(k) v^T and phi(k)"
-            ] = _chunked(*args, chunk_size, carry=False)
+            ] = _chunked(*args, chunk_size, carried=())
             mistakes[
                 "the state S (the sum of phi(k) v^T) is carried from chunk to chunk, but not the "
                 "normaliser z (the sum of phi(k)): each query's denominator must add "
                 "phi(q_i) . z of the chunks before its own"
-            ] = _chunked(*args, chunk_size, carry_normaliser=False)
+            ] = _chunked(*args, chunk_size, carried=("state",))
+            mistakes[
+                "the normaliser z (the sum of phi(k)) is carried from chunk to chunk, but not the "
+                "state S (the sum of phi(k) v^T): each query's numerator must add phi(q_i) . S "
+                "of the chunks before its own"
+            ] = _chunked(*args, chunk_size, carried=("normaliser",))
+        n = shape[-2]
+        if n % chunk_size:
+            mistakes[
+                f"the last {n % chunk_size} positions are zeros: "
+                + _not_a_multiple(n, chunk_size, "chunk", _SHORT_CHUNK)
+            ] = _whole_blocks_only(_causal_linear, args, chunk_size)
         # With chunks of 1 a state per chunk is a state per position; one chunk holds all.
         judge_memory = 1 < chunk_size < shape[-2]
-        passed += run_case(
+        learner = _in_chunks(learner_chunked, chunk_size, judge_memory)
+        answers = {}
+
+        def chunked(q, k, v, learner=learner, answers=answers):
+            answers["got"] = learner(q, k, v)
+            return answers["got"]
+
+        ok = run_case(
             name,
-            _in_chunks(learner_chunked, chunk_size, judge_memory),
+            chunked,
             args,
-            lambda q, k, v: linear_attention(q, k, v, causal=True),
+            _causal_linear,
             failures,
             1e-5,
             "output i = phi(q_i) . sum_{j<=i} phi(k_j) v_j^T / phi(q_i) . sum_{j<=i} phi(k_j)",
             mistakes,
             names=("queries", "keys", "values"),
         )
+        if not ok:
+            _name_a_partial_last_block(
+                failures, name, answers.get("got"), n, chunk_size, "chunk", _SHORT_CHUNK
+            )
+        passed += ok
     return report(failures, passed)
