@@ -467,7 +467,7 @@ def train_translator(
     epochs = validation.whole_number(epochs, "epochs")
     learning_rate = validation.positive_number(learning_rate, "learning_rate")
     max_tokens = validation.whole_number(max_tokens, "max_tokens")
-    seed = validation.whole_number(seed, "seed", minimum=0)
+    seed = validation.seed(seed)
     device = check_device(device)
     if not callable(log):
         raise TypeError(f"log must be a function such as print, got {log!r}")
