@@ -148,6 +148,7 @@ class RNNTranslator(nn.Module):
             raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
         if previous.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
+        validation.token_ids(previous, "previous", self.embedding.num_embeddings, "(B,)", dim=1)
         embedded = self.dropout(self.embedding(previous))  # (B, e)
         context = self.context(memory)  # (B, 2h)
         hidden = self.cell(torch.cat([embedded, context], -1), memory["hidden"])  # (B, h)

@@ -56,6 +56,15 @@ class Recipe:
     weight_decay: float = 0.01  # AdamW's default
     seed: int = 0  # fixes the initial weights and the order of the batches
 
+    def __post_init__(self):
+        for name in ("d_model", "num_heads", "num_layers", "d_ff", "epochs", "max_tokens"):
+            validation.whole_number(getattr(self, name), name)
+        validation.whole_number(self.warmup_steps, "warmup_steps", minimum=0)
+        validation.probability(self.dropout, "dropout")
+        validation.positive_number(self.learning_rate, "learning_rate")
+        validation.positive_number(self.weight_decay, "weight_decay", allow_zero=True)
+        validation.seed(self.seed)
+
 
 RECIPE = Recipe()
 MODELS = {"transformer": 0.1, "transformer-no-smoothing": 0.0}  # name -> label smoothing
@@ -90,6 +99,7 @@ class TransformerTranslator(Seq2SeqTransformer):
             raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
         if previous.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
+        validation.token_ids(previous, "previous", self.output.out_features, "(B,)", dim=1)
         newest = self.tgt_embedding(previous[:, None], start=state["step"])  # (B, 1, d_model)
         y = self.decoder(newest, state["memory"], None, state["source_mask"], state["caches"])
         return self.output(y[:, -1]), {**state, "step": state["step"] + 1}

@@ -285,8 +285,17 @@ def _step(decode_step: Callable, state, previous: torch.Tensor, step: int):
         raise ValueError(f"decode_step must return logits ({rows}, V), one row each, got {shape}")
     if not logits.is_floating_point():
         raise ValueError(f"decode_step's logits must be floating point, got {logits.dtype}")
-    if logits.isnan().any():
-        raise ValueError(f"decode_step returned NaN logits at step {step}: no token can be chosen")
+    if logits.shape[1] <= EOS_ID:
+        raise ValueError(
+            f"decode_step must return logits over the vocabulary, at least {EOS_ID + 1} tokens "
+            f"(<eos> is {EOS_ID}), got {logits.shape[1]}"
+        )
+    if logits.isnan().any() or logits.isposinf().any():
+        raise ValueError(
+            f"decode_step returned NaN or +inf logits at step {step}: no token can be chosen"
+        )
+    if not logits.isfinite().any(dim=-1).all():
+        raise ValueError(f"decode_step returned a row of only -inf logits at step {step}")
     return logits, state
 
 
@@ -351,8 +360,6 @@ def beam_search(
     for step in range(max_len):
         logits, state = _step(decode_step, state, previous, step)
         log_probs = logits.log_softmax(-1).double().view(batch, beam_size, -1)  # (B, k, V)
-        if log_probs.isnan().any():  # +inf logits
-            raise ValueError(f"decode_step returned +inf logits at step {step}")
         after_end = torch.full_like(log_probs[0, 0], float("-inf"))
         after_end[PAD_ID] = 0.0  # an ended hypothesis can only add a pad, at no cost
         still = ended | done[:, None]  # (B, k): ended, or in a sentence that is done

@@ -74,6 +74,12 @@ def test_max_len_is_honoured_down_to_one_step(model):
     assert model.translate_ids(TWO, max_len=1).shape == (2, 1)
 
 
+@pytest.mark.parametrize("previous", [torch.full((2,), 8000), torch.full((2,), -1)])
+def test_a_decoding_step_refuses_ids_outside_the_vocabulary(model, previous):
+    with pytest.raises(ValueError, match="previous holds ids from .* outside the vocabulary"):
+        model.decode_step(model.encode(TWO), previous)
+
+
 def test_teacher_forcing_refuses_a_target_of_another_batch(model):
     with pytest.raises(ValueError, match=r"target_in must be \(B, T\) with T >= 1"):
         model(TWO, torch.ones(3, 2, dtype=torch.long))

@@ -305,8 +305,11 @@ def constant_step(logits):
         (torch.zeros(3, 10), r"logits \(4, V\), one row each, got \(3, 10\)"),
         (torch.zeros(4, 10, 1), r"got \(4, 10, 1\)"),
         (torch.zeros(4, 10, dtype=torch.long), "floating point"),
-        (torch.full((4, 10), float("nan")), "NaN logits at step 0"),
+        (torch.full((4, 10), float("nan")), r"NaN or \+inf logits at step 0"),
         (torch.full((4, 10), float("inf")), r"\+inf logits at step 0"),
+        (torch.full((4, 10), float("-inf")), "a row of only -inf logits at step 0"),
+        (torch.zeros(4, 0), "at least 3 tokens"),
+        (torch.zeros(4, 2), "at least 3 tokens"),
     ],
 )
 def test_beam_search_refuses_logits_it_cannot_rank(logits, message):
@@ -314,9 +317,46 @@ def test_beam_search_refuses_logits_it_cannot_rank(logits, message):
         tr.beam_search(constant_step(logits), None, lambda state, rows: state, 2, 3, 2)
 
 
-def test_greedy_decoding_refuses_nan_and_misshapen_logits():
-    with pytest.raises(ValueError, match="NaN logits"):
-        tr.translate(constant_step(torch.full((2, 10), float("nan"))), None, 2, 3)
+@pytest.mark.parametrize(
+    ("logits", "message"),
+    [
+        (torch.full((2, 10), float("nan")), "NaN or \\+inf logits"),
+        (torch.full((2, 10), float("inf")), "NaN or \\+inf logits"),
+        (torch.full((2, 10), float("-inf")), "a row of only -inf logits"),
+        (torch.zeros(2, 0), "at least 3 tokens"),
+    ],
+)
+def test_greedy_decoding_refuses_logits_with_no_token_to_choose(logits, message):
+    """+inf and -inf rows used to give token 0 as if it were a translation; V = 0 an
+    IndexError from argmax."""
+    with pytest.raises(ValueError, match=message):
+        tr.translate(constant_step(logits), None, 2, 3)
+
+
+@pytest.mark.parametrize("previous", [torch.full((2,), VOCAB), torch.full((2,), -1)])
+def test_a_decoding_step_refuses_ids_outside_the_vocabulary(previous):
+    model = small_translator()
+    state = model.start_state(torch.tensor([[5, 2], [6, 2]]))
+    with pytest.raises(ValueError, match="previous holds ids from .* outside the vocabulary"):
+        model.decode_step(state, previous)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("learning_rate", -1.0, "learning_rate must be"),
+        ("warmup_steps", -1, "warmup_steps must be"),
+        ("dropout", 1.5, "dropout must be a probability"),
+        ("epochs", 0, "epochs must be"),
+        ("d_model", 2.5, "d_model must be"),
+    ],
+)
+def test_a_recipe_is_checked_when_it_is_made(field, value, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        tt.Recipe(**{field: value})
+
+
+def test_greedy_decoding_refuses_misshapen_logits():
     with pytest.raises(ValueError, match=r"logits \(2, V\)"):
         tr.translate(constant_step(torch.zeros(10)), None, 2, 3)
     with pytest.raises(TypeError, match=r"must return \(logits, state\)"):
