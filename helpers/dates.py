@@ -18,7 +18,13 @@ from pathlib import Path
 import torch
 
 from helpers import validation
-from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from helpers.checkpoints import (
+    CheckpointError,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from helpers.training import train_seq2seq
 from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
 
@@ -480,15 +486,7 @@ def load_date_model(
     saved = load_checkpoint(path, ("config", "weights", "history"), remake="make date-model")
     _check_date_config(saved["config"], path)
     model = Seq2SeqTransformer(**saved["config"])
-    weights = saved["weights"]
-    if not isinstance(weights, dict) or not all(
-        isinstance(t, torch.Tensor) for t in weights.values()
-    ):
-        raise CheckpointError(f"{path}: its weights are not a dictionary of tensors")
-    try:
-        model.load_state_dict({name: tensor.float() for name, tensor in weights.items()})
-    except RuntimeError as error:
-        raise CheckpointError(f"{path}: its weights do not fit its config ({error})") from None
+    load_weights(model, float_weights(saved["weights"], path), path)
     return model.to(device).eval(), saved["history"]
 
 

@@ -86,6 +86,17 @@ def test_non_finite_weights_are_refused(tmp_path):
         load_date_model(path)
 
 
+def test_integer_date_weights_are_refused_not_truncated(tmp_path):
+    model = new_date_model()
+    weights = {name: value.round().long() for name, value in model.state_dict().items()}
+    path = tmp_path / "int.pt"
+    save_checkpoint(path, {"config": asdict(model.config), "weights": weights, "history": {}})
+    with pytest.raises(
+        CheckpointError, match="should be a floating-point tensor, found torch.int64"
+    ):
+        load_date_model(path)
+
+
 def test_a_config_is_checked_before_the_model_is_built(tmp_path):
     model = new_date_model()
     config = {**asdict(model.config), "src_vocab_size": 400_000}
