@@ -19,7 +19,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention, MultiHeadAttention, masked_softmax
 from helpers.efficient import key_tile_steps, online_softmax, run_operation, tiled_attention
-from helpers.exercises.framework import Refused, _recording_calls, report, run_case
+from helpers.exercises.framework import (
+    SCALED_BY_VALUE_WIDTH,
+    Refused,
+    name_a_partial_last_block,
+    not_a_multiple,
+    recording_calls,
+    report,
+    run_case,
+    whole_blocks_only,
+)
 
 __all__ = [
     "check_causal_tiled_attention",
@@ -201,11 +210,6 @@ def _gqa_filled(queries, keys, values, mask, fill):
     return torch.softmax(scores.masked_fill(~mask, fill), dim=-1) @ values
 
 
-_SCALED_BY_VALUE_WIDTH = (
-    "the scores are divided by sqrt(d_v), the values' width: divide by sqrt(d), the width of "
-    "the queries and keys whose dot product they are"
-)
-
 _COPIES = (
     "copies the key/value heads: inside your function torch made a new tensor of group x their "
     "size (its internal operation aten.{}); repeat, repeat_interleave, expand followed by "
@@ -224,7 +228,7 @@ def _without_copies(learner_attention: Callable, copies: set[int]) -> Callable:
     if it makes a tensor of group x the keys' or values' size."""
 
     def learner(*args):
-        with _recording_calls(_FORBIDDEN_ATTENTION) as called, _CopiesOf(copies) as copied:
+        with recording_calls(_FORBIDDEN_ATTENTION) as called, _CopiesOf(copies) as copied:
             answer = learner_attention(*args)
         if called:
             raise _calls_refused(called)
@@ -302,7 +306,7 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
         mistakes["the scores are not divided by sqrt(d)"] = _gqa(
             queries * math.sqrt(d), keys, values, mask
         )
-        mistakes[_SCALED_BY_VALUE_WIDTH] = _gqa(queries * math.sqrt(d / d_v), keys, values, mask)
+        mistakes[SCALED_BY_VALUE_WIDTH] = _gqa(queries * math.sqrt(d / d_v), keys, values, mask)
         if masked:
             mistakes.update(_mask_mistakes(queries, keys, values, mask))
 
@@ -444,7 +448,7 @@ def _written_out(learner_attention: Callable, forbidden: dict) -> Callable:
     torch's softmax in any spelling."""
 
     def learner(queries, keys, values, tile_size):
-        with _recording_calls(forbidden) as called, _SoftmaxCalls() as softmax:
+        with recording_calls(forbidden) as called, _SoftmaxCalls() as softmax:
             answer = learner_attention(queries, keys, values, tile_size)
         if called:
             raise _calls_refused(called)
@@ -517,7 +521,7 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
             "only the keys before it (query 0 then reads none: 0 / 0 = NaN)": _causal_tiles(
                 *args, tile_size, strict=True
             ),
-            _SCALED_BY_VALUE_WIDTH: _causal(queries * math.sqrt(d / d_v), keys, values),
+            SCALED_BY_VALUE_WIDTH: _causal(queries * math.sqrt(d / d_v), keys, values),
             "the tile on the diagonal is skipped too (the first block then reads no key, 0 / "
             "0): read every key tile up to the one that holds the block's last query": (
                 _causal_tiles(*args, tile_size, diagonal=False)
@@ -530,8 +534,8 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
         if n % tile_size:
             mistakes[
                 f"the last {n % tile_size} queries are zeros: "
-                + _not_a_multiple(n, tile_size, "tile", _SHORT_BLOCK)
-            ] = _whole_blocks_only(_causal, args, tile_size)
+                + not_a_multiple(n, tile_size, "tile", _SHORT_BLOCK)
+            ] = whole_blocks_only(_causal, args, tile_size)
         learner = _written_out(learner_attention, forbidden)
         answers = {}
 
@@ -551,7 +555,7 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
             names=("queries", "keys", "values"),
         )
         if not ok:
-            _name_a_partial_last_block(
+            name_a_partial_last_block(
                 failures, name, answers.get("got"), n, tile_size, "tile", _SHORT_BLOCK
             )
         if ok:
@@ -561,37 +565,6 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
 
 
 _SHORT_BLOCK = "queries make a shorter block"
-
-
-def _not_a_multiple(n: int, size: int, unit: str, piece: str) -> str:
-    """The diagnosis of an answer that assumes n is a multiple of the `unit` (tile, chunk)
-    size; `piece` names the n % size rows left over (e.g. "queries make a shorter block")."""
-    return (
-        f"n = {n} is not a multiple of the {unit} size {size} in this case: the last "
-        f"{n % size} {piece}"
-    )
-
-
-def _whole_blocks_only(reference: Callable, args: tuple, size: int) -> torch.Tensor:
-    """What an answer that assumes n is a multiple of `size` returns: the (causal) reference
-    over the whole blocks of the sequence axis (-2), zeros after them."""
-    n = args[0].shape[-2]
-    whole = n - n % size
-    answer = torch.zeros_like(reference(*args))
-    if whole:
-        answer[..., :whole, :] = reference(*(t[..., :whole, :] for t in args))
-    return answer
-
-
-def _name_a_partial_last_block(
-    failures: list, name: str, got, n: int, size: int, unit: str, piece: str
-) -> None:
-    """Add the likely cause to a failure where the learner's function raised, or returned
-    fewer rows than n: n is not a multiple of `size` in this case."""
-    short = isinstance(got, torch.Tensor) and got.dim() >= 2 and got.shape[-2] == n - n % size
-    raised = failures[-1].startswith(f"{name}: your function raised")
-    if n % size and (raised or short):
-        failures[-1] += f"; {_not_a_multiple(n, size, unit, piece)}"
 
 
 def _skips_the_upper_tiles(learner_attention, args, tile_size, name, failures) -> bool:

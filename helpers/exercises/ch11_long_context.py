@@ -8,13 +8,16 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention
-from helpers.exercises.ch10_efficient_attention import (
-    _SCALED_BY_VALUE_WIDTH,
-    _name_a_partial_last_block,
-    _not_a_multiple,
-    _whole_blocks_only,
+from helpers.exercises.framework import (
+    SCALED_BY_VALUE_WIDTH,
+    Refused,
+    name_a_partial_last_block,
+    not_a_multiple,
+    recording_calls,
+    report,
+    run_case,
+    whole_blocks_only,
 )
-from helpers.exercises.framework import Refused, _recording_calls, report, run_case
 from helpers.long_context import (
     elu_feature_map,
     linear_attention,
@@ -199,7 +202,7 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
             "the scores are not divided by sqrt(d)": _attention_with(
                 queries * math.sqrt(d), keys, values
             ),
-            _SCALED_BY_VALUE_WIDTH: _attention_with(queries * math.sqrt(d / d_v), keys, values),
+            SCALED_BY_VALUE_WIDTH: _attention_with(queries * math.sqrt(d / d_v), keys, values),
         }
         if num_queries < num_keys:
             mistakes[
@@ -333,7 +336,7 @@ def _in_chunks(learner_chunked: Callable, chunk_size: int, judge_memory: bool) -
 
     def learner(queries, keys, values):
         n, d, d_v = queries.shape[-2], keys.shape[-1], values.shape[-1]
-        with _recording_calls(_FORBIDDEN_LINEAR) as called, _WholeSequence(n, d, d_v) as whole:
+        with recording_calls(_FORBIDDEN_LINEAR) as called, _WholeSequence(n, d, d_v) as whole:
             answer = learner_chunked(queries, keys, values, chunk_size)
         if called:
             raise Refused(f"calls {called[0]}, which this exercise asks you to write yourself")
@@ -408,8 +411,8 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
         if n % chunk_size:
             mistakes[
                 f"the last {n % chunk_size} positions are zeros: "
-                + _not_a_multiple(n, chunk_size, "chunk", _SHORT_CHUNK)
-            ] = _whole_blocks_only(_causal_linear, args, chunk_size)
+                + not_a_multiple(n, chunk_size, "chunk", _SHORT_CHUNK)
+            ] = whole_blocks_only(_causal_linear, args, chunk_size)
         # With chunks of 1 a state per chunk is a state per position; one chunk holds all.
         judge_memory = 1 < chunk_size < shape[-2]
         learner = _in_chunks(learner_chunked, chunk_size, judge_memory)
@@ -431,7 +434,7 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
             names=("queries", "keys", "values"),
         )
         if not ok:
-            _name_a_partial_last_block(
+            name_a_partial_last_block(
                 failures, name, answers.get("got"), n, chunk_size, "chunk", _SHORT_CHUNK
             )
         passed += ok

@@ -57,7 +57,7 @@ def _learner_inputs(args: tuple) -> tuple[tuple, list]:
 
 
 @contextlib.contextmanager
-def _recording_calls(forbidden: dict[str, Callable]):
+def recording_calls(forbidden: dict[str, Callable]):
     """Record which of the forbidden functions run inside the block, however they were
     imported (Python functions by their code, torch's C functions by identity)."""
     codes = {f.__code__: label for label, f in forbidden.items() if hasattr(f, "__code__")}
@@ -200,7 +200,7 @@ def run_case(
     inputs, leaves = _learner_inputs(args)
     versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
     try:
-        with _recording_calls(forbidden or {}) as called:
+        with recording_calls(forbidden or {}) as called:
             got = function(*inputs)
     except Refused as refusal:
         failures.append(f"{name}: {refusal}")
@@ -261,3 +261,42 @@ def run_error_case(
         shown = f"returned {got!r}"[:80]
     failures.append(f"{name}: {shown}; {what}")
     return False
+
+
+# What the checkers of several chapters say about sizes and blocks
+
+SCALED_BY_VALUE_WIDTH = (
+    "the scores are divided by sqrt(d_v), the values' width: divide by sqrt(d), the width of "
+    "the queries and keys whose dot product they are"
+)
+
+
+def not_a_multiple(n: int, size: int, unit: str, piece: str) -> str:
+    """The diagnosis of an answer that assumes n is a multiple of the `unit` (tile, chunk)
+    size; `piece` names the n % size rows left over (e.g. "queries make a shorter block")."""
+    return (
+        f"n = {n} is not a multiple of the {unit} size {size} in this case: the last "
+        f"{n % size} {piece}"
+    )
+
+
+def whole_blocks_only(reference: Callable, args: tuple, size: int) -> torch.Tensor:
+    """What an answer that assumes n is a multiple of `size` returns: the (causal) reference
+    over the whole blocks of the sequence axis (-2), zeros after them."""
+    n = args[0].shape[-2]
+    whole = n - n % size
+    answer = torch.zeros_like(reference(*args))
+    if whole:
+        answer[..., :whole, :] = reference(*(t[..., :whole, :] for t in args))
+    return answer
+
+
+def name_a_partial_last_block(
+    failures: list, name: str, got, n: int, size: int, unit: str, piece: str
+) -> None:
+    """Add the likely cause to a failure where the learner's function raised, or returned
+    fewer rows than n: n is not a multiple of `size` in this case."""
+    short = isinstance(got, torch.Tensor) and got.dim() >= 2 and got.shape[-2] == n - n % size
+    raised = failures[-1].startswith(f"{name}: your function raised")
+    if n % size and (raised or short):
+        failures[-1] += f"; {not_a_multiple(n, size, unit, piece)}"
