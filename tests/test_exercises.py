@@ -94,6 +94,18 @@ def test_every_checker_answers_anything_without_raising(exercise, answer, run_ch
     assert verdict is False and out.startswith("Not yet") and expected in out, out
 
 
+def not_written_yet(*args):
+    raise NotImplementedError  # your code here
+
+
+@pytest.mark.parametrize("exercise", CHECKERS, ids=list(CHECKERS))
+def test_a_function_not_written_yet_gets_one_friendly_line(exercise, run_checker):
+    """What a "your turn" cell shows before the learner writes anything."""
+    verdict, out = run_checker(CHECKERS[exercise][0], not_written_yet)
+    assert verdict is False
+    assert out == "Not yet: `not_written_yet` is not written yet (it raised NotImplementedError).\n"
+
+
 def test_an_input_holding_nan_is_not_mistaken_for_one_changed_in_place():
     from helpers.exercises.framework import report, run_case
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from helpers.exercises.framework import Refused, report, run_case, run_error_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case, run_error_case
 from helpers.kernel_regression import KERNELS, kernel_pooling
 
 __all__ = ["check_kernel_pooling", "check_leave_one_out", "check_vector_pooling"]
@@ -81,6 +81,7 @@ def _refuses_far_query(pooling: Callable, args: tuple, far_query: float, failure
     return False
 
 
+@exercise_checker
 def check_kernel_pooling(pooling: Callable, kernel: str = "Epanechnikov") -> bool:
     """pooling(queries, keys, values, width) -> predictions (n_queries,), for the named kernel,
     without calling kernel_pooling; a query with no key within reach raises a ValueError whose
@@ -139,6 +140,7 @@ def _counting(kernel: Callable, limit: int = 2) -> Callable:
     return counted
 
 
+@exercise_checker
 def check_leave_one_out(leave_one_out: Callable) -> bool:
     """leave_one_out(keys, values, kernel, width) -> predictions (n,): each training point's
     value predicted from all the *other* points by kernel pooling, with any kernel of
@@ -211,6 +213,7 @@ def _vector_mistakes(queries, keys, values, width) -> dict:
     return mistakes
 
 
+@exercise_checker
 def check_vector_pooling(vector_pooling: Callable) -> bool:
     """vector_pooling(queries (n_q, d), keys (n_k, d), values (n_k, d_v), width) ->
     (n_q, d_v): Gaussian-kernel pooling with the Euclidean distance, exp(-|q - k|² / 2σ²)

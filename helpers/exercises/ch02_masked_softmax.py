@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.attention import masked_softmax
-from helpers.exercises.framework import report, run_case
+from helpers.exercises.framework import exercise_checker, report, run_case
 
 __all__ = ["check_masked_mean", "check_masked_softmax", "check_top_k_softmax"]
 
@@ -58,6 +58,7 @@ def _inverted(scores: torch.Tensor, mask: torch.Tensor) -> dict:
     }
 
 
+@exercise_checker
 def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
     """learner_masked_softmax(scores, mask) -> weights, with mask boolean (True = may attend)
     and broadcastable to scores (..., q, k), without calling helpers.attention.masked_softmax:
@@ -157,6 +158,7 @@ def _mean_mistakes(x: torch.Tensor, valid_lens: torch.Tensor) -> dict:
     return {diagnosis: mean for diagnosis, mean in mistakes.items() if mean.isfinite().all()}
 
 
+@exercise_checker
 def check_masked_mean(learner_masked_mean: Callable) -> bool:
     """learner_masked_mean(x, valid_lens) -> (B, d): the mean of x[b, :valid_lens[b]] for x of
     shape (B, n, d), zeros for a valid length of 0, whatever the pads hold (even inf), without
@@ -226,6 +228,7 @@ def _top_k_softmax(scores: torch.Tensor, valid_lens: torch.Tensor, k: int) -> to
     return masked_softmax(scores, mask=valid & (ranked >= kth))
 
 
+@exercise_checker
 def check_top_k_softmax(learner_top_k_softmax: Callable) -> bool:
     """learner_top_k_softmax(scores, valid_lens, k) -> weights (B, q, n): the masked softmax
     of each row over its k highest-scoring valid keys only (key j valid when j < valid_lens[b]);

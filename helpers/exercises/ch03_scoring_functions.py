@@ -20,7 +20,7 @@ from helpers.attention import (
     masked_softmax,
     scaled_dot_scores,
 )
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 
 __all__ = ["check_additive_step", "check_attention_with_temperature", "check_general_attention"]
 
@@ -89,6 +89,7 @@ def _temperature_attention(
     return (weights, weights @ v) if swap else (weights @ v, weights)  # (B, q, d_v), (B, q, k)
 
 
+@exercise_checker
 def check_attention_with_temperature(learner_attend: Callable) -> bool:
     """learner_attend(queries, keys, values, mask, temperature) -> (output, weights):
     weights = masked softmax of q k^T / (sqrt(d) * temperature), mask boolean (True = may
@@ -164,6 +165,7 @@ def _general(q, k, v, W, lens, transposed=False, scale=1.0, empty="zeros"):
     return _softmax(scores, _allowed(lens, k.shape[1]), empty) @ v  # (B, q, d_v)
 
 
+@exercise_checker
 def check_general_attention(learner_general: Callable) -> bool:
     """learner_general(queries, keys, values, W, valid_lens) -> output (B, q, d_v), with
     Luong's "general" score q W k^T (no scaling): queries (B, q, d_q), keys (B, k, d_k),
@@ -236,6 +238,7 @@ BROADCAST = (
 )
 
 
+@exercise_checker
 def check_additive_step(learner_step: Callable) -> bool:
     """learner_step(state, projected_keys, values, W_q, w_v, valid_lens) -> context (B, d_v):
     for one decoder state per example, state (B, d_q), keys projected in advance

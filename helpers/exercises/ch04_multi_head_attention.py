@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import MultiHeadAttention, masked_softmax, merge_heads, split_heads
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 
 __all__ = ["check_fold_heads", "check_multi_query_attention", "check_packed_attention"]
 
@@ -48,6 +48,7 @@ def _unfold(x, heads, order="torch"):
     return x.reshape(batch, heads, n, d_head).transpose(1, 2).reshape(batch, n, heads * d_head)
 
 
+@exercise_checker
 def check_fold_heads(learner_fold: Callable, learner_unfold: Callable) -> bool:
     """learner_fold(x, num_heads): (B, n, d_model) -> (B * heads, n, d_head), example b's
     head j at row b * num_heads + j (torch.nn.MultiheadAttention's layout); learner_unfold(x,
@@ -165,6 +166,7 @@ def _naming_the_head_axis(learner: Callable, mistaken: Callable) -> Callable:
     return call
 
 
+@exercise_checker
 def check_packed_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, in_proj_weight, in_proj_bias, out_proj_weight,
     out_proj_bias, num_heads, key_padding_mask) -> (B, q, d_model), as
@@ -296,6 +298,7 @@ def _multi_query(
     return merge_heads(weights @ v) @ W_o.T  # (B, q, d_model)
 
 
+@exercise_checker
 def check_multi_query_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, W_q, W_k, W_v, W_o, num_heads, mask) ->
     (B, q, d_model): multi-query attention. W_q (d_model, d_model) and W_o (d_model, d_model)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.attention import DotProductAttention
-from helpers.exercises.framework import report, run_case
+from helpers.exercises.framework import exercise_checker, report, run_case
 from helpers.positional import PositionalEncoding, offset_rotations, sinusoidal_encoding
 
 __all__ = ["check_add_positions_skipping_pads", "check_distance_penalty", "check_shift_positions"]
@@ -25,6 +25,7 @@ def _add_skipping_pads(x, table, tokens, pad_id):
     return x + table[positions.clamp(min=0)] * real  # (B, n, d)
 
 
+@exercise_checker
 def check_add_positions_skipping_pads(learner_add: Callable) -> bool:
     """learner_add(x, table, tokens, pad_id) -> (B, n, d): x (B, n, d) batch-first embeddings
     plus a row of the position table (max_len, d), where the first real token of every sequence
@@ -89,6 +90,7 @@ def _penalised_self_attention(x: torch.Tensor, slope: float) -> torch.Tensor:
     return torch.softmax(scores, dim=-1) @ x
 
 
+@exercise_checker
 def check_distance_penalty(learner_attention: Callable) -> bool:
     """learner_attention(x, slope) -> (B, n, d): self-attention with no projections (queries,
     keys and values are x itself), whose scores x_i . x_j / sqrt(d) lose slope * |i - j|
@@ -148,6 +150,7 @@ def _shift(rows: torch.Tensor, delta: int) -> torch.Tensor:
     return rotated.flatten(-2).to(rows.dtype)
 
 
+@exercise_checker
 def check_shift_positions(learner_shift: Callable) -> bool:
     """learner_shift(rows, delta) -> rows of the same shape (..., d): each sin/cos pair
     (2j, 2j + 1) turned by the rotation R_j(delta), so that row i of the sinusoidal encoding

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.attention import DotProductAttention, MultiHeadAttention, masked_softmax
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 from helpers.masks import causal_mask, causal_padding_mask, padding_mask
 
 __all__ = ["check_cached_decoding_with_pads", "check_cross_attention", "check_sliding_window"]
@@ -24,6 +24,7 @@ def _cross_attention(queries, memory, source_tokens, pad_id):
     return masked_softmax(scores, mask=(source_tokens != pad_id)[:, None, :]) @ memory
 
 
+@exercise_checker
 def check_cross_attention(learner_cross_attention: Callable) -> bool:
     """learner_cross_attention(queries, memory, source_tokens, pad_id) -> (B, T, d): queries
     (B, T, d) from the target attend to memory (B, S, d), the encoder's output, used as keys
@@ -128,6 +129,7 @@ def _window_mask(tokens, pad_id, window):
     return in_window & (tokens != pad_id)[:, None, :]  # (B, q, k)
 
 
+@exercise_checker
 def check_sliding_window(learner_weights: Callable) -> bool:
     """learner_weights(scores, tokens, pad_id, window) -> (B, heads, n, n) attention weights:
     query i attends to the non-pad keys j with i - window < j <= i (the last `window`
@@ -254,6 +256,7 @@ class _OneStepAtATime:
         )
 
 
+@exercise_checker
 def check_cached_decoding_with_pads(learner_decode: Callable) -> bool:
     """learner_decode(layer, sequence, tokens, pad_id) -> (B, n, d_model): the causal
     self-attention layer run one position per call with a KeyValueCache, each step masking the

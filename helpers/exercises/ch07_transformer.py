@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from helpers.attention import MultiHeadAttention
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 from helpers.transformer import (
     DecoderBlock,
     EncoderBlock,
@@ -49,6 +49,7 @@ def _random_norm(size: int) -> nn.LayerNorm:
     return norm
 
 
+@exercise_checker
 def check_pre_norm_encoder_block(learner_block: Callable) -> bool:
     """learner_block(x, mask, self_attention, ffn, norm1, norm2) -> a pre-norm encoder
     block's output (B, S, d_model): self-attention with the padding mask, then the FFN, each
@@ -120,6 +121,7 @@ def check_pre_norm_encoder_block(learner_block: Callable) -> bool:
     return report(failures, passed)
 
 
+@exercise_checker
 def check_pre_norm_decoder_block(learner_block: Callable) -> bool:
     """learner_block(y, memory, tgt_mask, src_mask, self_attention, cross_attention, ffn, norm1,
     norm2, norm3) -> a pre-norm decoder block's output (B, T, d_model): masked self-attention
@@ -260,6 +262,7 @@ def _greedy_model(seed: int) -> Seq2SeqTransformer:
     return model.eval()
 
 
+@exercise_checker
 def check_greedy_decode(learner_decode: Callable) -> bool:
     """learner_decode(model, src, bos_id, eos_id, max_steps) -> (B, steps) token ids, as
     model.greedy_decode returns them, without calling it: the most likely token at each step

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.attention import AdditiveAttention, masked_softmax
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 
 __all__ = ["check_context_vector", "check_encoder_summary", "check_sentence_losses"]
 
@@ -108,6 +108,7 @@ def _naming_index_errors(learner_summary: Callable) -> Callable:
     return learner
 
 
+@exercise_checker
 def check_encoder_summary(learner_summary: Callable) -> bool:
     """learner_summary(states (B, S, 2h), lengths (B,)) -> (B, 2h): the left-to-right half of
     each sentence's state at its last real token, joined with the right-to-left half of its
@@ -158,6 +159,7 @@ def _loss_mistakes(logits: torch.Tensor, targets: torch.Tensor, pad_id: int) -> 
     return mistakes
 
 
+@exercise_checker
 def check_sentence_losses(learner_losses: Callable) -> bool:
     """learner_losses(logits (B, T, V) float32, targets (B, T) int64, pad_id) -> (B,): each
     sentence's mean cross-entropy over its real target tokens (targets != pad_id); pads count
@@ -239,6 +241,7 @@ def _context_mistakes(given: dict) -> dict:
     }
 
 
+@exercise_checker
 def check_context_vector(learner_context: Callable) -> bool:
     """learner_context(state (B, h), encoder_states (B, S, k), lengths (B,), W_q (a, h),
     W_k (a, k), w_v (a,)) -> context (B, k): the average of each sentence's encoder states,

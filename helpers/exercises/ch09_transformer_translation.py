@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from helpers.exercises.framework import Refused, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 from helpers.training import sequence_cross_entropy
 
 __all__ = ["check_beam_step", "check_gnmt_length_penalty", "check_smoothing_over_writable_tokens"]
@@ -69,6 +69,7 @@ def _smoothing(logits, targets, pad_id, epsilon, never_written):
     return per_position[real].mean()
 
 
+@exercise_checker
 def check_smoothing_over_writable_tokens(learner_loss: Callable) -> bool:
     """learner_loss(logits (B, T, V), targets (B, T), pad_id, epsilon, never_written) ->
     the loss, a scalar tensor. never_written is a list of token ids a translation never
@@ -361,6 +362,7 @@ def _beam_part(learner_step: Callable, part: int | None, batch: int, k: int) -> 
     return learner
 
 
+@exercise_checker
 def check_beam_step(learner_step: Callable) -> bool:
     """learner_step(scores (B, k), log_probs (B, k, V), ended (B, k), pad_id) ->
     (new_scores (B, k), beams (B, k), tokens (B, k)): one step of batched beam search.
@@ -474,6 +476,7 @@ def _hypotheses(seed, lengths, steps, pad_id, eos_id, vocab, dtype):
     return scores, tokens
 
 
+@exercise_checker
 def check_gnmt_length_penalty(learner_penalty: Callable) -> bool:
     """learner_penalty(scores (B, k), tokens (B, k, T), pad_id, alpha) -> (B, k): each
     hypothesis's score divided by GNMT's length penalty ((5 + L) / 6) ** alpha (Wu et al.,

@@ -22,6 +22,7 @@ from helpers.efficient import key_tile_steps, online_softmax, run_operation, til
 from helpers.exercises.framework import (
     SCALED_BY_VALUE_WIDTH,
     Refused,
+    exercise_checker,
     name_a_partial_last_block,
     not_a_multiple,
     recording_calls,
@@ -61,6 +62,7 @@ def _part(scores, mask, values):
     return masked_softmax(scores, mask=mask) @ values, lse
 
 
+@exercise_checker
 def check_merge_partial_attention(learner_merge: Callable) -> bool:
     """learner_merge(output_a, lse_a, output_b, lse_b) -> (B, q, d_v), here B = 2, q = 3,
     d_v = 5. output_a (B, q, d_v) is attention over one part of the keys (zeros for a query
@@ -265,6 +267,7 @@ def _mask_mistakes(queries, keys, values, mask) -> dict:
     }
 
 
+@exercise_checker
 def check_grouped_query_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, mask) -> (B, heads, q, d_v): queries (B,
     heads, q, d), keys (B, kv_heads, k, d), values (B, kv_heads, k, d_v), here B = 2, q = 5,
@@ -459,6 +462,7 @@ def _written_out(learner_attention: Callable, forbidden: dict) -> Callable:
     return learner
 
 
+@exercise_checker
 def check_causal_tiled_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values, tile_size) -> (B, n, d_v): queries and keys
     (B, n, d), values (B, n, d_v), here B = 2, d = 32, d_v = 4, and n = 16, 10, 12 with tiles

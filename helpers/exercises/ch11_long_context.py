@@ -11,6 +11,7 @@ from helpers.attention import DotProductAttention
 from helpers.exercises.framework import (
     SCALED_BY_VALUE_WIDTH,
     Refused,
+    exercise_checker,
     name_a_partial_last_block,
     not_a_multiple,
     recording_calls,
@@ -41,6 +42,7 @@ def _half_split_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 100
     return apply_rope(x[..., order], positions, base)[..., order.argsort()]
 
 
+@exercise_checker
 def check_rope_half_split(learner_rope: Callable) -> bool:
     """learner_rope(x, positions) -> x rotated by RoPE (base 10000) in the "rotate half" layout
     of GPT-NeoX and Hugging Face's LLaMA: dimension j (j < d/2) is paired with dimension
@@ -163,6 +165,7 @@ def _attention_with(queries, keys, values, slopes=None, first_query=None, causal
     return torch.softmax(scores, dim=-1) @ values
 
 
+@exercise_checker
 def check_alibi_attention(learner_attention: Callable) -> bool:
     """learner_attention(queries, keys, values) -> (B, heads, q, d_v): causal attention with
     ALiBi. queries (B, heads, q, d), keys (B, heads, k, d), values (B, heads, k, d_v), here
@@ -348,6 +351,7 @@ def _in_chunks(learner_chunked: Callable, chunk_size: int, judge_memory: bool) -
     return learner
 
 
+@exercise_checker
 def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
     """learner_chunked(queries, keys, values, chunk_size) -> (..., n, d_v): queries and keys
     (..., n, d), values (..., n, d_v), here d = d_v = 3 or 2 and n = 8, 10, 6, 5 with chunks of
