@@ -583,33 +583,3 @@ def evaluate_bleu(
         source = encode(tokenizer, english[start : start + batch_size]).to(device)
         hypotheses += decode(tokenizer, model.translate_ids(source, **beam).cpu())
     return bleu(hypotheses, references)
-
-
-def shipped_translators() -> dict[str, Callable[[], torch.nn.Module]]:
-    """Every translation model stored in data/, by name, each as a function that loads it."""
-    from helpers import bahdanau, transformer_translation
-
-    return {
-        name: functools.partial(lambda m, n: m.load_translator(n)[0], module, name)
-        for module in (bahdanau, transformer_translation)
-        for name in module.MODELS
-    }
-
-
-def print_test_bleu(beam_size: int = 4) -> None:
-    """One line per shipped model: its BLEU on the whole held-out test set, greedy; and with a
-    beam for the models that decode with one (chapter 09's)."""
-    tokenizer = load_tokenizer()
-    sentences = len(grouped_references("test")[0])
-    for name, load in shipped_translators().items():
-        model = load()
-        beams = [1]
-        if "beam_size" in inspect.signature(model.translate_ids).parameters:
-            beams.append(beam_size)
-        for beam in beams:
-            score, signature = evaluate_bleu(model, tokenizer, "test", beam_size=beam)
-            how = "greedy" if beam == 1 else f"beam {beam}"
-            print(
-                f"{name} ({how}): BLEU {score.score:.1f} on {sentences} held-out sentences "
-                f"({signature})"
-            )

@@ -1,0 +1,60 @@
+"""The list of shipped translation models, above the chapters that train them, and the order
+of those modules: helpers.translation never imports a chapter built on it."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import bahdanau, transformer_translation
+from helpers.translation_models import shipped_translators
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+
+
+def helpers_imported_by(path: Path) -> set[str]:
+    """The helpers modules a file imports anywhere, inside functions too."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "helpers":
+            imported.update(f"helpers.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers."):
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names if alias.name.startswith("helpers."))
+    return imported
+
+
+def test_translation_imports_no_module_that_imports_it():
+    built_on_translation = {
+        f"helpers.{path.stem}"
+        for path in HELPERS.glob("*.py")
+        if "helpers.translation" in helpers_imported_by(path)
+    }
+    assert {"helpers.bahdanau", "helpers.transformer_translation"} <= built_on_translation
+    circle = helpers_imported_by(HELPERS / "translation.py") & built_on_translation
+    assert not circle, f"helpers.translation imports {sorted(circle)}, which import it"
+
+
+def test_importing_translation_loads_no_later_chapter():
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, helpers.translation; "
+            "print(' '.join(m for m in sys.modules if m.startswith('helpers')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert set(loaded) == {"helpers", "helpers.translation", "helpers.validation"}
+
+
+def test_shipped_translators_are_both_chapters_models_by_name():
+    loaders = shipped_translators()
+    assert list(loaders) == [*bahdanau.MODELS, *transformer_translation.MODELS]
+    assert isinstance(loaders["rnn-bahdanau"](), bahdanau.RNNTranslator)
+    assert isinstance(
+        loaders["transformer-no-smoothing"](), transformer_translation.TransformerTranslator
+    )
