@@ -1,10 +1,16 @@
+import importlib
+import pkgutil
+from pathlib import Path
+
 import pytest
 import torch
 
+import helpers.widgets
 from helpers.dates import load_date_model
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling
 from helpers.widgets import (
     DateExplorer,
+    Explorer,
     KernelRegressionExplorer,
     MaskBuilderExplorer,
     MaskedSoftmaxExplorer,
@@ -293,3 +299,27 @@ def test_translation_explorer_names_the_models_it_needs(translation_explorer, sw
         del models["rnn-bottleneck"]
     with pytest.raises(error, match=message):
         TranslationExplorer(models=models)
+
+
+def test_each_chapter_has_its_explorer_module_and_the_package_exports_every_explorer():
+    chapter_names = {path.stem for path in Path(helpers.__file__).parent.glob("exercises/ch*.py")}
+    modules = [info.name for info in pkgutil.iter_modules(helpers.widgets.__path__)]
+    assert "base" in modules and len(modules) > 1
+    for name in modules:
+        module = importlib.import_module(f"helpers.widgets.{name}")
+        own = {
+            value.__name__
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, Explorer)
+            and value.__module__ == module.__name__
+        }
+        assert own <= set(module.__all__), f"{name} does not list {own - set(module.__all__)}"
+        for public in module.__all__:
+            assert getattr(helpers.widgets, public) is getattr(module, public)
+        if name != "base":
+            assert name in chapter_names, f"{name}: not a chapter name of helpers/exercises/"
+            assert own, f"{name} holds no explorer"
+            for explorer in own:
+                chapter = getattr(module, explorer).__doc__.split(":")[0]
+                assert chapter == f"Chapter {name[2:4]}", f"{explorer} is in {name}: {chapter}"

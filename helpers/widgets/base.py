@@ -1,0 +1,155 @@
+"""What every explorer shares: the Explorer base class (controls, a figure redrawn in place,
+its PNG), one_torch_thread, and the small pieces more than one chapter's explorer uses."""
+
+import contextlib
+import io
+from collections.abc import Iterator
+
+import ipywidgets as widgets
+import numpy as np
+import PIL.Image
+import torch
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from helpers.plotting import draw_heatmap
+
+__all__ = ["Explorer", "one_torch_thread"]
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block: an explorer's small computations gain nothing
+    from more, and with a training notebook running beside it, torch's thread pools would
+    fight over the cores (one redraw took seconds instead of tens of milliseconds)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class Explorer:
+    """Controls, a figure and the glue: subclasses build the figure and implement draw().
+
+    Redraws are fast because only the artists that change are drawn again: the rest of
+    the figure (axes, ticks, labels, colour bars) is rendered once and kept as a
+    background. A subclass lists its changing artists as ``dynamic_artists`` and calls
+    ``redraw_background()`` when something static changes (an axis limit, say).
+    """
+
+    def __init__(self, controls: dict, figure: Figure, dynamic_artists: list):
+        self.controls = controls
+        self.figure = figure
+        FigureCanvasAgg(figure)
+        self._dynamic_artists = dynamic_artists
+        for artist in dynamic_artists:
+            artist.set_animated(True)  # left out of the background, drawn on every update
+        self._background = None
+        self.state = {}
+        self.image = widgets.Image(format="png")
+        for control in controls.values():
+            control.style.description_width = "initial"
+            control.observe(self._on_change, names="value")
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.image])
+        self.update()
+
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def draw(self, **values) -> None:
+        """Update the dynamic artists and ``self.state`` for the controls' values."""
+        raise NotImplementedError
+
+    def redraw_background(self) -> None:
+        self._background = None
+
+    def fit_y_limit(self, ax: Axes, largest: float, limits: tuple) -> None:
+        """Set ax's upper y-limit to the smallest of a few fixed limits that holds `largest`.
+
+        Axes are part of the static background, slow to redraw: a few fixed limits mean
+        the background is redrawn only when a limit is crossed, not on every update.
+        """
+        top = next((limit for limit in limits if largest <= limit), limits[-1])
+        if ax.get_ylim()[1] != top:
+            ax.set_ylim(0, top)
+            self.redraw_background()
+
+    def update(self) -> None:
+        with one_torch_thread():
+            try:
+                unset = [name for name, value in self.values().items() if value is None]
+                if unset:
+                    raise ValueError(f"choose a value for {', '.join(unset)}")
+                self.draw(**self.values())
+            except ValueError as problem:  # a setting the figure cannot show: say so in it
+                self.state = {"error": str(problem)}
+                self.show_error(self.figure.axes[0], problem)
+                self.redraw_background()
+        self.image.value = self.render_png()
+
+    @staticmethod
+    def show_error(ax: Axes, problem: Exception | str) -> None:
+        """The problem as the axes' title, in red, as plain text (never parsed as mathtext)."""
+        ax.set_title(f"⚠ {problem}", color="tab:red", fontsize=10, parse_math=False)
+
+    def render_png(self) -> bytes:
+        canvas = self.figure.canvas
+        if self._background is None:
+            canvas.draw()
+            self.figure.set_layout_engine("none")  # keep the layout found in the first draw
+            self._background = canvas.copy_from_bbox(self.figure.bbox)
+        else:
+            canvas.restore_region(self._background)
+        for artist in self._dynamic_artists:
+            self.figure.draw_artist(artist)
+        buffer = io.BytesIO()
+        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(
+            buffer, format="png", compress_level=1
+        )
+        return buffer.getvalue()
+
+    def _on_change(self, _change):
+        self.update()
+
+    def _repr_png_(self) -> bytes:
+        """A notebook shows the explorer's current view as a static picture."""
+        return bytes(self.image.value)
+
+    def __repr__(self) -> str:
+        settings = ", ".join(
+            f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
+            for name, value in self.values().items()
+        )
+        return f"{type(self).__name__}({settings})"
+
+
+def weight_heatmap(ax, x_labels, y_labels):
+    """An all-zero attention-weight heatmap (colour scale 0..1) for an explorer to fill in."""
+    mesh = draw_heatmap(
+        ax,
+        np.zeros((len(y_labels), len(x_labels))),
+        x_labels,
+        y_labels,
+        cmap="Reds",
+        vmin=0,
+        vmax=1,
+        cbar_kws={"label": "attention weight"},
+    )
+    ax.set_xlabel("keys")
+    ax.set_ylabel("queries")
+    return mesh
+
+
+def check_sentence(sentence: object) -> None:
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be text (a str), got {type(sentence).__name__}")
+
+
+def check_vocabulary(name: str, model_size: int, tokenizer_size: int) -> None:
+    if model_size != tokenizer_size:
+        raise ValueError(
+            f"{name} has a vocabulary of {model_size} tokens; the tokenizer's has {tokenizer_size}"
+        )
