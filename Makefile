@@ -12,11 +12,12 @@ PORT   ?= 8888
 .PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models readme-figure clean
 
 help:
-	@echo "make lab      set up (first time only) and open JupyterLab on the notebooks"
+	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
 	@echo "              (on another port: make lab PORT=8890)"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
 	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
-	@echo "make test-threads  every notebook again under strict nbval with 1, 2, 3 and 4 torch threads"
+	@echo "make test-threads  every notebook again under strict nbval with 1 and 3 torch threads"
+	@echo "              (others: make test-threads THREADS=\"1 2 3 4\")"
 	@echo "make test-browser  only the browser test"
 	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
@@ -32,11 +33,19 @@ help:
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
-# The stamp makes the second run start at once; editing the requirements re-installs.
-$(STAMP): requirements.txt pyproject.toml
+# This project's JupyterLab settings, copied into the environment's own Jupyter configuration
+# (never the user's home), laid out as under $(VENV): open on chapter 01
+# (etc/jupyter/jupyter_lab_config.json), and no "get notified about official Jupyter news?"
+# prompt on a fresh start (share/jupyter/lab/settings/overrides.d/).
+JUPYTER_ENV := $(shell find jupyter-env -type f)
+
+# The stamp makes the second run start at once; editing the requirements or the JupyterLab
+# settings re-installs.
+$(STAMP): requirements.txt pyproject.toml $(JUPYTER_ENV)
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	cp -R jupyter-env/. $(VENV)/
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -45,27 +54,39 @@ setup: $(STAMP)
 # command line where other users could read it; Jupyter masks a given token, so we print the URL.
 lab: setup
 	@token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))'); \
-	echo "Open JupyterLab at: http://127.0.0.1:$(PORT)/lab?token=$$token"; \
+	echo "Open JupyterLab at: http://127.0.0.1:$(PORT)/?token=$$token (it opens on chapter 01)"; \
 	JUPYTER_TOKEN=$$token $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 \
 		--ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
 		$(ALLOW_ROOT)
 
+# Three pytest runs, each with its own closing line: the unit tests in parallel (pytest-xdist,
+# one worker per core), every notebook under strict nbval, and the browser test alone (it
+# starts its own JupyterLab and runs every notebook in it). All three always run; any failure
+# fails make test.
+BROWSER_TEST := tests/test_notebooks_in_browser.py
+PYTEST := $(PY) -m pytest -p no:cacheprovider
 test: setup
-	$(PY) -m pytest tests $(NOTEBOOKS) --nbval --nbval-current-env \
-		--durations=0 --durations-min=0.5 -p no:cacheprovider
+	@status=0; \
+	$(PYTEST) tests --ignore=$(BROWSER_TEST) -n auto --durations=20 --durations-min=0.5 \
+		|| status=1; \
+	$(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env --durations=0 --durations-min=0.5 \
+		|| status=1; \
+	$(PYTEST) $(BROWSER_TEST) --durations=0 || status=1; \
+	exit $$status
 
 # A stored output must not depend on how many threads torch uses (they change the order of
 # floating-point sums). OMP_NUM_THREADS sets torch's intra-op thread count at start-up.
-THREADS ?= 1 2 3 4
+# 1 and 3 beside make test's own run (2 threads on a 2-core machine); ask for more with
+# make test-threads THREADS="1 2 3 4".
+THREADS ?= 1 3
 test-threads: setup
 	@for n in $(THREADS); do \
 		echo "== strict nbval with OMP_NUM_THREADS=$$n"; \
-		OMP_NUM_THREADS=$$n $(PY) -m pytest $(NOTEBOOKS) --nbval --nbval-current-env -q \
-			-p no:cacheprovider || exit 1; \
+		OMP_NUM_THREADS=$$n $(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env -q || exit 1; \
 	done
 
 test-browser: setup
-	$(PY) -m pytest tests/test_notebooks_in_browser.py -s --durations=0 -p no:cacheprovider
+	$(PYTEST) $(BROWSER_TEST) -s --durations=0
 
 lint: setup
 	$(VENV)/bin/ruff check helpers solutions tests benchmarks notebooks

@@ -8,6 +8,7 @@ folder; Chromium is Debian's (Playwright's own browser download does not work he
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -51,16 +52,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _quiet_settings(settings_dir: Path):
-    """No news or update toasts over the notebook."""
-    path = settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-
-
 @contextmanager
 def jupyterlab(root_dir: Path, scratch: Path):
-    """Start JupyterLab serving root_dir; yield its base URL and token; always stop it."""
+    """Start JupyterLab serving root_dir as `make lab` does, from this environment and with its
+    Jupyter configuration (the default URL, no news prompt: see jupyter-env/), with a fresh
+    user configuration, as on a learner's first start; yield its base URL and token; always
+    stop it."""
     port, token = free_port(), secrets.token_urlsafe(24)
     dirs = {
         name: scratch / name
@@ -68,7 +65,6 @@ def jupyterlab(root_dir: Path, scratch: Path):
     }
     for folder in dirs.values():
         folder.mkdir(parents=True, exist_ok=True)
-    _quiet_settings(dirs["settings"])
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(dirs["config"]),
@@ -121,6 +117,35 @@ def jupyterlab(root_dir: Path, scratch: Path):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+def news_prompts(page) -> list[str]:
+    """The texts of notifications that ask about or bring Jupyter news (toasts over the page)."""
+    toasts = page.locator(".Toastify__toast", has_text=re.compile("notified|news", re.IGNORECASE))
+    return toasts.all_text_contents()
+
+
+def open_first_view(page, base_url: str, token: str, path: str = "/") -> str:
+    """Open the address `make lab` prints (or path), as a learner does, and wait until
+    JupyterLab has restored its layout and shown what it opens on, a notebook with its kernel
+    started (the news prompt, when enabled, appears as soon as the layout is restored);
+    return the label of the current tab."""
+    separator = "&" if "?" in path else "?"
+    page.goto(f"{base_url}{path}{separator}token={token}")
+    # a notebook's kernel is idle, or the launcher is all there is to show
+    page.locator(f"{KERNEL_IDLE}, .jp-Launcher").first.wait_for(timeout=TIMEOUT_MS)
+    return page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").inner_text()
+
+
+def set_user_setting(base_url: str, token: str, plugin: str, raw: str):
+    """Store a user's settings of one JupyterLab plugin (raw JSON text) through the server."""
+    request = urllib.request.Request(
+        f"{base_url}/lab/api/settings/{plugin}",
+        data=json.dumps({"raw": raw}).encode(),
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        method="PUT",
+    )
+    urllib.request.urlopen(request, timeout=30)
 
 
 def stored_widget_count(notebook: Path) -> int:

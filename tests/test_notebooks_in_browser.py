@@ -1,10 +1,13 @@
 """Every notebook, run in JupyterLab in a real browser as a learner would.
 
-For each notebook: open it, Run All, check that no cell failed and every widget
+First, the address `make lab` prints must open on chapter 01 with no prompt about Jupyter
+news over it (this environment's Jupyter configuration, jupyter-env/, switches it off).
+Then for each notebook: open it, Run All, check that no cell failed and every widget
 rendered, then move each control of each explorer once and check that the figure
 (or text) it drives changed. A screenshot per notebook lands in artifacts/browser/.
-Two notebooks made here, with a broken widget and a failing cell, prove the checks
-can fail. Run alone with `make test-browser`.
+Two notebooks made here, with a broken widget and a failing cell, a bare /lab address and
+a user who asks to be asked about news prove the checks can fail.
+Run alone with `make test-browser`.
 """
 
 import os
@@ -21,7 +24,10 @@ from lab_browser import (
     error_outputs,
     exercise_explorer,
     jupyterlab,
+    news_prompts,
     open_and_run_all,
+    open_first_view,
+    set_user_setting,
     stored_widget_count,
     widget_outputs,
 )
@@ -99,6 +105,16 @@ def page(context):
     page.close()
 
 
+FIRST_CHAPTER = "01_attention_pooling.ipynb"
+NOTIFICATION_SETTINGS = "@jupyterlab/apputils-extension:notification"
+
+
+# First in this module: the server's workspace is still as a learner's first start leaves it.
+def test_lab_opens_on_chapter_01_with_no_news_prompt(lab, page):
+    assert open_first_view(page, *lab) == FIRST_CHAPTER
+    assert news_prompts(page) == []
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
 def test_notebook_runs_and_its_widgets_work(lab, page, notebook):
     start = time.monotonic()
@@ -139,3 +155,17 @@ def test_a_failing_cell_is_caught(lab, page):
     open_and_run_all(page, *lab, "failing_cell.ipynb")
     errors = error_outputs(page)
     assert len(errors) == 1 and "ZeroDivisionError" in errors[0]
+
+
+def test_a_bare_lab_address_is_told_from_chapter_01(lab, page):
+    assert open_first_view(page, *lab, path="/lab?reset") == "Launcher"
+
+
+def test_a_news_prompt_is_caught(lab, page):
+    set_user_setting(*lab, NOTIFICATION_SETTINGS, '{"fetchNews": "none"}')  # "ask me"
+    try:
+        open_first_view(page, *lab)
+        prompts = news_prompts(page)
+    finally:
+        set_user_setting(*lab, NOTIFICATION_SETTINGS, "{}")
+    assert len(prompts) == 1 and "notified about official Jupyter news" in prompts[0]
