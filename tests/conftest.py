@@ -2,6 +2,8 @@ import matplotlib
 import pytest
 import torch
 
+from helpers.exercises.framework import Verdict
+
 matplotlib.use("Agg")
 
 
@@ -17,6 +19,7 @@ def run_checker(capsys):
 
     def run(checker, answer) -> tuple[bool, str]:
         verdict = checker(answer)
-        return verdict, capsys.readouterr().out
+        assert isinstance(verdict, Verdict), f"a checker returned {verdict!r}, not a Verdict"
+        return bool(verdict), capsys.readouterr().out
 
     return run

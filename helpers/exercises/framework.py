@@ -16,13 +16,31 @@ class Refused(Exception):
     whole diagnosis."""
 
 
+class Verdict:
+    """A checker's answer: true for "Correct", false for "Not yet". It shows nothing in a
+    notebook, where the checker has printed its report already, so a cell that ends with a
+    checker call shows the report alone."""
+
+    def __init__(self, correct: bool):
+        self.correct = bool(correct)
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.correct})"
+
+    def _ipython_display_(self) -> None:
+        """Displayed as nothing."""
+
+
 def exercise_checker(check: Callable) -> Callable:
     """A checker that answers functions not written yet (their body still raises
     NotImplementedError, as a "your turn" cell's does) with one friendly line instead of a
     report of every case they failed. Every function passed to the checker is watched."""
 
     @functools.wraps(check)
-    def checked(*answers, **options) -> bool:
+    def checked(*answers, **options) -> Verdict:
         not_written: list[str] = []
 
         def watched(function):
@@ -52,8 +70,8 @@ def exercise_checker(check: Callable) -> Callable:
             print(
                 f"Not yet: {names} {verb} not written yet ({pronoun} raised NotImplementedError)."
             )
-            return False
-        return verdict
+            return Verdict(False)
+        return Verdict(verdict)
 
     return checked
 
