@@ -131,7 +131,7 @@ long-context-models: setup
 		print({p: f'{s:.1f} s' for p, s in train_and_save_all().items()})"
 
 translation-bleu: setup
-	$(PY) -c "from helpers.translation import print_test_bleu; print_test_bleu()"
+	$(PY) -c "from helpers.translation_models import print_test_bleu; print_test_bleu()"
 
 readme-figure: setup
 	$(PY) -c "from pathlib import Path; from helpers.widgets import KernelRegressionExplorer; \
