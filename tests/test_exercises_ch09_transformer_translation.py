@@ -380,7 +380,23 @@ def beam_step_over_the_whole_batch_keeping_k(scores, log_probs, ended, pad_id):
     return new_scores, chosen // log_probs.shape[-1], chosen % log_probs.shape[-1]
 
 
+def beam_step_dropping_ended_hypotheses(scores, log_probs, ended, pad_id):
+    candidates = (scores.masked_fill(ended, float("-inf"))[..., None] + log_probs).flatten(1)
+    new_scores, chosen = candidates.topk(scores.shape[1])
+    return new_scores, chosen // log_probs.shape[-1], chosen % log_probs.shape[-1]
+
+
+def smoothing_with_the_pad_hard_coded(logits, targets, pad_id, epsilon, never_written):
+    return smoothing_over_writable_tokens(logits, targets, 0, epsilon, never_written)
+
+
 WRONG += [
+    ("beam step", beam_step_dropping_ended_hypotheses, "the ended hypotheses were dropped"),
+    (
+        "smoothing over writable tokens",
+        smoothing_with_the_pad_hard_coded,
+        "pad_id is 3 here: was it taken to be 0?",
+    ),
     ("beam step", beam_step_with_the_pad_hard_coded, "the pad id is taken to be 0"),
     ("beam step", beam_step_paying_for_the_pad, "paid the log-probability of its pad"),
     ("beam step", beam_step_with_div_and_mod_swapped, "`//` and `%` are swapped"),

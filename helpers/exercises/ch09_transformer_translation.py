@@ -153,7 +153,8 @@ def check_smoothing_over_writable_tokens(learner_loss: Callable) -> bool:
             "the pads were counted in the mean: divide by the number of non-pad positions": (
                 (per_position * real).sum() / real.numel()
             ),
-            "the pad positions were counted as targets: leave them out of the loss": (
+            "the pad positions were counted as targets: leave them out of the loss"
+            + (f" (pad_id is {pad_id} here: was it taken to be 0?)" if pad_id else ""): (
                 per_position.mean()
             ),
             "the sum over the positions: average it over the non-pad positions": (
@@ -282,6 +283,10 @@ def _beam_mistakes(scores, log_probs, ended, pad_id):
         "their index): sort each sentence's k best, best first": _reorder(right, by_index),
         "sorted worst first: the best comes first (descending order)": _reorder(
             right, torch.arange(k - 1, -1, -1).expand_as(flat)
+        ),
+        "the ended hypotheses were dropped (their score set to -inf): an ended hypothesis "
+        "stays in the beam with its score, adding pad_id at no cost": _best_with(
+            scores.masked_fill(ended, float("-inf")), log_probs, k, vocab
         ),
         "an ended hypothesis paid the log-probability of its pad: it adds pad_id at no cost, "
         "its score stays the same": _beam_step(scores, log_probs, ended, pad_id, pad_is_free=False),
