@@ -1,3 +1,5 @@
+import os
+
 import matplotlib
 import pytest
 import torch
@@ -5,6 +7,13 @@ import torch
 from helpers.exercises.framework import Verdict
 
 matplotlib.use("Agg")
+
+# Under pytest-xdist each worker gets its share of the cores for torch, and so do the notebook
+# kernels it starts: two workers of two threads each on two cores made training tests 4x slower.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    threads = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 @pytest.fixture(autouse=True)
