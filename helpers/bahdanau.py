@@ -27,6 +27,7 @@ from helpers.translation import (
     PAD_ID,
     SPECIALS,
     check_device,
+    check_previous_ids,
     check_text,
     check_tokenizer,
     clean,
@@ -143,12 +144,7 @@ class RNNTranslator(nn.Module):
     def decode_step(self, memory: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """One step: previous ids (B,) -> logits (B, V) and the memory with the new state."""
         batch = len(memory["hidden"])
-        if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
-            shape = getattr(previous, "shape", type(previous).__name__)
-            raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
-        if previous.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
-        validation.token_ids(previous, "previous", self.embedding.num_embeddings, "(B,)", dim=1)
+        check_previous_ids(previous, batch, self.embedding.num_embeddings)
         embedded = self.dropout(self.embedding(previous))  # (B, e)
         context = self.context(memory)  # (B, 2h)
         hidden = self.cell(torch.cat([embedded, context], -1), memory["hidden"])  # (B, h)

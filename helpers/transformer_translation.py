@@ -32,6 +32,7 @@ from helpers.translation import (
     check_beam_size,
     check_device,
     check_length_penalty,
+    check_previous_ids,
     choose_hypothesis,
     decode,
     load_tokenizer,
@@ -94,12 +95,7 @@ class TransformerTranslator(Seq2SeqTransformer):
     def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one."""
         batch = len(state["memory"])
-        if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
-            shape = getattr(previous, "shape", type(previous).__name__)
-            raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
-        if previous.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
-        validation.token_ids(previous, "previous", self.output.out_features, "(B,)", dim=1)
+        check_previous_ids(previous, batch, self.output.out_features)
         newest = self.tgt_embedding(previous[:, None], start=state["step"])  # (B, 1, d_model)
         y = self.decoder(newest, state["memory"], None, state["source_mask"], state["caches"])
         return self.output(y[:, -1]), {**state, "step": state["step"] + 1}

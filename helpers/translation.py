@@ -55,6 +55,16 @@ def check_text(text: object, name: str = "sentence") -> str:
     return text
 
 
+def check_previous_ids(previous: object, batch: int, vocab_size: int) -> torch.Tensor:
+    """A decoding step's previous ids: (batch,) int64 or int32 ids in 0..vocab_size - 1."""
+    if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
+        shape = getattr(previous, "shape", type(previous).__name__)
+        raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
+    if previous.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
+    return validation.token_ids(previous, "previous", vocab_size, "(B,)", dim=1)
+
+
 def check_tokenizer(tokenizer: object) -> Tokenizer:
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(
