@@ -1,0 +1,193 @@
+"""helpers.gpt: the decoder-only model sees no later position, ties its output to its token
+embedding, drops the feed-forward blocks when attention_only, decodes the same with and
+without its key/value cache, and samples from exactly the distribution generate() documents."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities
+
+CONFIG = GPTConfig(vocab_size=11, context_length=16, d_model=16, num_heads=2, num_layers=2, d_ff=32)
+
+
+def small_gpt(**changes) -> GPT:
+    torch.manual_seed(0)
+    model = GPT(dataclasses.replace(CONFIG, **changes)).double()
+    with torch.no_grad():  # sharper than GPT-2's initialisation, so that tokens differ
+        model.tokens.weight.mul_(40)
+    return model.eval()
+
+
+def prompt(batch: int = 3, length: int = 4) -> torch.Tensor:
+    return torch.randint(
+        0, CONFIG.vocab_size, (batch, length), generator=torch.Generator().manual_seed(1)
+    )
+
+
+def test_logits_have_one_row_per_position():
+    assert small_gpt()(prompt()).shape == (3, 4, CONFIG.vocab_size)
+
+
+@pytest.mark.parametrize("attention_only", [False, True])
+def test_position_t_sees_positions_0_to_t_only(attention_only):
+    model = small_gpt(attention_only=attention_only)
+    ids = prompt(2, 10)
+    changed = ids.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % CONFIG.vocab_size
+    before, after = model(ids), model(changed)
+    torch.testing.assert_close(before[:, :6], after[:, :6], rtol=0, atol=0)
+    assert not torch.allclose(before[:, 6:], after[:, 6:])
+
+
+def test_the_output_layer_is_the_token_embedding():
+    model = small_gpt()
+    assert model.output.weight is model.tokens.weight
+    names = [name for name, _ in model.named_parameters()]
+    assert "output.weight" not in names and "tokens.weight" in names
+
+
+def test_attention_only_drops_every_feed_forward_block():
+    full, attention_only = small_gpt(), small_gpt(attention_only=True)
+    assert all(block.ffn is None for block in attention_only.blocks)
+    assert not any("ffn" in name for name, _ in attention_only.named_parameters())
+    per_ffn = 2 * CONFIG.d_model * CONFIG.d_ff + CONFIG.d_ff + CONFIG.d_model + 2 * CONFIG.d_model
+    difference = sum(p.numel() for p in full.parameters()) - sum(
+        p.numel() for p in attention_only.parameters()
+    )
+    assert difference == CONFIG.num_layers * per_ffn  # the FFN and its LayerNorm, per layer
+
+
+def test_a_cached_pass_equals_a_full_pass():
+    model, ids = small_gpt(), prompt(2, 9)
+    caches = model.new_caches()
+    pieces = [model(ids[:, :5], caches)] + [model(ids[:, t : t + 1], caches) for t in range(5, 9)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), model(ids))
+    assert all(len(cache) == 9 for cache in caches)
+
+
+def test_greedy_is_the_argmax_written_out():
+    model, ids = small_gpt(), prompt()
+    written = ids
+    for _ in range(5):
+        written = torch.cat([written, model(written)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(generate(model, ids, 5, temperature=0), written)
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [{"temperature": 0}, {}, {"temperature": 0.7, "top_k": 3}, {"temperature": 1.3, "top_p": 0.8}],
+)
+def test_the_cache_changes_no_token(sampling):
+    model, ids = small_gpt(), prompt()
+    cached = generate(model, ids, 8, generator=torch.Generator().manual_seed(2), **sampling)
+    recomputed = generate(
+        model, ids, 8, generator=torch.Generator().manual_seed(2), use_cache=False, **sampling
+    )
+    assert cached.shape == (3, 12) and torch.equal(cached[:, :4], ids)
+    assert torch.equal(cached, recomputed)
+
+
+def test_generate_leaves_the_model_in_its_mode_and_zero_new_tokens_returns_the_prompt():
+    model, ids = small_gpt().train(), prompt()
+    assert torch.equal(generate(model, ids, 0), ids)
+    assert model.training
+
+
+LOGITS = torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0]], dtype=torch.float64)
+
+
+def test_top_k_keeps_the_k_largest_renormalised():
+    probabilities = next_token_probabilities(LOGITS, top_k=2)
+    expected = torch.tensor([[1.0, torch.e**-1, 0, 0, 0]], dtype=torch.float64)
+    torch.testing.assert_close(probabilities, expected / expected.sum())
+
+
+def test_top_p_keeps_the_smallest_set_that_reaches_p_and_always_the_most_likely():
+    full = LOGITS.softmax(-1)  # 0.636, 0.234, 0.086, ...
+    kept = next_token_probabilities(LOGITS, top_p=0.8)  # 0.636 < 0.8 <= 0.636 + 0.234
+    torch.testing.assert_close(kept[0, :2], full[0, :2] / full[0, :2].sum())
+    assert kept[0, 2:].eq(0).all()
+    only = next_token_probabilities(LOGITS, top_p=0.01)
+    assert only[0, 0] == 1 and only[0, 1:].eq(0).all()
+
+
+def test_temperature_divides_the_logits():
+    torch.testing.assert_close(
+        next_token_probabilities(LOGITS, temperature=2.0), (LOGITS / 2).softmax(-1)
+    )
+
+
+def test_sampling_follows_the_distribution():
+    model = small_gpt()
+    ids = prompt(1, 3).repeat(4000, 1)
+    drawn = generate(model, ids, 1, top_k=3, generator=torch.Generator().manual_seed(0))[:, -1]
+    expected = next_token_probabilities(model(ids[:1])[:, -1], top_k=3)[0]
+    counts = torch.bincount(drawn, minlength=CONFIG.vocab_size).double() / len(drawn)
+    assert (counts[expected == 0] == 0).all()
+    assert (counts - expected).abs().max() < 0.03
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"d_model": 15}, r"d_model \(15\) must be divisible by num_heads \(2\)"),
+        ({"vocab_size": 0}, "vocab_size must be a whole number >= 1"),
+        ({"context_length": 2.0}, "context_length must be a whole number"),
+        ({"num_layers": -1}, "num_layers must be a whole number >= 1"),
+        ({"dropout": 1.5}, "dropout must be a probability"),
+        ({"attention_only": "yes"}, "attention_only must be True or False"),
+    ],
+)
+def test_a_bad_config_is_named(settings, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        dataclasses.replace(CONFIG, **settings)
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (torch.zeros(2, 3), "ids must hold integer token ids"),
+        (torch.full((2, 3), 11), "outside the vocabulary 0..10"),
+        (torch.full((2, 3), -1), "outside the vocabulary"),
+        (torch.zeros(3, dtype=torch.long), r"ids must be \(B, T\)"),
+        (torch.zeros(2, 0, dtype=torch.long), "at least one token"),
+        (torch.zeros(2, 17, dtype=torch.long), "17 positions do not fit in the context of 16"),
+        ([[1, 2]], "torch"),
+    ],
+)
+def test_bad_ids_are_named(ids, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        small_gpt()(ids)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_new_tokens": -1}, "max_new_tokens must be a whole number >= 0"),
+        ({"max_new_tokens": 13}, "4 prompt tokens \\+ 13 new ones do not fit in the context of 16"),
+        ({"temperature": -0.5}, "temperature must be"),
+        ({"top_k": 0}, "top_k must be a whole number >= 1"),
+        ({"top_p": 0.0}, "top_p must be"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"generator": 3}, "generator must be a torch.Generator"),
+        ({"use_cache": "no"}, "use_cache must be True or False"),
+    ],
+)
+def test_bad_generation_settings_are_named(options, message):
+    options = {"max_new_tokens": 2, **options}
+    with pytest.raises((ValueError, TypeError), match=message):
+        generate(small_gpt(), prompt(), **options)
+
+
+def test_generate_names_a_model_that_is_not_a_gpt():
+    with pytest.raises(TypeError, match="model must be a GPT, got Linear"):
+        generate(torch.nn.Linear(2, 2), prompt(), 2)
+
+
+def test_next_token_probabilities_refuses_nan_and_asks_for_argmax_at_temperature_zero():
+    with pytest.raises(ValueError, match="NaN"):
+        next_token_probabilities(torch.full((1, 3), float("nan")))
+    with pytest.raises(ValueError, match="temperature 0 is greedy"):
+        next_token_probabilities(LOGITS, temperature=0)
