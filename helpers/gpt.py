@@ -142,12 +142,16 @@ def next_token_probabilities(
         raise ValueError(
             f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
         )
-    if logits.isnan().any():
-        raise ValueError("logits hold NaN: no token can be drawn")
+    if logits.isnan().any() or logits.isposinf().any():
+        raise ValueError("logits hold NaN or +inf: no token can be drawn")
+    if not logits.isfinite().any(-1).all():
+        raise ValueError("a row of logits is all -inf: no token can be drawn")
     temperature, top_k, top_p = _check_sampling(temperature, top_k, top_p, None, logits.shape[1])
+    dtype = logits.dtype
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")
-    scores = logits.double() / temperature  # (B, V)
+    logits = logits.double()
+    scores = (logits - logits.amax(-1, keepdim=True)) / temperature  # (B, V), <= 0: no overflow
     if top_k is not None:
         kth = scores.topk(top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest
         scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -158,7 +162,7 @@ def next_token_probabilities(
         keep = torch.zeros_like(ordered, dtype=torch.bool).scatter(-1, order, before < top_p)
         probabilities = probabilities.masked_fill(~keep, 0.0)
         probabilities = probabilities / probabilities.sum(-1, keepdim=True)
-    return probabilities.to(logits.dtype)
+    return probabilities.to(dtype)
 
 
 @torch.no_grad()

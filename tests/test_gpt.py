@@ -189,5 +189,14 @@ def test_generate_names_a_model_that_is_not_a_gpt():
 def test_next_token_probabilities_refuses_nan_and_asks_for_argmax_at_temperature_zero():
     with pytest.raises(ValueError, match="NaN"):
         next_token_probabilities(torch.full((1, 3), float("nan")))
+    with pytest.raises(ValueError, match=r"\+inf"):
+        next_token_probabilities(torch.tensor([[0.0, float("inf")]]))
+    with pytest.raises(ValueError, match="a row of logits is all -inf"):
+        next_token_probabilities(torch.full((1, 3), float("-inf")))
+
+
+def test_a_tiny_temperature_is_greedy_not_nan():
+    probabilities = next_token_probabilities(LOGITS, temperature=1e-300)
+    assert torch.equal(probabilities, torch.tensor([[1.0, 0, 0, 0, 0]], dtype=torch.float64))
     with pytest.raises(ValueError, match="temperature 0 is greedy"):
         next_token_probabilities(LOGITS, temperature=0)
