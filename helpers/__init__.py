@@ -24,6 +24,8 @@ Modules, by the chapter that introduces them:
   peak_bytes; ``attention.MultiHeadAttention(num_kv_heads=...)``: grouped-query attention.
 - 11 ``positional.apply_rope`` and ``positional.alibi_bias``: RoPE and ALiBi; ``long_context``:
   the length-extrapolation task and its saved models, sparse patterns, linear attention.
+- 12 ``gpt``: the decoder-only model (GPTConfig, GPT) and generate(): greedy decoding and
+  sampling with temperature, top-k and top-p, with the key/value cache.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``
