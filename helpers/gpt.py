@@ -85,6 +85,8 @@ class GPT(nn.Module):
     def check_ids(self, ids: object, start: int = 0) -> torch.Tensor:
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`."""
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, T)")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"ids must be int64 or int32 token ids, got {ids.dtype}")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"ids must hold at least one token, got shape {tuple(ids.shape)}")
         if start + ids.shape[1] > self.config.context_length:
@@ -101,6 +103,15 @@ class GPT(nn.Module):
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """With caches (one KeyValueCache per layer), ids are the newest positions only: they
         attend to every cached position as well, and the caches grow by T."""
+        if caches is not None and (
+            not isinstance(caches, list | tuple)
+            or len(caches) != len(self.blocks)
+            or not all(isinstance(cache, KeyValueCache) for cache in caches)
+        ):
+            raise ValueError(
+                f"caches must be a list of {len(self.blocks)} KeyValueCache, one per layer "
+                f"(model.new_caches()), got {caches!r:.80}"
+            )
         start = 0 if caches is None else len(caches[0])
         self.check_ids(ids, start)
         steps = ids.shape[1]
@@ -138,7 +149,7 @@ def next_token_probabilities(
     only the top_k largest kept, then only the smallest set of most likely tokens whose
     probability reaches top_p (the most likely token always stays)."""
     validation.tensor(logits, "logits", "(B, V)")
-    if logits.dim() != 2 or not logits.is_floating_point():
+    if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
         raise ValueError(
             f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
         )
@@ -152,11 +163,12 @@ def next_token_probabilities(
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")
     logits = logits.double()
     scores = (logits - logits.amax(-1, keepdim=True)) / temperature  # (B, V), <= 0: no overflow
-    if top_k is not None:
-        kth = scores.topk(top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest
-        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_k is not None:  # exactly k, ties broken by torch.topk
+        best = scores.topk(top_k, dim=-1).indices  # (B, k)
+        kept = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, best, True)
+        scores = scores.masked_fill(~kept, float("-inf"))
     probabilities = scores.softmax(-1)
-    if top_p is not None:
+    if top_p is not None and top_p < 1:  # (top_p = 1 keeps every token)
         ordered, order = probabilities.sort(dim=-1, descending=True)  # (B, V)
         before = ordered.cumsum(-1) - ordered  # the mass of the more likely tokens
         keep = torch.zeros_like(ordered, dtype=torch.bool).scatter(-1, order, before < top_p)
@@ -205,7 +217,7 @@ def generate(
 
 def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
     caches = model.new_caches() if use_cache else None
-    written, newest = ids, ids  # newest: what the model has not read yet
+    written, newest = ids.clone(), ids  # newest: what the model has not read yet
     for _ in range(max_new_tokens):
         logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
         if temperature == 0:
@@ -213,6 +225,6 @@ def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, 
         else:
             probabilities = next_token_probabilities(logits, temperature, top_k, top_p)
             token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
-        written = torch.cat([written, token], dim=1)  # (B, T + steps so far)
+        written = torch.cat([written, token.to(ids.dtype)], dim=1)  # (B, T + steps so far)
         newest = token
     return written

@@ -59,10 +59,18 @@ def same_float_dtype(named_tensors: dict) -> None:
         raise ValueError(f"inputs must be on one device, got {listed}")
 
 
+def _finite(value: numbers.Real) -> bool:
+    """Whether a real number is finite, including ints too large for a float (they are not)."""
+    try:
+        return bool(np.isfinite(float(value)))
+    except OverflowError:
+        return False
+
+
 def positive_number(value: object, name: str, allow_zero: bool = False) -> float:
     """value as a float, if it is a finite real number > 0 (or >= 0 with allow_zero)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _finite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r:.40}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {value!r}")

@@ -149,6 +149,8 @@ def test_a_bad_config_is_named(settings, message):
     ("ids", "message"),
     [
         (torch.zeros(2, 3), "ids must hold integer token ids"),
+        (torch.zeros(2, 3, dtype=torch.int16), "ids must be int64 or int32 token ids"),
+        (torch.zeros(2, 3, dtype=torch.uint8), "ids must be int64 or int32 token ids"),
         (torch.full((2, 3), 11), "outside the vocabulary 0..10"),
         (torch.full((2, 3), -1), "outside the vocabulary"),
         (torch.zeros(3, dtype=torch.long), r"ids must be \(B, T\)"),
@@ -193,6 +195,32 @@ def test_next_token_probabilities_refuses_nan_and_asks_for_argmax_at_temperature
         next_token_probabilities(torch.tensor([[0.0, float("inf")]]))
     with pytest.raises(ValueError, match="a row of logits is all -inf"):
         next_token_probabilities(torch.full((1, 3), float("-inf")))
+
+
+def test_top_k_keeps_exactly_k_even_among_ties_and_top_p_one_keeps_everything():
+    tied = next_token_probabilities(torch.tensor([[1.0, 1.0, 1.0, 0.0]]), top_k=1)
+    assert (tied > 0).sum() == 1
+    far = torch.tensor([[0.0, -40.0, -45.0, -50.0]], dtype=torch.float64)
+    assert (next_token_probabilities(far, top_p=1.0) > 0).all()
+
+
+def test_generate_keeps_the_prompts_dtype_and_never_returns_the_prompt_itself():
+    model, ids = small_gpt(), prompt().int()
+    assert generate(model, ids, 2, temperature=0).dtype == torch.int32
+    unchanged = generate(model, ids, 0)
+    assert torch.equal(unchanged, ids) and unchanged is not ids
+
+
+@pytest.mark.parametrize("caches", [[], "caches", [None, None]])
+def test_caches_must_be_one_per_layer(caches):
+    with pytest.raises(ValueError, match="caches must be a list of 2 KeyValueCache"):
+        small_gpt()(prompt(), caches)
+
+
+@pytest.mark.parametrize("temperature", [10**400, float("inf"), float("nan")])
+def test_a_temperature_that_is_not_finite_is_named(temperature):
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        generate(small_gpt(), prompt(), 2, temperature=temperature)
 
 
 def test_a_tiny_temperature_is_greedy_not_nan():
