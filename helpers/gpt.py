@@ -85,8 +85,6 @@ class GPT(nn.Module):
     def check_ids(self, ids: object, start: int = 0) -> torch.Tensor:
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`."""
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, T)")
-        if ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"ids must be int64 or int32 token ids, got {ids.dtype}")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"ids must hold at least one token, got shape {tuple(ids.shape)}")
         if start + ids.shape[1] > self.config.context_length:

@@ -60,8 +60,6 @@ def check_previous_ids(previous: object, batch: int, vocab_size: int) -> torch.T
     if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
         shape = getattr(previous, "shape", type(previous).__name__)
         raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
-    if previous.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"previous must hold integer token ids, got {previous.dtype}")
     return validation.token_ids(previous, "previous", vocab_size, "(B,)", dim=1)
 
 

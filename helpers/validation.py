@@ -100,6 +100,8 @@ def token_ids(
         raise ValueError(f"{name} must be {shape}, got shape {tuple(value.shape)}")
     if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
         raise ValueError(f"{name} must hold integer token ids, got {value.dtype}")
+    if value.dtype not in (torch.int64, torch.int32):  # the only ones nn.Embedding takes
+        raise ValueError(f"{name} must be int64 or int32 token ids, got {value.dtype}")
     if value.numel() and (value.min() < 0 or value.max() >= vocab_size):
         raise ValueError(
             f"{name} holds ids from {value.min().item()} to {value.max().item()}, outside the "
