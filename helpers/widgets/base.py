@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from helpers.plotting import draw_heatmap
+from helpers.plotting import TokenHeatmap, draw_heatmap
 
 __all__ = ["Explorer", "one_torch_thread"]
 
@@ -153,3 +153,17 @@ def check_vocabulary(name: str, model_size: int, tokenizer_size: int) -> None:
         raise ValueError(
             f"{name} has a vocabulary of {model_size} tokens; the tokenizer's has {tokenizer_size}"
         )
+
+
+def alignment_figure(
+    rows: int, columns: int, colours: str, weight_label: str, keys: str, queries: str
+) -> tuple[Figure, Axes, TokenHeatmap]:
+    """The translation explorers' figure: a heatmap of written French tokens (rows) against
+    English tokens (columns), with its colour bar and axis labels."""
+    figure = Figure(figsize=(9, 6.2), layout="constrained")
+    ax = figure.subplots()
+    heatmap = TokenHeatmap(ax, rows, columns, colours)
+    figure.colorbar(heatmap.mesh, ax=ax, label=weight_label, shrink=0.8)
+    ax.set_xlabel(f"English tokens (keys: {keys})", labelpad=30)
+    ax.set_ylabel(f"French tokens written (queries: {queries})", labelpad=55)
+    return figure, ax, heatmap

@@ -1,7 +1,6 @@
 """Chapter 08's explorer: both RNN translators' French and the attention model's alignment."""
 
 import ipywidgets as widgets
-from matplotlib.figure import Figure
 
 from helpers.bahdanau import (
     MAX_SOURCE_TOKENS,
@@ -11,9 +10,8 @@ from helpers.bahdanau import (
     translate_with_alignment,
 )
 from helpers.bahdanau import MODELS as TRANSLATORS
-from helpers.plotting import TokenHeatmap
 from helpers.translation import MAX_WORDS, load_tokenizer
-from helpers.widgets.base import Explorer, check_sentence, check_vocabulary
+from helpers.widgets.base import Explorer, alignment_figure, check_sentence, check_vocabulary
 
 __all__ = ["TranslationExplorer"]
 
@@ -39,12 +37,14 @@ class TranslationExplorer(Explorer):
                 layout=widgets.Layout(width="60%"),
             )
         }
-        figure = Figure(figsize=(9, 6.2), layout="constrained")
-        ax = figure.subplots()
-        self._map = TokenHeatmap(ax, self.MAX_OUTPUT, MAX_SOURCE_TOKENS, "Reds")
-        figure.colorbar(self._map.mesh, ax=ax, label="attention weight", shrink=0.8)
-        ax.set_xlabel("English tokens (keys: the encoder's states)", labelpad=30)
-        ax.set_ylabel("French tokens written (queries: the decoder's states)", labelpad=55)
+        figure, ax, self._map = alignment_figure(
+            self.MAX_OUTPUT,
+            MAX_SOURCE_TOKENS,
+            "Reds",
+            "attention weight",
+            "the encoder's states",
+            "the decoder's states",
+        )
         self._ax = ax
         super().__init__(controls, figure, [*self._map.artists, ax.title])
 

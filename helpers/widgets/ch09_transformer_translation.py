@@ -2,14 +2,12 @@
 cross-attention."""
 
 import ipywidgets as widgets
-from matplotlib.figure import Figure
 
 from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
-from helpers.plotting import TokenHeatmap
 from helpers.transformer_translation import TransformerTranslator, translate_with_attention
 from helpers.transformer_translation import load_translator as load_transformer_translator
 from helpers.translation import MAX_WORDS, load_tokenizer
-from helpers.widgets.base import Explorer, check_sentence, check_vocabulary
+from helpers.widgets.base import Explorer, alignment_figure, check_sentence, check_vocabulary
 
 __all__ = ["TransformerTranslationExplorer"]
 
@@ -49,12 +47,14 @@ class TransformerTranslationExplorer(Explorer):
                 options=[*range(1, heads + 1), "mean"], value=1, description="head"
             ),
         }
-        figure = Figure(figsize=(9, 6.2), layout="constrained")
-        ax = figure.subplots()
-        self._map = TokenHeatmap(ax, self.MAX_OUTPUT, MAX_SOURCE_TOKENS, "Blues")
-        figure.colorbar(self._map.mesh, ax=ax, label="cross-attention weight", shrink=0.8)
-        ax.set_xlabel("English tokens (keys: the encoder's output)", labelpad=30)
-        ax.set_ylabel("French tokens written (queries: the decoder)", labelpad=55)
+        figure, ax, self._map = alignment_figure(
+            self.MAX_OUTPUT,
+            MAX_SOURCE_TOKENS,
+            "Blues",
+            "cross-attention weight",
+            "the encoder's output",
+            "the decoder",
+        )
         self._ax = ax
         super().__init__(controls, figure, [*self._map.artists, ax.title])
 
