@@ -13,7 +13,12 @@ from collections.abc import Callable
 import torch
 
 from helpers import bahdanau, transformer_translation
-from helpers.translation import evaluate_bleu, grouped_references, load_tokenizer
+from helpers.translation import (
+    check_beam_size,
+    evaluate_bleu,
+    grouped_references,
+    load_tokenizer,
+)
 
 
 def shipped_translators() -> dict[str, Callable[[], torch.nn.Module]]:
@@ -28,6 +33,7 @@ def shipped_translators() -> dict[str, Callable[[], torch.nn.Module]]:
 def print_test_bleu(beam_size: int = 4) -> None:
     """One line per shipped model: its BLEU on the whole held-out test set, greedy; and with a
     beam for the models that decode with one (chapter 09's)."""
+    beam_size = check_beam_size(beam_size)  # before minutes of greedy decoding, not after
     tokenizer = load_tokenizer()
     sentences = len(grouped_references("test")[0])
     for name, load in shipped_translators().items():

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import bahdanau, transformer_translation
+import pytest
+
+from helpers import bahdanau, transformer_translation, translation_models
 from helpers.translation_models import shipped_translators
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -58,3 +60,10 @@ def test_shipped_translators_are_both_chapters_models_by_name():
     assert isinstance(
         loaders["transformer-no-smoothing"](), transformer_translation.TransformerTranslator
     )
+
+
+@pytest.mark.parametrize("beam_size", [0, -1, 2.5, None])
+def test_print_test_bleu_checks_the_beam_before_decoding_anything(beam_size, monkeypatch):
+    monkeypatch.setattr(translation_models, "evaluate_bleu", lambda *a, **k: pytest.fail())
+    with pytest.raises((ValueError, TypeError), match="beam_size"):
+        translation_models.print_test_bleu(beam_size)

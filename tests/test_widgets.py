@@ -145,6 +145,9 @@ def test_mask_builder_follows_tokens_and_kind():
         ("tokens", "a " * 13, "at most 12"),
         ("tokens", "a" * 16, "at most 15 characters"),
         ("tokens", "a" * 10_000, "at most 192 characters"),
+        ("tokens", "a \ud800", "cannot be drawn (U+D800)"),
+        ("source", "\ud800", "cannot be drawn (U+D800)"),
+        ("tokens", "a \x1b[31m", "cannot be drawn (U+001B)"),
     ],
 )
 def test_mask_builder_answers_bad_input_with_a_message(field, text, message):

@@ -66,6 +66,15 @@ class MaskBuilderExplorer(Explorer):
         dynamic = [*self._mask_map.artists, *self._weight_map.artists, self._summary]
         super().__init__(controls, figure, dynamic + [ax.title for ax in axes])
 
+    @staticmethod
+    def _check_drawable(text: str, name: str) -> None:
+        unreadable = [c for c in text if not c.isprintable() and not c.isspace()]
+        if unreadable:
+            raise ValueError(
+                f"the {name} tokens hold a character that cannot be drawn "
+                f"(U+{ord(unreadable[0]):04X}): type letters, digits or symbols"
+            )
+
     def _parse(self, text: str, name: str) -> list[str]:
         longest = self.MAX_TOKENS * (self.MAX_TOKEN_CHARACTERS + 1)
         if len(text) > longest:
@@ -84,17 +93,20 @@ class MaskBuilderExplorer(Explorer):
         return words
 
     def draw(self, tokens: str, source: str, kind: str) -> None:
-        self._summary.set_text(f"target: {_shortened(tokens)}      source: {_shortened(source)}")
         try:
+            self._check_drawable(tokens, "target")
+            self._check_drawable(source, "source")
             target = self._parse(tokens, "target")
             keys = self._parse(source, "source") if kind == "cross-attention" else target
         except ValueError as problem:
+            self._summary.set_text("")
             self.state = {"error": str(problem)}
             self._mask_map.hide()
             self._weight_map.hide()
             self.show_error(self._mask_ax, problem)
             self._weight_ax.set_title("")
             return
+        self._summary.set_text(f"target: {_shortened(tokens)}      source: {_shortened(source)}")
         mask = build_mask(target, keys, kind)  # (q, k)
         queries = torch.stack([_token_embedding(t) for t in target])  # (queries, 8)
         key_vectors = torch.stack([_token_embedding(t) for t in keys])  # (keys, 8)
