@@ -101,6 +101,11 @@ class GPT(nn.Module):
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """With caches (one KeyValueCache per layer), ids are the newest positions only: they
         attend to every cached position as well, and the caches grow by T."""
+        return self.output(self.features(ids, caches))  # (B, T, vocab_size)
+
+    def features(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        """What the output layer reads: (B, T, d_model), after the last LayerNorm. A training
+        loop that scores only some positions turns only those into logits."""
         if caches is not None and (
             not isinstance(caches, list | tuple)
             or len(caches) != len(self.blocks)
@@ -120,10 +125,14 @@ class GPT(nn.Module):
             mask = None  # one new position may read every position so far
         for layer, block in enumerate(self.blocks):
             x = block(x, mask, None if caches is None else caches[layer])
-        return self.output(self.norm(x))  # (B, T, vocab_size)
+        return self.norm(x)
 
     def new_caches(self) -> list[KeyValueCache]:
         return [KeyValueCache() for _ in self.blocks]
+
+    def attention_maps(self) -> list[torch.Tensor | None]:
+        """Each layer's attention weights in the last forward pass: (B, heads, T, cached + T)."""
+        return [block.attention.attention_weights for block in self.blocks]
 
 
 def _check_sampling(temperature, top_k, top_p, generator, vocab_size: int) -> tuple:

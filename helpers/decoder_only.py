@@ -1,0 +1,463 @@
+"""Chapter 12: chapter 09's sentences translated by one causal stack, without an encoder.
+
+The English sentence becomes a prompt and the French its continuation, in one sequence:
+<bos> English <sep> French <eos>. The model is helpers.gpt.GPT with chapter 09's width and
+about its number of parameters; it decodes through chapter 08's step interface, so chapter
+09's greedy decoding, beam search and BLEU serve unchanged.
+"""
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+
+from helpers import validation
+from helpers.bahdanau import (
+    MAX_CHECKPOINT_PARAMETERS,
+    check_deadline,
+    check_name,
+    sentence_ids,
+)
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
+from helpers.gpt import GPT, GPTConfig
+from helpers.masks import causal_mask
+from helpers.training import learning_rate_factor
+from helpers.translation import (
+    BOS_ID,
+    DATA_DIR,
+    EOS_ID,
+    PAD_ID,
+    beam_search,
+    check_beam_size,
+    check_device,
+    check_length_penalty,
+    check_previous_ids,
+    check_tokenizer,
+    choose_hypothesis,
+    evaluate_bleu,
+    load_pairs,
+    load_tokenizer,
+    token_batches,
+    translate,
+)
+
+SEPARATOR = "<sep>"
+LOSS_OVER = ("answer", "sequence")
+
+
+def add_separator(tokenizer: Tokenizer) -> int:
+    """Give the tokenizer a <sep> token (the next free id, 8,000 for chapter 08's) without
+    retraining it: every other id stays the same. Returns its id."""
+    check_tokenizer(tokenizer)
+    tokenizer.add_special_tokens([SEPARATOR])
+    return tokenizer.token_to_id(SEPARATOR)
+
+
+def load_tokenizer_with_separator() -> tuple[Tokenizer, int]:
+    """A fresh copy of chapter 08's tokenizer with <sep> added, and <sep>'s id."""
+    tokenizer = Tokenizer.from_str(load_tokenizer().to_str())
+    return tokenizer, add_separator(tokenizer)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the shipped models were trained (make translation-models), each with its reason."""
+
+    d_model: int = 256  # chapter 09's width
+    num_heads: int = 4  # 64 dimensions per head, as chapter 09
+    num_layers: int = 7  # 7.61M parameters, chapter 09's 3 + 3 layers have 7.59M
+    d_ff: int = 1024  # 4 x d_model, as chapter 09
+    context_length: int = 128  # the longest training sequence has 69 tokens
+    dropout: float = 0.1  # chapter 09's
+    epochs: int = 6  # what fits in about 90 minutes of a 2-core CPU (see data/README.md)
+    max_tokens: int = 3000  # chapter 09's batches: the same pairs, the same 428 steps an epoch
+    learning_rate: float = 1e-3  # chapter 09's peak
+    warmup_steps: int = 400  # about one epoch of rising learning rate, then a cosine decay
+    weight_decay: float = 0.01  # AdamW's default, as chapter 09
+    label_smoothing: float = 0.1  # chapter 09's better model
+    bfloat16: bool = True  # matrix products in bfloat16 (torch.autocast): twice as fast on a CPU
+    seed: int = 0  # fixes the initial weights and the order of the batches
+
+    def __post_init__(self):
+        for name in ("d_model", "num_heads", "num_layers", "d_ff", "context_length", "epochs"):
+            validation.whole_number(getattr(self, name), name)
+        validation.whole_number(self.max_tokens, "max_tokens")
+        validation.whole_number(self.warmup_steps, "warmup_steps", minimum=0)
+        validation.probability(self.dropout, "dropout")
+        validation.probability(self.label_smoothing, "label_smoothing")
+        validation.positive_number(self.learning_rate, "learning_rate")
+        validation.positive_number(self.weight_decay, "weight_decay", allow_zero=True)
+        validation.flag(self.bfloat16, "bfloat16")
+        validation.seed(self.seed)
+
+
+RECIPE = Recipe()
+# name -> what its loss covers: the French answer only, or the whole sequence (English too)
+MODELS = {"decoder-only": "answer", "decoder-only-lm": "sequence"}
+TIED_COPY = "output.weight"  # the same matrix as tokens.weight, stored once
+
+
+def build_sequences(
+    english: list[list[int]], french: list[list[int]], separator_id: int
+) -> torch.Tensor:
+    """Rows <bos> English <sep> French <eos>, padded on the right: (B, longest)."""
+    rows = [[BOS_ID, *e, separator_id, *f, EOS_ID] for e, f in zip(english, french, strict=True)]
+    width = max(map(len, rows))
+    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
+
+
+def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer") -> torch.Tensor:
+    """The token each position must predict, (B, T - 1): sequences[:, 1:], with <pad> (no
+    loss) at the padding and, when over="answer", at every position before <sep> as well, so
+    that only the French tokens and the closing <eos> are scored."""
+    validation.tensor(sequences, "sequences", "(B, T)")
+    if sequences.dim() != 2 or sequences.shape[1] < 2:
+        raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
+    if over not in LOSS_OVER:
+        raise ValueError(f"over must be one of {LOSS_OVER}, got {over!r}")
+    targets = sequences[:, 1:]  # position t predicts token t + 1
+    if over == "sequence":
+        return targets
+    before_answer = (sequences == separator_id).long().cumsum(1)[:, :-1] == 0  # (B, T - 1)
+    return targets.masked_fill(before_answer, PAD_ID)
+
+
+def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, size, size), True = may attend: causal, except that every position of a row's
+    prompt (its first prompt_lengths[b] positions) may also read the whole prompt."""
+    size = validation.whole_number(size, "size")
+    validation.tensor(prompt_lengths, "prompt_lengths", "(B,)")
+    if (
+        prompt_lengths.dim() != 1
+        or prompt_lengths.is_floating_point()
+        or prompt_lengths.is_complex()
+    ):
+        raise ValueError(
+            f"prompt_lengths must be whole numbers (B,), got {prompt_lengths.dtype} "
+            f"{tuple(prompt_lengths.shape)}"
+        )
+    if ((prompt_lengths < 0) | (prompt_lengths > size)).any():
+        raise ValueError(f"prompt_lengths must lie in 0..{size}, got {prompt_lengths.tolist()}")
+    positions = torch.arange(size, device=prompt_lengths.device)
+    in_prompt = positions[None, :] < prompt_lengths[:, None]  # (B, size)
+    both_in_prompt = in_prompt[:, :, None] & in_prompt[:, None, :]  # (B, queries, keys)
+    return causal_mask(size, prompt_lengths.device)[None] | both_in_prompt
+
+
+def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -> torch.Tensor:
+    """(1, P) ids: "translate" -> <bos> English <sep>; "continue" -> <bos> English (the start
+    of a sentence for a model that learned to write English)."""
+    if task not in ("translate", "continue"):
+        raise ValueError(f"task must be 'translate' or 'continue', got {task!r}")
+    english = sentence_ids(tokenizer, text)[0, :-1].tolist()  # without its <eos>
+    return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
+
+
+class DecoderOnlyTranslator(GPT):
+    """A GPT that translates: the prompt <bos> English <sep>, then greedy decoding or beam
+    search through chapter 08's decode_step / select interface."""
+
+    def __init__(self, config: GPTConfig, separator_id: int):
+        super().__init__(config)
+        self.separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
+        if self.separator_id >= config.vocab_size:
+            raise ValueError(
+                f"separator_id {separator_id} is outside the vocabulary of {config.vocab_size}"
+            )
+
+    def prompts(self, source: torch.Tensor) -> list[list[int]]:
+        """Chapter 09's source ids (B, S), English then <eos> then pads, as prompts
+        <bos> English <sep>, one list of ids per row."""
+        validation.token_ids(source, "source", self.config.vocab_size, "(B, S)")
+        if not source.numel():
+            raise ValueError(f"source holds no tokens: shape {tuple(source.shape)}")
+        prompts = []
+        for index, row in enumerate(source.tolist()):
+            ends = [i for i, token in enumerate(row) if token in (EOS_ID, PAD_ID)]
+            english = row[: ends[0]] if ends else row
+            if not english:
+                raise ValueError(f"source row {index} holds no English token: nothing to translate")
+            if self.separator_id in english or BOS_ID in english:
+                raise ValueError(f"source row {index} holds <bos> or <sep> inside the English")
+            prompts.append([BOS_ID, *english, self.separator_id])
+        longest = max(map(len, prompts))
+        if longest >= self.config.context_length:
+            raise ValueError(
+                f"a prompt of {longest} tokens leaves no room in the context of "
+                f"{self.config.context_length}"
+            )
+        return prompts
+
+    def start_state(self, prompt: torch.Tensor) -> dict:
+        """prompt (B, P), all rows the same length: every token but the last goes into the
+        caches; the first decoding step reads the last one, <sep>."""
+        self.check_ids(prompt)
+        caches = self.new_caches()
+        if prompt.shape[1] > 1:
+            self(prompt[:, :-1], caches)
+        return {"caches": caches, "last": prompt[:, -1], "step": 0}
+
+    def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one. At
+        step 0 the token read is the prompt's <sep> (an encoder-decoder reads <bos> there)."""
+        batch = len(state["last"])
+        check_previous_ids(previous, batch, self.config.vocab_size)
+        newest = state["last"] if state["step"] == 0 else previous
+        logits = self(newest[:, None], state["caches"])[:, -1]  # (B, V)
+        return logits, {**state, "step": state["step"] + 1}
+
+    @staticmethod
+    def select(state: dict, rows: torch.Tensor) -> dict:
+        """The state of the given rows (beams), caches included, in that order."""
+        if not isinstance(state, dict) or "caches" not in state:
+            raise TypeError(f"state must be a dict made by start_state, got {type(state).__name__}")
+        validation.token_ids(rows, "rows", len(state["last"]), "(N,)", dim=1)
+        caches = []
+        for cache in state["caches"]:
+            chosen = type(cache)()
+            if cache.keys is not None:
+                chosen.keys, chosen.values = cache.keys[rows], cache.values[rows]
+            caches.append(chosen)
+        return {"caches": caches, "last": state["last"][rows], "step": state["step"]}
+
+    @torch.no_grad()
+    def translate_ids(
+        self,
+        source: torch.Tensor,
+        beam_size: int = 1,
+        length_penalty: float = 1.0,
+        max_len: int | None = None,
+    ) -> torch.Tensor:
+        """Source ids (B, S), as chapter 09's models take them -> output ids (B, <= max_len),
+        padded after <eos>: greedy with beam_size 1. max_len defaults to 2 S + 5. Prompts of
+        the same length are decoded together, so no prompt needs padding."""
+        prompts = self.prompts(source)
+        beam_size = check_beam_size(beam_size)
+        check_length_penalty(length_penalty)
+        if max_len is None:
+            max_len = 2 * source.shape[1] + 5
+        max_len = validation.whole_number(max_len, "max_len")
+        was_training = self.training
+        self.eval()
+        try:
+            groups = {}
+            for index, prompt in enumerate(prompts):
+                groups.setdefault(len(prompt), []).append(index)
+            outputs = [None] * len(prompts)
+            for rows in groups.values():
+                prompt = torch.tensor([prompts[i] for i in rows], device=source.device)
+                written = self._continue(prompt, beam_size, length_penalty, max_len)
+                for i, row in zip(rows, written, strict=True):
+                    outputs[i] = row
+            width = max(len(row) for row in outputs)
+            padded = torch.full((len(outputs), width), PAD_ID, dtype=torch.long)
+            for i, row in enumerate(outputs):
+                padded[i, : len(row)] = row
+            return padded.to(source.device)
+        finally:
+            self.train(was_training)
+
+    def _continue(self, prompt, beam_size, length_penalty, max_len) -> torch.Tensor:
+        steps = min(max_len, self.config.context_length - prompt.shape[1] + 1)
+        state = self.start_state(prompt)
+        if beam_size == 1:
+            return translate(self.decode_step, state, len(prompt), steps, prompt.device)
+        found = beam_search(
+            self.decode_step, state, self.select, len(prompt), steps, beam_size, prompt.device
+        )
+        return choose_hypothesis(*found, length_penalty)[0]
+
+
+def build_translator(vocab_size: int, separator_id: int, recipe: Recipe = RECIPE):
+    check_recipe(recipe)
+    config = GPTConfig(
+        vocab_size=vocab_size,
+        context_length=recipe.context_length,
+        d_model=recipe.d_model,
+        num_heads=recipe.num_heads,
+        num_layers=recipe.num_layers,
+        d_ff=recipe.d_ff,
+        dropout=recipe.dropout,
+    )
+    return DecoderOnlyTranslator(config, separator_id)
+
+
+def check_recipe(recipe: object) -> Recipe:
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    return recipe
+
+
+def model_path(name: str) -> Path:
+    return DATA_DIR / f"{name}.pt"
+
+
+def training_loss(
+    model: GPT, sequences: torch.Tensor, separator_id: int, over: str, label_smoothing: float
+) -> tuple[torch.Tensor, int]:
+    """Mean cross-entropy over the scored positions, and how many there were. Only those
+    positions go through the output layer (an 8,001-way product per position)."""
+    targets = loss_targets(sequences, separator_id, over)  # (B, T - 1)
+    scored = targets != PAD_ID
+    features = model.features(sequences[:, :-1])  # (B, T - 1, d_model)
+    logits = model.output(features[scored])  # (scored positions, V)
+    loss = F.cross_entropy(logits.float(), targets[scored], label_smoothing=label_smoothing)
+    return loss, int(scored.sum())
+
+
+def train_decoder_only(
+    model: DecoderOnlyTranslator,
+    tokenizer: Tokenizer,
+    recipe: Recipe = RECIPE,
+    over: str = "answer",
+    device: str | torch.device = "cpu",
+    log=print,
+    after_epoch=None,
+) -> dict:
+    """Chapter 09's batches (the same pairs in the same order), each pair as one sequence;
+    AdamW with a warm-up and a cosine decay. after_epoch(history) -> False stops."""
+    if not isinstance(model, DecoderOnlyTranslator):
+        raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
+    check_recipe(recipe)
+    check_tokenizer(tokenizer)
+    device = check_device(device)
+    from time import perf_counter
+
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(recipe.seed)
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    pairs, generator = load_pairs("train"), torch.Generator().manual_seed(recipe.seed)
+    batches_per_epoch = len(list(token_batches(pairs, tokenizer, recipe.max_tokens)))
+    total_steps = recipe.epochs * batches_per_epoch
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: learning_rate_factor(step, total_steps, recipe.warmup_steps)
+    )
+    history = {"loss": [], "valid_bleu": [], "seconds": 0.0, "device": str(device)}
+    history["threads"] = torch.get_num_threads()
+    start = perf_counter()
+    for epoch in range(recipe.epochs):
+        total, count = 0.0, 0
+        batches = list(token_batches(pairs, tokenizer, recipe.max_tokens, generator))
+        for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{recipe.epochs}"):
+            english = [row[: row.index(EOS_ID)] for row in source.tolist()]
+            french = [row[1 : row.index(EOS_ID)] for row in target.tolist()]
+            sequences = build_sequences(english, french, model.separator_id).to(device)
+            with torch.autocast(device.type, torch.bfloat16, enabled=recipe.bfloat16):
+                loss, tokens = training_loss(
+                    model, sequences, model.separator_id, over, recipe.label_smoothing
+                )
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            total, count = total + loss.item() * tokens, count + tokens
+        history["loss"].append(total / count)
+        score = evaluate_bleu(model, tokenizer, "valid", device=device)[0].score
+        history["valid_bleu"].append(score)
+        history["seconds"] = perf_counter() - start
+        log(
+            f"epoch {epoch + 1}: loss {total / count:.3f}, valid BLEU {score:.1f}, "
+            f"{history['seconds'] / 60:.1f} min"
+        )
+        model.train()
+        if after_epoch is not None and after_epoch(history) is False:
+            break
+    return history
+
+
+def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dict) -> None:
+    """Float16 weights, the tied matrix once; the configuration; <sep>'s id; the history."""
+    if not isinstance(model, DecoderOnlyTranslator):
+        raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
+    if not isinstance(history, dict):
+        raise TypeError(f"history must be a dict, got {type(history).__name__}")
+    weights = {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
+    contents = {
+        "config": asdict(model.config),
+        "separator_id": model.separator_id,
+        "weights": weights,
+        "history": history,
+    }
+    save_checkpoint(path, contents)
+
+
+def load_translator(
+    name: str = "decoder-only", path: str | Path | None = None
+) -> tuple[DecoderOnlyTranslator, dict]:
+    """(model in eval mode, history), after the checksum, the configuration and what the
+    loss covered (it names the model) are checked."""
+    check_name(name, MODELS)
+    path = model_path(name) if path is None else as_path(path)
+    keys = ("config", "separator_id", "weights", "history")
+    saved = load_checkpoint(path, keys, "make translation-models")
+    config, history = saved["config"], saved["history"]
+    known = {f.name for f in fields(GPTConfig)}
+    if not isinstance(config, dict) or set(config) - known:
+        raise CheckpointError(f"{path}: its config is not a GPT's: {config!r:.200}")
+    over = history.get("loss_over") if isinstance(history, dict) else None
+    if over != MODELS[name]:
+        raise CheckpointError(
+            f"{path}: its history records a loss over {over!r}, but {name} is the model whose "
+            f"loss covered the {MODELS[name]}: is it another model's file?"
+        )
+    try:
+        config = GPTConfig(**config)
+        model = DecoderOnlyTranslator(config, saved["separator_id"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
+    parameters = sum(p.numel() for p in model.parameters())
+    if parameters > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameters:,} parameters, more than a checkpoint of "
+            f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
+    weights = float_weights(saved["weights"], path)
+    if "tokens.weight" in weights:
+        weights[TIED_COPY] = weights["tokens.weight"]
+    load_weights(model, weights, path)
+    return model.eval(), history
+
+
+def train_and_save(
+    name: str,
+    recipe: Recipe = RECIPE,
+    device: str | None = None,
+    path: str | Path | None = None,
+    deadline_minutes: float | None = None,
+) -> dict:
+    """Train one of MODELS with the recipe and save it after every epoch (a run stopped by its
+    deadline keeps what it finished). device None: a GPU if torch sees one."""
+    check_name(name, MODELS)
+    check_recipe(recipe)
+    device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    path = model_path(name) if path is None else as_path(path)
+    check_deadline(deadline_minutes)
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    tokenizer, separator_id = load_tokenizer_with_separator()
+    torch.manual_seed(recipe.seed)
+    model = build_translator(tokenizer.get_vocab_size(), separator_id, recipe)
+
+    def after_epoch(history: dict) -> bool:
+        history["recipe"] = asdict(recipe)
+        history["loss_over"] = MODELS[name]
+        save_translator(path, model, history)
+        return deadline_minutes is None or history["seconds"] <= 60 * deadline_minutes
+
+    return train_decoder_only(
+        model, tokenizer, recipe, MODELS[name], device, after_epoch=after_epoch
+    )
