@@ -28,7 +28,7 @@ from helpers.checkpoints import (
     load_weights,
     save_checkpoint,
 )
-from helpers.gpt import GPT, GPTConfig
+from helpers.gpt import GPT, GPTConfig, generate
 from helpers.masks import causal_mask
 from helpers.training import learning_rate_factor
 from helpers.translation import (
@@ -461,3 +461,49 @@ def train_and_save(
     return train_decoder_only(
         model, tokenizer, recipe, MODELS[name], device, after_epoch=after_epoch
     )
+
+
+def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str:
+    """What a model wrote, up to its first <eos>, with its <sep> shown as " <sep> "."""
+    if EOS_ID in ids:
+        ids = ids[: ids.index(EOS_ID)]
+    parts, part = [], []
+    for token in ids:
+        if token == separator_id:
+            parts.append(part)
+            part = []
+        else:
+            part.append(token)
+    return " <sep> ".join(tokenizer.decode(p) for p in [*parts, part]).strip()
+
+
+def sample_texts(
+    model: DecoderOnlyTranslator,
+    tokenizer: Tokenizer,
+    prompt: torch.Tensor,
+    samples: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+) -> list[str]:
+    """`samples` continuations of one prompt (1, P), drawn together with a generator seeded
+    with `seed` (temperature 0: greedy, all the same), each cut at its first <eos>."""
+    if not isinstance(model, DecoderOnlyTranslator):
+        raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
+    model.check_ids(prompt)
+    if len(prompt) != 1:
+        raise ValueError(f"prompt must be one row (1, P), got {tuple(prompt.shape)}")
+    samples = validation.whole_number(samples, "samples")
+    generator = torch.Generator(prompt.device).manual_seed(validation.seed(seed))
+    written = generate(
+        model,
+        prompt.expand(samples, -1),
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        generator,
+    )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
+    return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]
