@@ -23,6 +23,8 @@ help:
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
 	@echo "              and every notebook's run (budget: 30 s; chapters 07 to 09: 60 s)"
+	@echo "              and a training step of chapter 12's GPT against torch's own layers"
+	@echo "              (goal: at most 1.2x; alone, with --steps and --threads: see its --help)"
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
 	@echo "make translation-models  retrain the shared tokenizer, chapter 08's two RNN translators"
@@ -100,6 +102,7 @@ execute: setup
 bench: setup
 	$(PY) benchmarks/explorers.py
 	$(PY) benchmarks/notebooks.py
+	$(PY) benchmarks/gpt_training_step.py
 
 bench-under-load: setup
 	$(PY) benchmarks/explorers.py --under-load
