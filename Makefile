@@ -28,7 +28,8 @@ help:
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
 	@echo "make translation-models  retrain the shared tokenizer, chapter 08's two RNN translators"
-	@echo "              and chapter 09's two Transformers, and store them in data/"
+	@echo "              chapter 09's two Transformers and chapter 12's two decoder-only models,"
+	@echo "              and store them in data/"
 	@echo "              (on a GPU if there is one; hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
@@ -115,8 +116,9 @@ date-model: setup
 		print(f'trained in {history[\"seconds\"]:.1f} s')"
 
 # The shared tokenizer, chapter 08's RNNs (helpers.bahdanau's recipe) and chapter 09's
-# Transformers (helpers.transformer_translation.RECIPE). Retraining the tokenizer changes the
-# token ids, so every model is retrained after it.
+# Transformers (helpers.transformer_translation.RECIPE), then chapter 12's two decoder-only
+# models (helpers.decoder_only.RECIPE; the tokenizer plus <sep>). Retraining the tokenizer changes
+# the token ids, so every model is retrained after it.
 # Each trains on a GPU when torch sees one.
 translation-models: setup
 	$(PY) -c "from helpers.translation import save_tokenizer; save_tokenizer()"
@@ -126,6 +128,8 @@ translation-models: setup
 		train_and_save('transformer')"
 	$(PY) -c "from helpers.transformer_translation import train_and_save; \
 		train_and_save('transformer-no-smoothing')"
+	$(PY) -c "from helpers.decoder_only import train_and_save; train_and_save('decoder-only')"
+	$(PY) -c "from helpers.decoder_only import train_and_save; train_and_save('decoder-only-lm')"
 
 # Chapter 11's length-extrapolation models (sinusoidal, RoPE, ALiBi), with
 # helpers.long_context.Recipe (about 15 s on one core).

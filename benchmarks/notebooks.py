@@ -19,6 +19,7 @@ BUDGETS_S = {  # chapters that load trained models
     "07_transformer.ipynb": 60,
     "08_bahdanau_attention.ipynb": 60,
     "09_transformer_translation.ipynb": 60,
+    "12_decoder_only.ipynb": 45,
 }
 REPEATS = 3
 

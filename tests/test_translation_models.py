@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import bahdanau, transformer_translation, translation_models
+from helpers import bahdanau, decoder_only, transformer_translation, translation_models
 from helpers.translation_models import shipped_translators
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -33,7 +33,8 @@ def test_translation_imports_no_module_that_imports_it():
         for path in HELPERS.glob("*.py")
         if "helpers.translation" in helpers_imported_by(path)
     }
-    assert {"helpers.bahdanau", "helpers.transformer_translation"} <= built_on_translation
+    chapters = {"helpers.bahdanau", "helpers.transformer_translation", "helpers.decoder_only"}
+    assert chapters <= built_on_translation
     circle = helpers_imported_by(HELPERS / "translation.py") & built_on_translation
     assert not circle, f"helpers.translation imports {sorted(circle)}, which import it"
 
@@ -53,9 +54,10 @@ def test_importing_translation_loads_no_later_chapter():
     assert set(loaded) == {"helpers", "helpers.translation", "helpers.validation"}
 
 
-def test_shipped_translators_are_both_chapters_models_by_name():
+def test_shipped_translators_are_every_chapters_models_by_name():
     loaders = shipped_translators()
-    assert list(loaders) == [*bahdanau.MODELS, *transformer_translation.MODELS]
+    chapters = (bahdanau, transformer_translation, decoder_only)
+    assert list(loaders) == [name for chapter in chapters for name in chapter.MODELS]
     assert isinstance(loaders["rnn-bahdanau"](), bahdanau.RNNTranslator)
     assert isinstance(
         loaders["transformer-no-smoothing"](), transformer_translation.TransformerTranslator
