@@ -25,7 +25,9 @@ Modules, by the chapter that introduces them:
 - 11 ``positional.apply_rope`` and ``positional.alibi_bias``: RoPE and ALiBi; ``long_context``:
   the length-extrapolation task and its saved models, sparse patterns, linear attention.
 - 12 ``gpt``: the decoder-only model (GPTConfig, GPT) and generate(): greedy decoding and
-  sampling with temperature, top-k and top-p, with the key/value cache.
+  sampling with temperature, top-k and top-p, with the key/value cache; ``decoder_only``:
+  chapter 09's sentences as one sequence with a <sep>, the loss over the answer, the
+  prefix-LM mask, decoding through chapter 08's step interface, its two saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``
