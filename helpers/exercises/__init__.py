@@ -18,3 +18,4 @@ from helpers.exercises.ch08_bahdanau import *  # noqa: F403
 from helpers.exercises.ch09_transformer_translation import *  # noqa: F403
 from helpers.exercises.ch10_efficient_attention import *  # noqa: F403
 from helpers.exercises.ch11_long_context import *  # noqa: F403
+from helpers.exercises.ch12_decoder_only import *  # noqa: F403

@@ -1,0 +1,487 @@
+"""Chapter 12's exercises: a decoder-only model's sampling, mask and loss.
+
+1. check_top_p_filter: nucleus (top-p) filtering of a batch of logits, ties at the boundary
+   settled either way.
+2. check_prefix_lm_mask: the prefix-LM mask from the prompts' lengths: causal, except that the
+   prompt reads the whole prompt (and never the answer).
+3. check_answer_loss: the cross-entropy over the answer only, <bos> English <sep> French <eos>.
+"""
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
+from helpers.exercises.ch09_transformer_translation import _wrong_only
+from helpers.exercises.framework import exercise_checker, report, run_case
+from helpers.gpt import next_token_probabilities
+from helpers.masks import causal_mask
+from helpers.translation import PAD_ID
+
+__all__ = ["check_answer_loss", "check_prefix_lm_mask", "check_top_p_filter"]
+
+NEG_INF = float("-inf")
+
+
+# 1. Top-p (nucleus) filtering
+
+
+def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(B, V) bool: the tokens of the nucleus, ties at its boundary broken by torch's sort."""
+    if top_p >= 1:
+        return torch.ones_like(logits, dtype=torch.bool)
+    return next_token_probabilities(logits.detach(), top_p=top_p) > 0
+
+
+def _readable(answer: object, logits: torch.Tensor) -> bool:
+    """The answer is an ordinary floating tensor shaped like the logits."""
+    return (
+        isinstance(answer, torch.Tensor)
+        and answer.layout == torch.strided
+        and not answer.is_meta
+        and answer.is_floating_point()
+        and answer.shape == logits.shape
+    )
+
+
+def _nucleus_like(answer: object, logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The answer's kept tokens if they are a nucleus too: as many tokens as the nucleus, every
+    token more likely than its least likely one, and only tokens exactly as likely as that one
+    besides (equal logits, so which of them stays depends on the sort). Otherwise the nucleus."""
+    nucleus = _nucleus(logits, top_p)
+    if not _readable(answer, logits):
+        return nucleus
+    kept = answer.detach() > NEG_INF  # NaN counts as dropped
+    probabilities = logits.detach().double().softmax(-1)
+    least = probabilities.masked_fill(~nucleus, float("inf")).amin(-1, keepdim=True)
+    must, may = probabilities > least, probabilities >= least
+    same_size = torch.equal(kept.sum(-1), nucleus.sum(-1))
+    return kept if same_size and bool((must <= kept).all() & (kept <= may).all()) else nucleus
+
+
+def _kept_by_order(scores: torch.Tensor, top_p: float, descending=True, reach=True):
+    """The tokens a sort-and-cumsum filter keeps when it sorts `scores`: a token stays while the
+    scores before it sum to less than top_p (reach=True), or while the sum up to and including
+    it is less than top_p (reach=False: one token short)."""
+    ordered, order = scores.sort(dim=-1, descending=descending)
+    total = ordered.cumsum(-1)
+    keep = (total - ordered if reach else total) < top_p
+    return torch.zeros_like(keep).scatter(-1, order, keep)
+
+
+def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
+    """(name, logits (B, V), top_p) for every case the checker runs. No cumulative probability
+    lies within 1e-3 of top_p, so float32 and float64 answers keep the same tokens."""
+    generator = torch.Generator().manual_seed(120)
+
+    def random(*shape, dtype=torch.float32):
+        return (torch.randn(*shape, generator=generator, dtype=torch.float64) * 2).to(dtype)
+
+    after_top_k = random(3, 9)
+    after_top_k[after_top_k < after_top_k.topk(5, dim=-1).values[:, -1:]] = NEG_INF
+    dominant = torch.zeros(2, 6)
+    dominant[0, 2], dominant[1, 5] = 7.0, 6.0
+    return [
+        ("B = 4 rows, V = 10, top_p = 0.7", random(4, 10), 0.7),
+        ("one dominant token per row (p > 0.9), top_p = 0.5: only it stays", dominant, 0.5),
+        ("top_p = 1 keeps every token", random(2, 7), 1.0),
+        (
+            "ties: equal logits at the boundary, at the top, and a uniform row; top_p = 0.8",
+            torch.tensor(
+                [[3.0, 1.0, 1.0, 1.0, 0.0, -1.0], [2.0, -1.0, 2.0, 0.0, -3.0, -3.0], [1.0] * 6]
+            ),
+            0.8,
+        ),
+        (
+            "two tied top tokens, top_p = 0.3: one of them stays",
+            torch.tensor([[2.0, 0, 2, -1]]),
+            0.3,
+        ),
+        ("float64, B = 2, V = 12, top_p = 0.9", random(2, 12, dtype=torch.float64), 0.9),
+        ("-inf already in the logits (after top-k = 5), top_p = 0.6", after_top_k, 0.6),
+        ("B = 1, V = 5, top_p = 0.25", random(1, 5), 0.25),
+    ]
+
+
+def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
+    """{diagnosis: what that mistake returns} for one case."""
+    nucleus = _nucleus(logits, top_p)
+    probabilities = logits.double().softmax(-1)
+    one_short = _kept_by_order(probabilities, top_p, reach=False)
+    if not one_short.any(-1).all():
+        short = (
+            "the most likely token is dropped where its probability alone exceeds top_p: it "
+            "always stays (keep a token while the probability of the tokens before it is < "
+            "top_p, so the nucleus reaches top_p)"
+        )
+    else:
+        short = (
+            "one token short: the nucleus must reach top_p, so keep a token while the "
+            "probability of the tokens BEFORE it is < top_p (the cumulative sum minus its own), "
+            "not while the sum including it is"
+        )
+    renormalised = next_token_probabilities(logits, top_p=min(top_p, 1.0))
+    return {
+        short: logits.masked_fill(~one_short, NEG_INF),
+        "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
+        "descending=True": logits.masked_fill(
+            ~_kept_by_order(probabilities, top_p, False), NEG_INF
+        ),
+        "the cumulative sum is over the sorted logits: sum the probabilities, "
+        "softmax(logits), instead": logits.masked_fill(~_kept_by_order(logits, top_p), NEG_INF),
+        "returns the nucleus's probabilities, renormalised: return the logits, with -inf at the "
+        "dropped tokens (the sampler takes the softmax)": renormalised,
+        "returns probabilities (softmax) with 0 at the dropped tokens: return the logits "
+        "themselves, with -inf at the dropped tokens": probabilities.masked_fill(~nucleus, 0.0),
+        "the dropped tokens are 0, not -inf: a logit of 0 still has probability e^0 / sum, "
+        "so set them to -inf": logits.masked_fill(~nucleus, 0.0),
+        "the kept logits are changed into log-probabilities renormalised over the nucleus: "
+        "keep them exactly as they came (softmax renormalises anyway)": renormalised.log(),
+        "the kept logits are changed into log-probabilities (log_softmax): keep them exactly "
+        "as they came": probabilities.log().masked_fill(~nucleus, NEG_INF),
+    }
+
+
+def _name_the_kept_tokens(failures: list, got: object, logits, expected: torch.Tensor) -> None:
+    """Add what is wrong with the kept tokens to a value failure no mistake explained."""
+    if not _readable(got, logits):
+        return
+    kept, nucleus = got.detach() > NEG_INF, expected > NEG_INF
+    empty = (~kept.any(-1)).nonzero().flatten().tolist()
+    if empty:
+        failures[-1] += (
+            f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
+            f"probability alone exceeds top_p)"
+        )
+    elif torch.equal(kept, nucleus):
+        failures[-1] += (
+            " (the right tokens are kept but their logits changed: return them exactly as they "
+            "came, -inf at the others)"
+        )
+    else:
+        row = (kept != nucleus).any(-1).nonzero()[0].item()
+        failures[-1] += (
+            f" (row {row} keeps {int(kept[row].sum())} tokens, the nucleus holds "
+            f"{int(nucleus[row].sum())}: the smallest set of most likely tokens whose "
+            f"probabilities sum to at least top_p)"
+        )
+
+
+@exercise_checker
+def check_top_p_filter(learner_filter: Callable) -> bool:
+    """learner_filter(logits, top_p) -> (B, V): logits (B, V), float32 or float64, some maybe
+    -inf already; top_p in (0, 1]. Every token outside the nucleus becomes -inf, the kept ones
+    keep their logits unchanged. The nucleus: the smallest set of most likely tokens (by
+    softmax(logits)) whose probabilities sum to at least top_p; the most likely token always
+    stays, and top_p = 1 keeps every token. Where tokens of equal probability straddle the
+    boundary, any of them may stay (the set must still be that small). The gradients are not
+    checked: nothing is learned through a filter before sampling. Without helpers.gpt's
+    next_token_probabilities."""
+    failures, passed = [], 0
+    for name, logits, top_p in top_p_cases():
+        mistakes = _top_p_mistakes(logits, top_p)
+        answers = {}
+
+        def learner(lg, p, answers=answers):
+            answers["got"] = learner_filter(lg, p)
+            return answers["got"]
+
+        def reference(lg, p, answers=answers):
+            chosen = _nucleus_like(answers.get("got"), lg, p)
+            return lg.masked_fill(~chosen, NEG_INF).detach()
+
+        right = run_case(
+            name,
+            learner,
+            (logits, top_p),
+            reference,
+            failures,
+            1e-6 if logits.dtype == torch.float64 else 1e-5,
+            mistakes=_wrong_only(mistakes, reference(logits, top_p)),
+            forbidden={"helpers.gpt.next_token_probabilities": next_token_probabilities},
+            names=("logits", "top_p"),
+        )
+        if (
+            not right
+            and failures[-1].startswith(f"{name}: at index")
+            and not any(diagnosis in failures[-1] for diagnosis in mistakes)
+        ):
+            expected = reference(logits, top_p)
+            _name_the_kept_tokens(failures, answers.get("got"), logits, expected)
+        passed += right
+    return report(failures, passed)
+
+
+# 2. The prefix-LM mask
+
+
+def _prompt_positions(prompt_lengths: torch.Tensor, size: int, shift: int = 0) -> torch.Tensor:
+    """(B, size) bool: position i is in row b's prompt, i < prompt_lengths[b] + shift."""
+    return torch.arange(size)[None, :] < (prompt_lengths[:, None] + shift)
+
+
+def _prefix_mask_with(prompt_lengths, size, shift=0) -> torch.Tensor:
+    """The prefix-LM mask for prompts `shift` positions longer than prompt_lengths."""
+    in_prompt = _prompt_positions(prompt_lengths, size, shift)
+    return causal_mask(size)[None] | (in_prompt[:, :, None] & in_prompt[:, None, :])
+
+
+_LEAK = (
+    "the answer leaks into the prompt: prompt position {i} of row {b} reads position {j}, which "
+    "belongs to the answer (the prompt is positions 0..{last}). A prompt position may read the "
+    "whole prompt, never what comes after it: at generation time the answer does not exist yet"
+)
+
+
+def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
+    """(name, prompt_lengths (B,), size) for every case the checker runs."""
+    return [
+        ("prompt lengths 0: no prompt, the plain causal mask", torch.tensor([0, 0]), 4),
+        ("prompt lengths = size: every position reads every position", torch.tensor([5, 5]), 5),
+        ("prompt lengths 3, 0, 6 and 1 in one batch, size 6", torch.tensor([3, 0, 6, 1]), 6),
+        ("one row, prompt length 2, size 5", torch.tensor([2]), 5),
+        ("size 1, prompt lengths 0 and 1", torch.tensor([0, 1]), 1),
+    ]
+
+
+def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
+    right = prefix_lm_mask(prompt_lengths, size)
+    in_prompt = _prompt_positions(prompt_lengths, size)
+    causal = causal_mask(size)[None].expand_as(right)
+    first = prompt_lengths[0].item()
+    return {
+        "True where attending is NOT allowed: in this project True means may attend": ~right,
+        "this is the plain causal mask: the answer reads the whole prompt under it anyway; what "
+        "a prefix-LM adds is that each prompt position reads the LATER prompt positions too": (
+            causal
+        ),
+        "LEAK: a prompt position reads the whole row, the answer included. A prompt position "
+        "may read the prompt only; the answer must stay invisible to it": (
+            causal | in_prompt[:, :, None]
+        ),
+        "off by one, and a LEAK: a prompt of length L is positions 0..L-1, and here position L, "
+        "the answer's first token, is read by the prompt": _prefix_mask_with(
+            prompt_lengths, size, shift=1
+        ),
+        "off by one: a prompt of length L is positions 0..L-1, and here its last position "
+        "L-1 is left out of it": _prefix_mask_with(prompt_lengths, size, shift=-1),
+        "the answer cannot read the prompt: outside the prompt the mask is causal, so an "
+        "answer position reads the whole prompt and the answer before it": (
+            (in_prompt[:, :, None] & in_prompt[:, None, :]) | (causal & ~in_prompt[:, None, :])
+        ),
+        "every row uses the first row's prompt length: row b's prompt is its own "
+        "prompt_lengths[b] positions": _prefix_mask_with(
+            torch.full_like(prompt_lengths, first), size
+        ),
+    }
+
+
+def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, size: int):
+    """Name the first connection a boolean mask of the right shape gets wrong."""
+    expected = prefix_lm_mask(prompt_lengths, size)
+    if not (isinstance(got, torch.Tensor) and got.dtype == torch.bool):
+        return
+    if got.shape != expected.shape:
+        return
+    extra, missing = got & ~expected, expected & ~got
+    for b, i, j in extra.nonzero().tolist():
+        length = prompt_lengths[b].item()
+        if i < length <= j:
+            failures[-1] += f" ({_LEAK.format(i=i, b=b, j=j, last=length - 1)})"
+            return
+    if extra.any():
+        b, i, j = extra.nonzero()[0].tolist()
+        failures[-1] += (
+            f" (in row {b}, position {i} reads the later position {j}: after the prompt the mask "
+            f"is causal, position i reads positions 0..i only)"
+        )
+    elif missing.any():
+        b, i, j = missing.nonzero()[0].tolist()
+        failures[-1] += (
+            f" (in row {b}, position {i} cannot read position {j}: every position reads itself "
+            f"and the positions before it, and the prompt, positions "
+            f"0..{prompt_lengths[b].item() - 1}, reads the whole prompt)"
+        )
+
+
+def _name_the_shape(failures: list, got: object, batch: int) -> None:
+    if not isinstance(got, torch.Tensor):
+        return
+    if got.dim() == 2:
+        failures[-1] += (
+            " (no batch dimension: each row has its own prompt length, so one (size, size) "
+            "mask per row, (B, size, size))"
+        )
+    elif got.dim() == 3 and got.shape[0] == 1 and batch > 1:
+        failures[-1] += (
+            " (one mask for the whole batch: each row has its own prompt length, so one "
+            "(size, size) mask per row, (B, size, size))"
+        )
+
+
+@exercise_checker
+def check_prefix_lm_mask(learner_mask: Callable) -> bool:
+    """learner_mask(prompt_lengths, size) -> (B, size, size) bool, True = may attend:
+    prompt_lengths (B,) int64, each in 0..size. Row b's prompt is its first prompt_lengths[b]
+    positions. Causal (position i reads positions 0..i), except that every prompt position
+    also reads every prompt position; no prompt position ever reads the answer after it.
+    Without helpers.decoder_only.prefix_lm_mask (helpers.masks.causal_mask is allowed)."""
+    failures, passed = [], 0
+    for name, prompt_lengths, size in prefix_mask_cases():
+        mistakes = _prefix_mistakes(prompt_lengths, size)
+        answers = {}
+
+        def learner(lengths, n, answers=answers):
+            answers["got"] = learner_mask(lengths, n)
+            return answers["got"]
+
+        right = run_case(
+            name,
+            learner,
+            (prompt_lengths, size),
+            prefix_lm_mask,
+            failures,
+            0.0,
+            mistakes=_wrong_only(mistakes, prefix_lm_mask(prompt_lengths, size)),
+            forbidden={"helpers.decoder_only.prefix_lm_mask": prefix_lm_mask},
+            names=("prompt_lengths", "size"),
+        )
+        if not right:
+            got = answers.get("got")
+            if failures[-1].startswith(f"{name}: shape "):
+                _name_the_shape(failures, got, len(prompt_lengths))
+            elif failures[-1].startswith(f"{name}: at index") and not any(
+                diagnosis in failures[-1] for diagnosis in mistakes
+            ):
+                _name_the_leak(failures, got, prompt_lengths, size)
+        passed += right
+    return report(failures, passed)
+
+
+# 3. The loss over the answer
+
+
+def _answer_loss(logits, sequences, separator_id):
+    targets = loss_targets(sequences, separator_id, "answer")  # (B, T - 1)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
+
+
+def _losses(logits, targets):
+    """(B, T - 1): the cross-entropy of every position, pads included."""
+    return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+
+
+def _answer_mistakes(logits, sequences, separator_id) -> dict:
+    targets = sequences[:, 1:]  # (B, T - 1): position t predicts token t + 1
+    seen = (sequences == separator_id).long().cumsum(1)  # (B, T): <sep> at or before t
+    after_sep = seen[:, :-1] > 0  # (B, T - 1): the target comes after <sep>
+    answer = targets.masked_fill(~after_sep, PAD_ID)
+    scored = answer != PAD_ID
+    losses = _losses(logits, answer)
+
+    def mean_over(chosen):  # (B, T - 1) bool: the positions scored
+        return F.cross_entropy(logits[chosen], targets[chosen])
+
+    mistakes = {
+        "the prediction of <sep> is scored too: score only the targets AFTER <sep> (the French "
+        "tokens and <eos>), the first one at the position of <sep> itself": mean_over(
+            (seen[:, 1:] > 0) & (targets != PAD_ID)
+        ),
+        "the English is scored too: that is the loss over the whole sequence; score only the "
+        "targets after <sep>": mean_over(targets != PAD_ID),
+        "the pads after <eos> are scored: leave the <pad> targets out of the mean": (
+            losses.masked_fill(~after_sep, 0.0).sum() / after_sep.sum()
+        ),
+        "the positions set to <pad> (the English and the padding) are scored as predicting "
+        "<pad>: leave them out (ignore_index=0 in F.cross_entropy)": F.cross_entropy(
+            logits.flatten(0, 1), answer.flatten()
+        ),
+        "the targets are not shifted: position t predicts token t + 1, so the targets are "
+        "sequences[:, 1:]": F.cross_entropy(
+            logits.flatten(0, 1),
+            sequences[:, :-1].masked_fill(~after_sep, PAD_ID).flatten(),
+            ignore_index=PAD_ID,
+        ),
+        "a mean per sentence, then over the sentences: that weighs a short answer's tokens "
+        "more; take one mean over every scored position of the batch": (
+            (losses * scored).sum(1) / scored.sum(1)
+        ).mean(),
+        "the sum over the scored positions: take their mean": (losses * scored).sum(),
+        "label smoothing: the exercise's loss is the plain cross-entropy": F.cross_entropy(
+            logits.flatten(0, 1), answer.flatten(), ignore_index=PAD_ID, label_smoothing=0.1
+        ),
+    }
+    if separator_id != 8000:
+        hard_wired = loss_targets(sequences, 8000, "answer").flatten()
+        mistakes[
+            f"the separator is taken to be 8000: use the separator_id given ({separator_id} here)"
+        ] = F.cross_entropy(logits.flatten(0, 1), hard_wired, ignore_index=PAD_ID)
+    return mistakes
+
+
+def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
+    """(name, logits (B, T - 1, V), sequences (B, T), separator_id) for every case."""
+    generator = torch.Generator().manual_seed(122)
+
+    def ids(length, vocab):
+        return torch.randint(3, vocab - 1, (length,), generator=generator).tolist()
+
+    def case(name, lengths, separator_id, dtype=torch.float32):
+        vocab = separator_id + 1
+        english = [ids(e, vocab) for e, _ in lengths]
+        french = [ids(f, vocab) for _, f in lengths]
+        sequences = build_sequences(english, french, separator_id)
+        shape = (sequences.shape[0], sequences.shape[1] - 1, vocab)
+        logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 2
+        return name, logits.to(dtype), sequences, separator_id
+
+    return [
+        case(
+            "three rows of different lengths, padded; <sep> = 8000", [(3, 4), (5, 2), (1, 6)], 8000
+        ),
+        case("<sep> = 11 (not 8000), two rows", [(2, 3), (4, 1)], 11),
+        case("a row whose answer is only <eos>", [(3, 0), (2, 2)], 9),
+        case("float64, <sep> = 9", [(4, 3), (2, 5), (3, 1)], 9, torch.float64),
+    ]
+
+
+@exercise_checker
+def check_answer_loss(learner_loss: Callable) -> bool:
+    """learner_loss(logits, sequences, separator_id) -> a 0-d tensor: sequences (B, T) int64,
+    rows <bos> English <sep> French <eos> padded on the right with <pad> (id 0; <bos> is 1,
+    <eos> 2); logits (B, T - 1, V) float32 or float64, position t's prediction of token t + 1.
+    The mean cross-entropy over the positions whose target comes after <sep> (every French
+    token and the closing <eos>), pads left out. Its gradient reaches the logits of those
+    positions only. Without helpers.decoder_only's loss_targets and training_loss."""
+    failures, passed = [], 0
+    for name, logits, sequences, separator_id in answer_loss_cases():
+
+        def learner(lg, seq, separator_id=separator_id):
+            return learner_loss(lg, seq, separator_id)
+
+        def reference(lg, seq, separator_id=separator_id):
+            return _answer_loss(lg, seq, separator_id)
+
+        before = len(failures)
+        passed += run_case(
+            name,
+            learner,
+            (logits, sequences),
+            reference,
+            failures,
+            1e-5 if logits.dtype == torch.float32 else 1e-10,
+            "the mean cross-entropy over the positions whose target comes after <sep>",
+            _wrong_only(
+                _answer_mistakes(logits, sequences, separator_id),
+                _answer_loss(logits, sequences, separator_id),
+            ),
+            forbidden={
+                "helpers.decoder_only.loss_targets": loss_targets,
+                "helpers.decoder_only.training_loss": training_loss,
+            },
+            names=("logits", "sequences"),
+        )
+        if len(failures) > before and failures[-1].startswith(f"{name}: shape ("):
+            failures[-1] += " (one number: the mean over every scored position of the batch)"
+    return report(failures, passed)
