@@ -326,3 +326,186 @@ def test_each_chapter_has_its_explorer_module_and_the_package_exports_every_expl
             for explorer in own:
                 chapter = getattr(module, explorer).__doc__.split(":")[0]
                 assert chapter == f"Chapter {name[2:4]}", f"{explorer} is in {name}: {chapter}"
+
+
+@pytest.fixture(scope="module")
+def tiny_decoder_only():
+    """Two untrained one-layer DecoderOnlyTranslators ("translate", "continue") and the
+    tokenizer with <sep>: fast, and enough to check what the explorer draws."""
+    import dataclasses
+
+    from helpers.decoder_only import RECIPE, build_translator, load_tokenizer_with_separator
+
+    tokenizer, separator_id = load_tokenizer_with_separator()
+    small = dataclasses.replace(RECIPE, num_layers=1, d_model=32, d_ff=32, num_heads=2)
+    models = {}
+    for seed, task in enumerate(("translate", "continue")):
+        torch.manual_seed(seed)
+        models[task] = build_translator(tokenizer.get_vocab_size(), separator_id, small)
+    return models, tokenizer, separator_id
+
+
+@pytest.fixture
+def decoder_only_explorer(tiny_decoder_only):
+    from helpers.widgets import DecoderOnlyExplorer
+
+    return DecoderOnlyExplorer(models=tiny_decoder_only[0])
+
+
+def test_decoder_only_explorer_draws_what_the_helpers_compute(
+    decoder_only_explorer, tiny_decoder_only
+):
+    from helpers.decoder_only import text_prompt
+    from helpers.gpt import next_token_probabilities
+
+    models, tokenizer, separator_id = tiny_decoder_only
+    explorer = decoder_only_explorer
+    before = bytes(explorer.image.value)
+    for name, value in {"temperature": 0.7, "top_k": 10, "top_p": 0.5, "head": 2}.items():
+        explorer.controls[name].value = value
+    assert bytes(explorer.image.value) != before
+    model = models["translate"]
+    assert model.training  # the explorer reads in eval mode and gives the mode back
+    ids = text_prompt(tokenizer, separator_id, "Tom has a blue car.", "translate")
+    model.eval()
+    with torch.no_grad():
+        logits = model(ids)[:, -1]
+    model.train()
+    expected = next_token_probabilities(logits, 0.7, 10, 0.5)[0]
+    top_ids = logits[0].topk(10).indices
+    state = explorer.state
+    assert state["top_ids"] == top_ids.tolist()
+    assert state["top_tokens"][0] == tokenizer.id_to_token(int(top_ids[0])).lstrip("▁")
+    torch.testing.assert_close(state["probabilities"], logits[0].softmax(-1)[top_ids])
+    torch.testing.assert_close(state["sampled_from"], expected[top_ids])
+    assert state["kept"] == int((expected > 0).sum()) == int((state["sampled_from"] > 0).sum())
+    assert 1 <= state["kept"] < 10  # top-k 10, then top-p 0.5 of those: the cut line shows
+    torch.testing.assert_close(state["attention"], model.attention_maps()[0][0, 1, -1])
+    assert state["prompt_tokens"] == ["<bos>", "Tom", "has", "a", "blue", "car.", "<sep>"]
+
+
+def test_decoder_only_explorer_samples_with_its_seed(decoder_only_explorer, tiny_decoder_only):
+    from helpers.decoder_only import sample_texts, text_prompt
+
+    models, tokenizer, separator_id = tiny_decoder_only
+    explorer = decoder_only_explorer
+    explorer.controls["top_p"].value = 1.0  # off: the model's own distribution
+    first = explorer.state["samples"]
+    assert explorer.state["kept"] == tokenizer.get_vocab_size()
+    assert len(set(first)) == 3
+    ids = text_prompt(tokenizer, separator_id, "Tom has a blue car.", "translate")
+    english = ids.shape[1] - 2
+    assert first == sample_texts(models["translate"], tokenizer, ids, 3, 2 * english + 5, seed=0)
+    explorer.controls["seed"].value = 1
+    assert explorer.state["samples"] != first
+    explorer.controls["seed"].value = 0
+    assert explorer.state["samples"] == first
+
+    explorer.controls["temperature"].value = 0.0  # greedy: every sample the same
+    greedy = explorer.state["samples"]
+    assert len(set(greedy)) == 1 and greedy[0] != first[0]
+    assert explorer.state["kept"] == 1
+    assert explorer.state["sampled_from"].tolist() == [1.0] + [0.0] * 9
+
+
+def test_decoder_only_explorer_switches_task_layer_and_head(decoder_only_explorer):
+    explorer = decoder_only_explorer
+    explorer.controls["head"].value = 1
+    first_head = explorer.state["attention"]
+    explorer.controls["head"].value = 2
+    assert not torch.equal(explorer.state["attention"], first_head)
+    explorer.controls["prompt"].value = "Tom has a"
+    explorer.controls["task"].value = "continue"
+    assert explorer.state["prompt_tokens"] == ["<bos>", "Tom", "has", "a"]  # no <sep>
+    assert len(explorer.state["attention"]) == 4
+    assert "continuations" in explorer.figure.axes[0].get_title()
+    assert explorer.render_png().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "type an English sentence"),
+        ("word " * 40, "at most 12 words"),
+        ("\ud800", "not valid text (a lone surrogate U+D800"),
+        (None, "type an English sentence (text), got NoneType"),
+    ],
+)
+def test_decoder_only_explorer_answers_bad_prompts_with_a_message(
+    decoder_only_explorer, text, message
+):
+    explorer = decoder_only_explorer
+    before = bytes(explorer.image.value)
+    if text is None:  # the text field holds only text; the explorer's draw is asked directly
+        explorer.draw(**{**explorer.values(), "prompt": None})
+        explorer.image.value = explorer.render_png()
+    else:
+        explorer.controls["prompt"].value = text
+    assert message in explorer.state["error"]
+    assert message in explorer.figure.axes[0].get_title()
+    assert bytes(explorer.image.value) != before
+    explorer.controls["prompt"].value = "I see."
+    assert "error" not in explorer.state and len(explorer.state["samples"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"prompt": None}, TypeError, "prompt must be text \\(a str\\), got NoneType"),
+        ({"task": "summarise"}, ValueError, "task must be one of \\['translate', 'continue'\\]"),
+        ({"models": "translate"}, TypeError, "models must be a dict with the keys"),
+        ({"drop": "continue"}, TypeError, "models must be a dict with the keys"),
+        ({"swap": "string"}, TypeError, "models\\['continue'\\] must be a DecoderOnlyTranslator"),
+        ({"swap": "vocabulary"}, ValueError, "has a vocabulary of 100 tokens"),
+        ({"swap": "separator"}, ValueError, "reads <sep> as id 7999; the tokenizer's is 8000"),
+        ({"swap": "layers"}, ValueError, "layers of heads translate: 1 of 2, continue: 2 of 2"),
+    ],
+)
+def test_decoder_only_explorer_names_what_it_needs(tiny_decoder_only, arguments, error, message):
+    import dataclasses
+
+    from helpers.decoder_only import RECIPE, build_translator
+    from helpers.widgets import DecoderOnlyExplorer
+
+    models, arguments = dict(tiny_decoder_only[0]), dict(arguments)
+    small = dataclasses.replace(RECIPE, num_layers=1, d_model=32, d_ff=32, num_heads=2)
+    swaps = {
+        "string": lambda: "a model",
+        "vocabulary": lambda: build_translator(100, 5, small),
+        "separator": lambda: build_translator(8001, 7999, small),
+        "layers": lambda: build_translator(8001, 8000, dataclasses.replace(small, num_layers=2)),
+    }
+    if "swap" in arguments:
+        models["continue"] = swaps[arguments.pop("swap")]()
+    if "drop" in arguments:
+        del models[arguments.pop("drop")]
+    with pytest.raises(error, match=message):
+        DecoderOnlyExplorer(**{"models": models, **arguments})
+
+
+@pytest.mark.skipif(
+    not (Path(helpers.__file__).parent.parent / "data" / "decoder-only.pt").exists(),
+    reason="data/decoder-only.pt is not trained yet (make translation-models)",
+)
+def test_decoder_only_explorer_with_the_shipped_models():
+    from helpers.decoder_only import text_prompt
+    from helpers.translation import decode
+    from helpers.widgets import DecoderOnlyExplorer
+
+    explorer = DecoderOnlyExplorer()
+    assert set(explorer.models) == {"translate"}  # the other model waits until it is asked for
+    assert "error" not in explorer.state and len(explorer.state["samples"]) == 3
+    explorer.controls["temperature"].value = 0.0
+    model = explorer.models["translate"]
+    ids = text_prompt(explorer.tokenizer, explorer.separator_id, "Tom has a blue car.", "translate")
+    greedy = decode(explorer.tokenizer, model.translate_ids(ids[:, 1:-1]))[0]
+    assert explorer.state["samples"] == [greedy] * 3
+    explorer.controls["top_p"].value = 0.05
+    explorer.controls["temperature"].value = 1.0
+    assert explorer.state["kept"] == 1  # one token already holds more than 5% of the mass
+    if (Path(helpers.__file__).parent.parent / "data" / "decoder-only-lm.pt").exists():
+        explorer.controls["task"].value = "continue"
+        assert "error" not in explorer.state, explorer.state.get("error")
+        assert set(explorer.models) == {"translate", "continue"}
+        assert explorer.state["prompt_tokens"][-1] == "car."  # no <sep>: it continues
+    assert explorer.render_png().startswith(b"\x89PNG")

@@ -23,3 +23,4 @@ from helpers.widgets.ch08_bahdanau import *  # noqa: F403
 from helpers.widgets.ch09_transformer_translation import *  # noqa: F403
 from helpers.widgets.ch10_efficient_attention import *  # noqa: F403
 from helpers.widgets.ch11_long_context import *  # noqa: F403
+from helpers.widgets.ch12_decoder_only import *  # noqa: F403

@@ -1,0 +1,407 @@
+"""Chapter 12's explorer: a prompt, the decoder-only model's next-token distribution under
+temperature, top-k and top-p, seeded samples, and the last position's attention."""
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
+from helpers.decoder_only import (
+    DecoderOnlyTranslator,
+    load_tokenizer_with_separator,
+    load_translator,
+    sample_texts,
+    text_prompt,
+)
+from helpers.gpt import next_token_probabilities
+from helpers.translation import MAX_WORDS
+from helpers.widgets.base import Explorer, check_vocabulary
+
+__all__ = ["DecoderOnlyExplorer"]
+
+TASKS = {"translate": "decoder-only", "continue": "decoder-only-lm"}  # task -> model in data/
+TOP = 10  # next tokens shown
+SAMPLES = 3
+CONTINUE_TOKENS = 15  # tokens written after a "continue" prompt
+MAX_PROMPT = MAX_SOURCE_TOKENS + 1  # <bos>, at most MAX_SOURCE_TOKENS - 1 pieces, <sep>
+PROBABILITY_LIMITS = (0.1, 0.25, 0.5, 1.0)  # the distribution axis: the smallest that fits
+MAX_SAMPLE_CHARACTERS = 110  # a sample longer than this is cut to fit the figure
+
+
+class DecoderOnlyExplorer(Explorer):
+    """Chapter 12: type a prompt (an English sentence to translate, or the start of one to
+    continue); choose temperature, top-k, top-p and a seed; see the ten most likely next
+    tokens with what the sampling settings keep of them, three seeded samples, and where the
+    prompt's last position looked in a chosen layer and head."""
+
+    def __init__(self, prompt: str = "Tom has a blue car.", task: str = "translate", models=None):
+        """models: {"translate": model, "continue": model}, DecoderOnlyTranslators (default:
+        data/decoder-only.pt and data/decoder-only-lm.pt, each loaded when first needed)."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be text (a str), got {type(prompt).__name__}")
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
+        self.tokenizer, self.separator_id = load_tokenizer_with_separator()
+        self.models = {}
+        if models is not None:
+            self.models = self._checked_models(models)
+        first = self.model(task)
+        layers, heads = first.config.num_layers, first.config.num_heads
+        self._reading, self._samples = {}, {}  # the latest of each: a learner moves on
+        controls = {
+            "prompt": widgets.Text(
+                value=prompt,
+                description="prompt",
+                placeholder=f"an English sentence, up to {MAX_WORDS} words",
+                layout=widgets.Layout(width="40%"),
+            ),
+            "task": widgets.Dropdown(options=list(TASKS), value=task, description="task"),
+            "temperature": widgets.FloatSlider(
+                value=1.0, min=0.0, max=1.5, step=0.05, description="temperature (0 = greedy)"
+            ),
+            "top_k": widgets.Dropdown(options=["off", 1, 3, 10, 50], description="top-k"),
+            "top_p": widgets.FloatSlider(
+                value=0.9, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)"
+            ),
+            "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed"),
+            "layer": widgets.Dropdown(
+                options=range(1, layers + 1), value=layers, description="layer"
+            ),
+            "head": widgets.Dropdown(options=range(1, heads + 1), value=1, description="head"),
+        }
+        figure = self._build_figure()
+        dynamic = [
+            *self._sample_lines,
+            *self._model_bars,
+            *self._sampled_bars,
+            *self._token_labels,
+            *self._value_labels,
+            self._cut_line,
+            self._cut_label,
+            *self._attention_bars,
+            *self._key_labels,
+            *(ax.title for ax in figure.axes),
+        ]
+        super().__init__(controls, figure, dynamic)
+        self.widget.children = (
+            widgets.HBox([controls[name] for name in ("prompt", "task", "layer", "head")]),
+            widgets.HBox([controls[name] for name in ("temperature", "top_k", "top_p", "seed")]),
+            self.image,
+        )
+
+    def model(self, task: str) -> DecoderOnlyTranslator:
+        """The task's model, loaded from data/ the first time it is needed."""
+        if task not in self.models:
+            model = load_translator(TASKS[task])[0]
+            self._check_model(f"data/{TASKS[task]}.pt", model)
+            _check_same_menus({**self.models, task: model})
+            self.models[task] = model
+        return self.models[task]
+
+    def _checked_models(self, models: object) -> dict:
+        if not isinstance(models, dict) or set(models) != set(TASKS):
+            found = type(models).__name__
+            if isinstance(models, dict):
+                found = f"the keys {list(models)}"
+            raise TypeError(
+                f"models must be a dict with the keys {list(TASKS)} (one DecoderOnlyTranslator "
+                f"each), got {found}"
+            )
+        for task, model in models.items():
+            if not isinstance(model, DecoderOnlyTranslator):
+                raise TypeError(
+                    f"models[{task!r}] must be a DecoderOnlyTranslator, got {type(model).__name__}"
+                )
+            self._check_model(f"models[{task!r}]", model)
+        _check_same_menus(models)
+        return dict(models)
+
+    def _check_model(self, name: str, model: DecoderOnlyTranslator) -> None:
+        check_vocabulary(name, model.config.vocab_size, self.tokenizer.get_vocab_size())
+        if model.separator_id != self.separator_id:
+            raise ValueError(
+                f"{name} reads <sep> as id {model.separator_id}; the tokenizer's is "
+                f"{self.separator_id}"
+            )
+
+    def _build_figure(self) -> Figure:
+        figure = Figure(figsize=(12, 7.4), layout="constrained")
+        grid = figure.add_gridspec(2, 2, height_ratios=(1, 2.6), width_ratios=(1, 1.3))
+        text_ax = figure.add_subplot(grid[0, :])  # first: the base class's errors go here
+        text_ax.axis("off")
+        self._sample_lines = [
+            text_ax.text(0.0, 1 - 0.27 * i, "", va="top", fontsize=11, parse_math=False)
+            for i in range(SAMPLES + 1)
+        ]
+        self._build_distribution(figure.add_subplot(grid[1, 0]))
+        self._build_attention(figure.add_subplot(grid[1, 1]))
+        return figure
+
+    def _build_distribution(self, ax) -> None:
+        rows = np.arange(TOP)
+        self._model_bars = ax.barh(
+            rows, np.zeros(TOP), height=0.8, color="tab:blue", alpha=0.3, label="model (T = 1)"
+        )
+        self._sampled_bars = ax.barh(
+            rows, np.zeros(TOP), height=0.4, color="tab:blue", label="sampled from"
+        )
+        self._token_labels = [
+            ax.text(
+                -0.02,
+                row,
+                "",
+                ha="right",
+                va="center",
+                transform=ax.get_yaxis_transform(),
+                parse_math=False,
+            )
+            for row in rows
+        ]
+        self._value_labels = [
+            ax.text(0, row, "", va="center", fontsize=8, parse_math=False) for row in rows
+        ]
+        self._cut_line = ax.axhline(-1, color="tab:red", ls="--", lw=1.5)
+        self._cut_label = ax.text(
+            0.98, 0, "", ha="right", va="top", color="tab:red", fontsize=9, parse_math=False,
+            transform=ax.get_yaxis_transform(),
+        )  # fmt: skip
+        ax.set_ylim(TOP - 0.5, -0.5)  # the most likely token at the top
+        ax.set_yticks([])
+        ax.set_xlim(0, PROBABILITY_LIMITS[-1])
+        ax.set_xlabel("probability of the next token")
+        ax.set_ylabel(f"the {TOP} most likely next tokens", labelpad=70)
+        ax.legend(loc="lower right", fontsize=9)
+        self._distribution_ax = ax
+
+    def _build_attention(self, ax) -> None:
+        positions = np.arange(MAX_PROMPT)
+        self._attention_bars = ax.bar(positions, np.zeros(MAX_PROMPT), color="tab:red")
+        self._key_labels = [
+            ax.text(
+                position,
+                -0.02,
+                "",
+                ha="right",
+                va="top",
+                rotation=60,
+                rotation_mode="anchor",
+                transform=ax.get_xaxis_transform(),
+                parse_math=False,
+            )
+            for position in positions
+        ]
+        ax.set_xticks([])
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("attention weight")
+        ax.set_xlabel("prompt tokens (keys)", labelpad=55)
+        self._attention_ax = ax
+
+    def reading(self, task: str, prompt: str) -> dict:
+        """What the sampling controls do not change: the prompt's ids and tokens, the logits
+        after it, and each layer's attention of its last position, (layers, heads, P)."""
+        key = (task, prompt)
+        if key not in self._reading:
+            model = self.model(task)
+            ids = text_prompt(self.tokenizer, self.separator_id, prompt, task)  # (1, P)
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    logits = model(ids)[:, -1]  # (1, V)
+                attention = torch.stack([maps[0, :, -1] for maps in model.attention_maps()])
+            finally:
+                model.train(was_training)
+            self._reading = {
+                key: {
+                    "ids": ids,
+                    "tokens": shown_tokens([self.tokenizer.id_to_token(i) for i in ids[0]]),
+                    "logits": logits,
+                    "attention": attention,
+                }
+            }
+        return self._reading[key]
+
+    def samples(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
+        key = (task, prompt, temperature, top_k, top_p, seed)
+        if key not in self._samples:
+            model, ids = self.model(task), self.reading(task, prompt)["ids"]
+            english = ids.shape[1] - 2 if task == "translate" else None  # without <bos>, <sep>
+            wanted = 2 * english + 5 if task == "translate" else CONTINUE_TOKENS
+            room = model.config.context_length - ids.shape[1]
+            written = sample_texts(
+                model,
+                self.tokenizer,
+                ids,
+                SAMPLES,
+                min(wanted, room),
+                temperature,
+                top_k,
+                top_p,
+                seed,
+            )
+            self._samples = {key: written}
+        return self._samples[key]
+
+    def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
+        top_k = None if top_k == "off" else top_k
+        top_p = None if top_p >= 1 else top_p
+        try:
+            found = self.reading(task, prompt)
+            written = self.samples(task, prompt, temperature, top_k, top_p, seed)
+        except ValueError as problem:
+            self._show_problem(problem)
+            return
+        logits = found["logits"]
+        if temperature == 0:  # greedy: all the mass on the most likely token
+            sampled_from = torch.zeros_like(logits).scatter(-1, logits.argmax(-1, True), 1.0)
+        else:
+            sampled_from = next_token_probabilities(logits, temperature, top_k, top_p)
+        probabilities = logits.softmax(-1)[0]
+        top_ids = probabilities.topk(TOP).indices
+        kept = int((sampled_from > 0).sum())
+        self.state = {
+            "prompt_tokens": found["tokens"],
+            "top_ids": top_ids.tolist(),
+            "top_tokens": shown_tokens([self.tokenizer.id_to_token(i) for i in top_ids]),
+            "probabilities": probabilities[top_ids],
+            "sampled_from": sampled_from[0, top_ids],
+            "kept": kept,
+            "attention": found["attention"][layer - 1, head - 1],
+            "samples": written,
+        }
+        settings = _settings(temperature, top_k, top_p)
+        self._draw_samples(prompt, task, written, f"seed {seed}, {settings}")
+        self._draw_distribution(settings)
+        self._draw_attention(layer, head)
+
+    def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
+        shown_prompt = f"{prompt.strip()} <sep>" if task == "translate" else prompt.strip()
+        lines = [f"prompt: {shown_prompt}"] + [
+            f"{i + 1}. {_shortened(text) or '(wrote <eos> at once)'}"
+            for i, text in enumerate(written)
+        ]
+        for artist, line in zip(self._sample_lines, lines, strict=True):
+            artist.set_text(line)
+        self._sample_lines[0].set_color("dimgray")
+        ax = self.figure.axes[0]
+        verb = "translations" if task == "translate" else "continuations"
+        ax.set_title(
+            f"{SAMPLES} sampled {verb} ({settings}, {verb} cut at <eos>)",
+            color="black",
+            fontsize=11,
+            parse_math=False,
+        )
+
+    def _draw_distribution(self, settings: str) -> None:
+        state = self.state
+        probabilities, sampled_from = state["probabilities"], state["sampled_from"]
+        largest = float(max(probabilities.max(), sampled_from.max()))
+        self._fit_probability_axis(largest)
+        limit = self._distribution_ax.get_xlim()[1]
+        rows = zip(
+            self._model_bars,
+            self._sampled_bars,
+            self._token_labels,
+            self._value_labels,
+            state["top_tokens"],
+            probabilities.tolist(),
+            sampled_from.tolist(),
+            strict=True,
+        )
+        for model_bar, sampled_bar, label, value, token, p, q in rows:
+            model_bar.set_width(p)
+            model_bar.set_facecolor("tab:blue" if q > 0 else "lightgray")
+            sampled_bar.set_width(q)
+            label.set_text(token)
+            label.set_color("black" if q > 0 else "darkgray")
+            value.set_text(f"{_probability(p)} → {_probability(q) if q > 0 else 'cut'}")
+            value.set_x(min(max(p, q), limit) + 0.01 * limit)
+            value.set_color("black" if q > 0 else "darkgray")
+        kept_here = int((sampled_from > 0).sum())  # a prefix of the ten: the order is the same
+        cut_visible = kept_here < TOP
+        self._cut_line.set_visible(cut_visible)
+        self._cut_label.set_visible(cut_visible)
+        if cut_visible:
+            self._cut_line.set_ydata([kept_here - 0.5] * 2)
+            self._cut_label.set_y(kept_here - 0.45)
+            self._cut_label.set_text("cut: below this line, never drawn")
+        vocabulary = self.tokenizer.get_vocab_size()
+        self._distribution_ax.set_title(
+            f"next token: {state['kept']:,} of {vocabulary:,} tokens can be drawn\n({settings})",
+            color="black",
+            fontsize=11,
+            parse_math=False,
+        )
+
+    def _fit_probability_axis(self, largest: float) -> None:
+        """The smallest of a few fixed limits that holds the longest bar (the axis is part of
+        the background: it is redrawn only when the limit changes)."""
+        ax = self._distribution_ax
+        right = next((limit for limit in PROBABILITY_LIMITS if largest <= limit * 0.8), 1.0)
+        if ax.get_xlim()[1] != right:
+            ax.set_xlim(0, right)
+            self.redraw_background()
+
+    def _draw_attention(self, layer: int, head: int) -> None:
+        weights, tokens = self.state["attention"], self.state["prompt_tokens"]
+        for position, (bar, label) in enumerate(
+            zip(self._attention_bars, self._key_labels, strict=True)
+        ):
+            inside = position < len(tokens)
+            bar.set_height(float(weights[position]) if inside else 0.0)
+            label.set_text(tokens[position] if inside else "")
+        ax = self._attention_ax
+        ax.set_xlim(-0.6, len(tokens) - 0.4)  # no ticks on this axis: the background stays
+        ax.set_title(
+            f"where the last position ({tokens[-1]}) looks: attention over the prompt\n"
+            f"layer {layer}, head {head}",
+            color="black",
+            fontsize=11,
+            parse_math=False,
+        )
+
+    def _show_problem(self, problem: Exception) -> None:
+        self.state = {"error": str(problem)}
+        for bar in (*self._model_bars, *self._sampled_bars):
+            bar.set_width(0)
+        for bar in self._attention_bars:
+            bar.set_height(0)
+        texts = (*self._sample_lines, *self._token_labels, *self._value_labels, *self._key_labels)
+        for text in texts:
+            text.set_text("")
+        self._cut_line.set_visible(False)
+        self._cut_label.set_visible(False)
+        for ax in self.figure.axes:
+            ax.set_title("")
+        self.show_error(self.figure.axes[0], problem)
+
+
+def _check_same_menus(models: dict) -> None:
+    """One layer menu and one head menu serve both tasks: the models must agree on them."""
+    shapes = {task: (m.config.num_layers, m.config.num_heads) for task, m in models.items()}
+    if len(set(shapes.values())) > 1:
+        found = ", ".join(f"{task}: {shape[0]} of {shape[1]}" for task, shape in shapes.items())
+        raise ValueError(
+            f"the models must have the same layers and heads (one menu serves both), got layers "
+            f"of heads {found}"
+        )
+
+
+def _settings(temperature: float, top_k, top_p) -> str:
+    if temperature == 0:
+        return "temperature 0: greedy, the most likely token"
+    return (
+        f"temperature {temperature:.2f}, top-k {'off' if top_k is None else top_k}, "
+        f"top-p {'off' if top_p is None else f'{top_p:.2f}'}"
+    )
+
+
+def _probability(p: float) -> str:
+    return f"{p:.2f}" if p >= 0.005 else "<0.01"
+
+
+def _shortened(text: str) -> str:
+    if len(text) <= MAX_SAMPLE_CHARACTERS:
+        return text
+    return text[: MAX_SAMPLE_CHARACTERS - 1] + "…"
