@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
 from helpers.exercises.ch09_transformer_translation import _wrong_only
-from helpers.exercises.framework import exercise_checker, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from helpers.translation import PAD_ID
@@ -46,9 +46,10 @@ def _readable(answer: object, logits: torch.Tensor) -> bool:
 
 
 def _nucleus_like(answer: object, logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """The answer's kept tokens if they are a nucleus too: as many tokens as the nucleus, every
-    token more likely than its least likely one, and only tokens exactly as likely as that one
-    besides (equal logits, so which of them stays depends on the sort). Otherwise the nucleus."""
+    """Row by row, the answer's kept tokens if they are a nucleus too: as many tokens as the
+    nucleus, every token more likely than its least likely one, and only tokens exactly as
+    likely as that one besides (equal logits: which of them stays depends on the sort).
+    Otherwise that row of the nucleus."""
     nucleus = _nucleus(logits, top_p)
     if not _readable(answer, logits):
         return nucleus
@@ -56,17 +57,22 @@ def _nucleus_like(answer: object, logits: torch.Tensor, top_p: float) -> torch.T
     probabilities = logits.detach().double().softmax(-1)
     least = probabilities.masked_fill(~nucleus, float("inf")).amin(-1, keepdim=True)
     must, may = probabilities > least, probabilities >= least
-    same_size = torch.equal(kept.sum(-1), nucleus.sum(-1))
-    return kept if same_size and bool((must <= kept).all() & (kept <= may).all()) else nucleus
+    also_minimal = (
+        (kept.sum(-1) == nucleus.sum(-1)) & (must <= kept).all(-1) & (kept <= may).all(-1)
+    )  # (B,)
+    return torch.where(also_minimal[:, None], kept, nucleus)
 
 
-def _kept_by_order(scores: torch.Tensor, top_p: float, descending=True, reach=True):
+def _kept_by_order(scores: torch.Tensor, top_p: float, descending=True, reach=True, gather=False):
     """The tokens a sort-and-cumsum filter keeps when it sorts `scores`: a token stays while the
     scores before it sum to less than top_p (reach=True), or while the sum up to and including
-    it is less than top_p (reach=False: one token short)."""
+    it is less than top_p (reach=False: one token short). gather: the sorted keep mask is taken
+    back to token order with gather, the wrong way."""
     ordered, order = scores.sort(dim=-1, descending=descending)
     total = ordered.cumsum(-1)
     keep = (total - ordered if reach else total) < top_p
+    if gather:
+        return keep.gather(-1, order)
     return torch.zeros_like(keep).scatter(-1, order, keep)
 
 
@@ -99,7 +105,7 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
             0.3,
         ),
         ("float64, B = 2, V = 12, top_p = 0.9", random(2, 12, dtype=torch.float64), 0.9),
-        ("-inf already in the logits (after top-k = 5), top_p = 0.6", after_top_k, 0.6),
+        ("-inf already in the logits (after top-k = 5), top_p = 0.65", after_top_k, 0.65),
         ("B = 1, V = 5, top_p = 0.25", random(1, 5), 0.25),
     ]
 
@@ -130,6 +136,10 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         ),
         "the cumulative sum is over the sorted logits: sum the probabilities, "
         "softmax(logits), instead": logits.masked_fill(~_kept_by_order(logits, top_p), NEG_INF),
+        "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
+        "order): the way back is scatter(-1, order, keep)": logits.masked_fill(
+            ~_kept_by_order(probabilities, top_p, gather=True), NEG_INF
+        ),
         "returns the nucleus's probabilities, renormalised: return the logits, with -inf at the "
         "dropped tokens (the sampler takes the softmax)": renormalised,
         "returns probabilities (softmax) with 0 at the dropped tokens: return the logits "
@@ -149,10 +159,25 @@ def _name_the_kept_tokens(failures: list, got: object, logits, expected: torch.T
         return
     kept, nucleus = got.detach() > NEG_INF, expected > NEG_INF
     empty = (~kept.any(-1)).nonzero().flatten().tolist()
+    probabilities = logits.double().softmax(-1)
+    least = probabilities.masked_fill(~nucleus, float("inf")).amin(-1, keepdim=True)
+    extra = kept & ~nucleus
     if empty:
         failures[-1] += (
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
+        )
+    elif (
+        extra.any()
+        and (nucleus <= kept).all()
+        and (probabilities[extra] == least.expand_as(extra)[extra]).all()
+    ):
+        row = extra.any(-1).nonzero()[0].item()
+        failures[-1] += (
+            f" (row {row} keeps every token tied with the least likely one of the nucleus, "
+            f"{int(kept[row].sum())} tokens where {int(nucleus[row].sum())} already reach "
+            f"top_p: the nucleus is the smallest such set, so keep only as many of the tied "
+            f"tokens as it needs, any of them)"
         )
     elif torch.equal(kept, nucleus):
         failures[-1] += (
@@ -161,11 +186,19 @@ def _name_the_kept_tokens(failures: list, got: object, logits, expected: torch.T
         )
     else:
         row = (kept != nucleus).any(-1).nonzero()[0].item()
-        failures[-1] += (
-            f" (row {row} keeps {int(kept[row].sum())} tokens, the nucleus holds "
-            f"{int(nucleus[row].sum())}: the smallest set of most likely tokens whose "
-            f"probabilities sum to at least top_p)"
-        )
+        size, wanted = int(kept[row].sum()), int(nucleus[row].sum())
+        if size == wanted:
+            dropped = (nucleus[row] & ~kept[row]).nonzero()[0].item()
+            instead = (kept[row] & ~nucleus[row]).nonzero()[0].item()
+            failures[-1] += (
+                f" (row {row} keeps token {instead} instead of the more likely token {dropped}: "
+                f"the nucleus is made of the most likely tokens)"
+            )
+        else:
+            failures[-1] += (
+                f" (row {row} keeps {size} of its tokens, the nucleus holds {wanted}: the "
+                f"smallest set of most likely tokens whose probabilities sum to at least top_p)"
+            )
 
 
 @exercise_checker
@@ -185,6 +218,11 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
 
         def learner(lg, p, answers=answers):
             answers["got"] = learner_filter(lg, p)
+            if isinstance(answers["got"], torch.Tensor) and answers["got"].dtype == torch.bool:
+                raise Refused(
+                    "returns which tokens stay, a boolean mask: return the logits themselves, "
+                    "with -inf at the dropped tokens"
+                )
             return answers["got"]
 
         def reference(lg, p, answers=answers):
@@ -240,7 +278,7 @@ def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
         ("prompt lengths 0: no prompt, the plain causal mask", torch.tensor([0, 0]), 4),
         ("prompt lengths = size: every position reads every position", torch.tensor([5, 5]), 5),
         ("prompt lengths 3, 0, 6 and 1 in one batch, size 6", torch.tensor([3, 0, 6, 1]), 6),
-        ("one row, prompt length 2, size 5", torch.tensor([2]), 5),
+        ("one row, prompt length 3, size 5", torch.tensor([3]), 5),
         ("size 1, prompt lengths 0 and 1", torch.tensor([0, 1]), 1),
     ]
 
@@ -438,9 +476,9 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
 
     return [
         case(
-            "three rows of different lengths, padded; <sep> = 8000", [(3, 4), (5, 2), (1, 6)], 8000
+            "three rows of different lengths, padded; <sep> = 8000", [(3, 4), (5, 3), (1, 2)], 8000
         ),
-        case("<sep> = 11 (not 8000), two rows", [(2, 3), (4, 1)], 11),
+        case("<sep> = 11 (not 8000), two rows", [(2, 3), (4, 2)], 11),
         case("a row whose answer is only <eos>", [(3, 0), (2, 2)], 9),
         case("float64, <sep> = 9", [(4, 3), (2, 5), (3, 1)], 9, torch.float64),
     ]

@@ -1,0 +1,506 @@
+"""Chapter 12's checkers: its solutions and typical wrong answers (run by test_exercises.py,
+with every other chapter's)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.decoder_only import loss_targets
+from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
+from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
+from helpers.exercises.ch12_decoder_only import top_p_cases
+from helpers.gpt import next_token_probabilities
+from helpers.masks import causal_mask
+from solutions.ch12_decoder_only import answer_loss, prefix_lm_mask, top_p_filter
+
+CHECKERS = {
+    "top-p filter": (check_top_p_filter, top_p_filter),
+    "prefix-LM mask": (check_prefix_lm_mask, prefix_lm_mask),
+    "answer loss": (check_answer_loss, answer_loss),
+}
+# The exercises whose right answer is a scalar: to them tensor(0.5) is a wrong value, not a
+# wrong shape, and their report says "got 0.5, expected ..." instead of "shape ()".
+SCALAR_ANSWERS = {"answer loss"}
+
+NEG_INF = float("-inf")
+
+
+# 1. Top-p filtering: typical wrong answers
+
+
+def _sorted_keep(scores, top_p, descending=True, including_itself=False):
+    """A learner's keep mask (B, V) from sorting `scores` and summing them in order."""
+    ordered, order = scores.sort(dim=-1, descending=descending)
+    total = ordered.cumsum(-1)
+    keep = (total if including_itself else total - ordered) < top_p
+    return torch.zeros_like(keep).scatter(-1, order, keep)
+
+
+def top_p_one_token_short(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    return logits.masked_fill(~_sorted_keep(logits.softmax(-1), top_p, True, True), NEG_INF)
+
+
+def top_p_dropping_a_dominant_top_token(logits, top_p):
+    probabilities, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    keep = probabilities.cumsum(-1) <= top_p  # BUG: nothing when the top token alone > top_p
+    return logits.masked_fill(~torch.zeros_like(keep).scatter(-1, order, keep), NEG_INF)
+
+
+def top_p_sorted_ascending(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    return logits.masked_fill(~_sorted_keep(logits.softmax(-1), top_p, False), NEG_INF)
+
+
+def top_p_on_the_logits(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    return logits.masked_fill(~_sorted_keep(logits, top_p), NEG_INF)
+
+
+def top_p_returning_renormalised_probabilities(logits, top_p):
+    kept = top_p_filter(logits, top_p)
+    return kept.softmax(-1)
+
+
+def top_p_returning_probabilities_with_zeros(logits, top_p):
+    kept = top_p_filter(logits, top_p)
+    return logits.softmax(-1).masked_fill(kept == NEG_INF, 0.0)
+
+
+def top_p_dropping_to_zero(logits, top_p):
+    kept = top_p_filter(logits, top_p)
+    return logits.masked_fill(kept == NEG_INF, 0.0)
+
+
+def top_p_renormalising_the_kept_logits(logits, top_p):
+    return top_p_filter(logits, top_p).log_softmax(-1)
+
+
+def top_p_masking_in_place(logits, top_p):
+    dropped = top_p_filter(logits, top_p) == NEG_INF
+    return logits.masked_fill_(dropped, NEG_INF)
+
+
+def top_p_keeping_every_tie_at_the_boundary(logits, top_p):
+    """The threshold form: every token at least as likely as the nucleus's least likely one."""
+    probabilities = logits.softmax(-1)
+    smallest = probabilities.masked_fill(top_p_filter(logits, top_p) == NEG_INF, 2.0)
+    return logits.masked_fill(probabilities < smallest.amin(-1, keepdim=True), NEG_INF)
+
+
+def top_p_with_the_helper(logits, top_p):
+    return logits.masked_fill(next_token_probabilities(logits, top_p=top_p) == 0, NEG_INF)
+
+
+def top_p_with_a_larger_top_p(logits, top_p):
+    return top_p_filter(logits, min(1.0, top_p + 0.15))
+
+
+def top_p_unsorting_with_gather(logits, top_p):
+    probabilities, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    keep = keep_sorted.gather(-1, order)  # BUG: the inverse of the sort is a scatter
+    return logits.masked_fill(~keep, NEG_INF)
+
+
+def top_p_keeping_a_less_likely_token(logits, top_p):
+    """The nucleus's size, but its least likely token swapped for the most likely one dropped."""
+    output = top_p_filter(logits, top_p)
+    for row in range(len(logits)):
+        kept, dropped = output[row] > NEG_INF, output[row] == NEG_INF
+        if dropped.any():
+            last = logits[row].masked_fill(~kept, float("inf")).argmin()
+            best_dropped = logits[row].masked_fill(~dropped, NEG_INF).argmax()
+            output[row, last], output[row, best_dropped] = NEG_INF, logits[row, best_dropped]
+    return output
+
+
+def top_p_returning_the_keep_mask(logits, top_p):
+    return top_p_filter(logits, top_p) > NEG_INF
+
+
+def top_p_in_float64(logits, top_p):
+    return top_p_filter(logits.double(), top_p)
+
+
+def top_p_squeezing_one_row(logits, top_p):
+    return top_p_filter(logits, top_p).squeeze(0)
+
+
+# 2. The prefix-LM mask: typical wrong answers
+
+
+def _in_prompt(prompt_lengths, size):
+    return torch.arange(size)[None, :] < prompt_lengths[:, None]  # (B, size)
+
+
+def prefix_blocked_convention(prompt_lengths, size):
+    return ~prefix_lm_mask(prompt_lengths, size)
+
+
+def prefix_plain_causal(prompt_lengths, size):
+    return causal_mask(size).expand(len(prompt_lengths), size, size).clone()
+
+
+def prefix_prompt_reads_the_whole_row(prompt_lengths, size):
+    in_prompt = _in_prompt(prompt_lengths, size)
+    return causal_mask(size)[None] | in_prompt[:, :, None]
+
+
+def prefix_one_position_too_many(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths + 1, size)
+
+
+def prefix_one_position_too_few(prompt_lengths, size):
+    return prefix_lm_mask((prompt_lengths - 1).clamp(min=0), size)
+
+
+def prefix_answer_cannot_read_the_prompt(prompt_lengths, size):
+    in_prompt = _in_prompt(prompt_lengths, size)
+    both = in_prompt[:, :, None] & in_prompt[:, None, :]
+    return both | (causal_mask(size)[None] & ~in_prompt[:, None, :])
+
+
+def prefix_first_length_for_every_row(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths[:1].expand(len(prompt_lengths)), size)
+
+
+def prefix_float_mask(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths, size).float()
+
+
+def prefix_without_the_batch_dimension(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths.max()[None], size)[0]
+
+
+def prefix_one_mask_for_the_batch(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths.max()[None], size)
+
+
+def prefix_clamping_the_lengths_in_place(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths.clamp_(max=size - 1), size)
+
+
+def prefix_with_the_helper(prompt_lengths, size):
+    return helpers_prefix_lm_mask(prompt_lengths, size)
+
+
+def prefix_two_positions_too_many(prompt_lengths, size):
+    """A leak no named mistake describes: the generic diagnosis must still call it a leak."""
+    return prefix_lm_mask(prompt_lengths + 2, size)
+
+
+def prefix_answer_reads_the_whole_answer(prompt_lengths, size):
+    """Bidirectional inside the answer as well: not causal after the prompt."""
+    in_prompt = _in_prompt(prompt_lengths, size)
+    answer = ~in_prompt
+    return prefix_lm_mask(prompt_lengths, size) | (answer[:, :, None] & answer[:, None, :])
+
+
+# 3. The loss over the answer: typical wrong answers
+
+
+def _targets_after(sequences, separator_id, including_separator=False):
+    """(B, T - 1): sequences[:, 1:] with <pad> (0) before the answer."""
+    targets = sequences[:, 1:]
+    seen = (sequences == separator_id).cumsum(1)
+    before = (seen[:, 1:] if including_separator else seen[:, :-1]) == 0
+    return targets.masked_fill(before, 0)
+
+
+def answer_loss_scoring_the_separator(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id, including_separator=True)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_over_the_whole_sequence(logits, sequences, separator_id):
+    return F.cross_entropy(logits.flatten(0, 1), sequences[:, 1:].flatten(), ignore_index=0)
+
+
+def answer_loss_scoring_the_pads(logits, sequences, separator_id):
+    after = (sequences == separator_id).cumsum(1)[:, :-1] > 0  # pads after <eos> included
+    return F.cross_entropy(logits[after], sequences[:, 1:][after])
+
+
+def answer_loss_without_ignore_index(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def answer_loss_not_shifted(logits, sequences, separator_id):
+    after = (sequences == separator_id).cumsum(1)[:, :-1] > 0
+    targets = sequences[:, :-1].masked_fill(~after, 0)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_mean_per_sentence(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    losses = F.cross_entropy(logits.mT, targets, ignore_index=0, reduction="none")  # (B, T - 1)
+    return (losses.sum(1) / (targets != 0).sum(1)).mean()
+
+
+def answer_loss_summed(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0, reduction="sum")
+
+
+def answer_loss_with_label_smoothing(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    return F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=0, label_smoothing=0.1
+    )
+
+
+def answer_loss_with_separator_8000(logits, sequences, separator_id):
+    return answer_loss(logits, sequences, 8000)
+
+
+def answer_loss_per_sentence(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    losses = F.cross_entropy(logits.mT, targets, ignore_index=0, reduction="none")
+    return losses.sum(1) / (targets != 0).sum(1)  # (B,): never averaged over the batch
+
+
+def answer_loss_masking_sequences_in_place(logits, sequences, separator_id):
+    before = (sequences == separator_id).cumsum(1) == 0
+    sequences.masked_fill_(before, 0)
+    return F.cross_entropy(logits.flatten(0, 1), sequences[:, 1:].flatten(), ignore_index=0)
+
+
+def answer_loss_as_a_python_number(logits, sequences, separator_id):
+    return torch.tensor(answer_loss(logits, sequences, separator_id).item(), dtype=logits.dtype)
+
+
+def answer_loss_with_the_helper(logits, sequences, separator_id):
+    targets = loss_targets(sequences, separator_id, "answer")
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_in_float32(logits, sequences, separator_id):
+    return answer_loss(logits.float(), sequences, separator_id)
+
+
+def answer_loss_with_a_gradient_everywhere(logits, sequences, separator_id):
+    """The right value, but every logit, the English's and the pads' too, gets a gradient."""
+    zero_that_is_not = (logits - logits.detach()).sum()
+    return answer_loss(logits, sequences, separator_id) + zero_that_is_not
+
+
+WRONG = [
+    ("top-p filter", top_p_one_token_short, "one token short: the nucleus must reach top_p"),
+    ("top-p filter", top_p_one_token_short, "the most likely token is dropped"),
+    ("top-p filter", top_p_dropping_a_dominant_top_token, "the most likely token is dropped"),
+    ("top-p filter", top_p_sorted_ascending, "sorted in ascending order"),
+    ("top-p filter", top_p_on_the_logits, "the cumulative sum is over the sorted logits"),
+    (
+        "top-p filter",
+        top_p_returning_renormalised_probabilities,
+        "returns the nucleus's probabilities, renormalised",
+    ),
+    (
+        "top-p filter",
+        top_p_returning_probabilities_with_zeros,
+        "returns probabilities (softmax) with 0 at the dropped tokens",
+    ),
+    ("top-p filter", top_p_dropping_to_zero, "the dropped tokens are 0, not -inf"),
+    (
+        "top-p filter",
+        top_p_renormalising_the_kept_logits,
+        "the kept logits are changed into log-probabilities renormalised over the nucleus",
+    ),
+    ("top-p filter", top_p_masking_in_place, "changes its input `logits` in place"),
+    (
+        "top-p filter",
+        top_p_keeping_every_tie_at_the_boundary,
+        "row 0 keeps every token tied with the least likely one of the nucleus, 4 tokens "
+        "where 3 already reach top_p",
+    ),
+    ("top-p filter", top_p_with_a_larger_top_p, "row 0 keeps 3 of its tokens, the nucleus holds 2"),
+    ("top-p filter", top_p_unsorting_with_gather, "the way back is scatter(-1, order, keep)"),
+    (
+        "top-p filter",
+        top_p_keeping_a_less_likely_token,
+        "row 1 keeps token 3 instead of the more likely token 0",
+    ),
+    ("top-p filter", top_p_with_the_helper, "calls helpers.gpt.next_token_probabilities"),
+    ("top-p filter", top_p_returning_the_keep_mask, "returns which tokens stay, a boolean mask"),
+    ("top-p filter", top_p_in_float64, "dtype torch.float64, expected torch.float32"),
+    ("top-p filter", top_p_squeezing_one_row, "shape (5,), expected (1, 5)"),
+    ("prefix-LM mask", prefix_blocked_convention, "True where attending is NOT allowed"),
+    ("prefix-LM mask", prefix_plain_causal, "this is the plain causal mask"),
+    ("prefix-LM mask", prefix_prompt_reads_the_whole_row, "LEAK: a prompt position reads"),
+    ("prefix-LM mask", prefix_one_position_too_many, "off by one, and a LEAK"),
+    ("prefix-LM mask", prefix_one_position_too_few, "its last position L-1 is left out"),
+    ("prefix-LM mask", prefix_answer_cannot_read_the_prompt, "the answer cannot read the prompt"),
+    ("prefix-LM mask", prefix_first_length_for_every_row, "every row uses the first row's"),
+    ("prefix-LM mask", prefix_float_mask, "dtype torch.float32, expected torch.bool"),
+    ("prefix-LM mask", prefix_without_the_batch_dimension, "(no batch dimension"),
+    ("prefix-LM mask", prefix_one_mask_for_the_batch, "(one mask for the whole batch"),
+    (
+        "prefix-LM mask",
+        prefix_clamping_the_lengths_in_place,
+        "changes its input `prompt_lengths` in place",
+    ),
+    ("prefix-LM mask", prefix_with_the_helper, "calls helpers.decoder_only.prefix_lm_mask"),
+    (
+        "prefix-LM mask",
+        prefix_two_positions_too_many,
+        "the answer leaks into the prompt: prompt position 0 of row 0 reads position 3",
+    ),
+    (
+        "prefix-LM mask",
+        prefix_answer_reads_the_whole_answer,
+        "position 0 reads the later position 1: after the prompt the mask is causal",
+    ),
+    ("answer loss", answer_loss_scoring_the_separator, "the prediction of <sep> is scored too"),
+    ("answer loss", answer_loss_over_the_whole_sequence, "the English is scored too"),
+    ("answer loss", answer_loss_scoring_the_pads, "the pads after <eos> are scored"),
+    ("answer loss", answer_loss_without_ignore_index, "are scored as predicting <pad>"),
+    ("answer loss", answer_loss_not_shifted, "the targets are not shifted"),
+    ("answer loss", answer_loss_mean_per_sentence, "a mean per sentence, then over the"),
+    ("answer loss", answer_loss_summed, "the sum over the scored positions"),
+    ("answer loss", answer_loss_with_label_smoothing, "label smoothing"),
+    ("answer loss", answer_loss_with_separator_8000, "the separator is taken to be 8000"),
+    ("answer loss", answer_loss_per_sentence, "shape (3,), expected () (one number"),
+    ("answer loss", answer_loss_masking_sequences_in_place, "changes its input `sequences`"),
+    ("answer loss", answer_loss_as_a_python_number, "no gradient flows back to the inputs"),
+    ("answer loss", answer_loss_with_the_helper, "calls helpers.decoder_only.loss_targets"),
+    ("answer loss", answer_loss_in_float32, "dtype torch.float32, expected torch.float64"),
+    (
+        "answer loss",
+        answer_loss_with_a_gradient_everywhere,
+        "the values are right but the gradient with respect to `logits` differs",
+    ),
+]
+
+
+# Right answers written in other styles: each must be accepted.
+
+
+def top_p_row_by_row_in_float64(logits, top_p):
+    """How many tokens reach top_p, found per row; the first that many of the sorted tokens."""
+    output = torch.full_like(logits, NEG_INF)
+    for row in range(logits.shape[0]):
+        probabilities, order = logits[row].double().softmax(-1).sort(descending=True)
+        needed = int((probabilities.cumsum(0) < top_p).sum()) + 1  # the token that reaches it
+        kept = order[: min(needed, len(order))]
+        output[row, kept] = logits[row, kept]
+    return output
+
+
+def top_p_as_hugging_face_does(logits, top_p):
+    """transformers' TopPLogitsWarper: sorted ascending, remove while the cumulative
+    probability of the least likely tokens is <= 1 - top_p, always keep the last (the top)."""
+    ordered, order = logits.sort(descending=False)
+    cumulative = ordered.softmax(-1).cumsum(-1)
+    remove = cumulative <= (1 - top_p)
+    remove[..., -1:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
+
+
+def top_p_with_an_additive_mask(logits, top_p):
+    """Adds 0 or -inf (its gradient at the dropped tokens differs: that is not judged)."""
+    probabilities, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    keep = torch.empty_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits + torch.zeros_like(logits).masked_fill(~keep, NEG_INF)
+
+
+def top_p_breaking_ties_the_other_way(logits, top_p):
+    """The worked solution on the tokens in reverse order: of equal tokens, another one stays."""
+    return top_p_filter(logits.flip(-1), top_p).flip(-1)
+
+
+def prefix_cell_by_cell(prompt_lengths, size):
+    rows = []
+    for length in prompt_lengths.tolist():
+        rows.append(
+            [[j <= i or (i < length and j < length) for j in range(size)] for i in range(size)]
+        )
+    return torch.tensor(rows, dtype=torch.bool).reshape(len(rows), size, size)
+
+
+def prefix_by_filling_the_prompt_block(prompt_lengths, size):
+    mask = torch.ones(len(prompt_lengths), size, size).tril().bool()  # a new tensor: mine
+    for row, length in enumerate(prompt_lengths.tolist()):
+        mask[row, :length, :length] = True
+    return mask
+
+
+def prefix_by_the_later_of_the_two_positions(prompt_lengths, size):
+    query, key = torch.arange(size)[:, None], torch.arange(size)[None, :]
+    both_in_prompt = torch.maximum(query, key)[None] < prompt_lengths[:, None, None]
+    return causal_mask(size)[None] | both_in_prompt
+
+
+def answer_loss_by_gathering_log_probabilities(logits, sequences, separator_id):
+    targets = sequences[:, 1:]
+    after = (sequences == separator_id).long().cumsum(1)[:, :-1].bool() & (targets != 0)
+    log_probs = logits.log_softmax(-1).gather(-1, targets[..., None])[..., 0]  # (B, T - 1)
+    return -(log_probs * after).sum() / after.sum()
+
+
+def answer_loss_row_by_row(logits, sequences, separator_id):
+    predictions, targets = [], []
+    for row, ids in enumerate(sequences.tolist()):
+        start = ids.index(separator_id)  # the position whose target is the first French token
+        end = ids.index(2)  # <eos>
+        predictions.append(logits[row, start:end])
+        targets.append(sequences[row, start + 1 : end + 1])
+    return F.cross_entropy(torch.cat(predictions), torch.cat(targets))
+
+
+def answer_loss_with_the_module(logits, sequences, separator_id):
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=0)
+    separator_at = (sequences == separator_id).int().argmax(1)  # (B,)
+    after = torch.arange(sequences.shape[1] - 1)[None, :] >= separator_at[:, None]
+    targets = torch.where(after, sequences[:, 1:], 0)
+    return criterion(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+RIGHT = [
+    ("top-p filter", top_p_row_by_row_in_float64),
+    ("top-p filter", top_p_as_hugging_face_does),
+    ("top-p filter", top_p_with_an_additive_mask),
+    ("top-p filter", top_p_breaking_ties_the_other_way),
+    ("prefix-LM mask", prefix_cell_by_cell),
+    ("prefix-LM mask", prefix_by_filling_the_prompt_block),
+    ("prefix-LM mask", prefix_by_the_later_of_the_two_positions),
+    ("answer loss", answer_loss_by_gathering_log_probabilities),
+    ("answer loss", answer_loss_row_by_row),
+    ("answer loss", answer_loss_with_the_module),
+]
+
+
+@pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+@pytest.mark.parametrize(
+    ("name", "logits", "top_p"),
+    top_p_cases(),
+    ids=lambda case: case[0] if isinstance(case, str) else "",
+)
+def test_no_top_p_case_lies_within_rounding_of_a_cumulative_probability(name, logits, top_p):
+    """A float32 answer and the float64 reference then keep the same tokens."""
+    ordered = logits.double().softmax(-1).sort(dim=-1, descending=True).values
+    total = ordered.cumsum(-1)
+    if top_p < 1:
+        assert ((total - top_p).abs() > 1e-3).all() and (
+            (total - ordered - top_p).abs() > 1e-3
+        ).all()
+
+
+def test_tokens_tied_at_the_boundary_may_stay_either_way():
+    """The ties case really offers a choice: the solution and its mirror keep different
+    tokens, and the checker accepts both (test_a_right_answer_written_another_way...)."""
+    (logits, top_p) = next((lg, p) for name, lg, p in top_p_cases() if name.startswith("ties"))
+    mine = top_p_filter(logits, top_p) > NEG_INF
+    mirrored = top_p_breaking_ties_the_other_way(logits, top_p) > NEG_INF
+    assert not torch.equal(mine, mirrored)
+    assert torch.equal(mine.sum(-1), mirrored.sum(-1))
