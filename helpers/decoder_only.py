@@ -306,11 +306,18 @@ def training_loss(
 ) -> tuple[torch.Tensor, int]:
     """Mean cross-entropy over the scored positions, and how many there were. Only those
     positions go through the output layer (an 8,001-way product per position)."""
-    targets = loss_targets(sequences, separator_id, over)  # (B, T - 1)
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    label_smoothing = validation.probability(label_smoothing, "label_smoothing")
+    targets = loss_targets(sequences, separator_id, over).long()  # (B, T - 1)
     scored = targets != PAD_ID
+    if not scored.any():
+        raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")
     features = model.features(sequences[:, :-1])  # (B, T - 1, d_model)
     logits = model.output(features[scored])  # (scored positions, V)
-    loss = F.cross_entropy(logits.float(), targets[scored], label_smoothing=label_smoothing)
+    if logits.dtype in (torch.float16, torch.bfloat16):  # autocast's products: a float32 loss
+        logits = logits.float()
+    loss = F.cross_entropy(logits, targets[scored], label_smoothing=label_smoothing)
     return loss, int(scored.sum())
 
 
