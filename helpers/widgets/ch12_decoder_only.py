@@ -126,12 +126,12 @@ class DecoderOnlyExplorer(Explorer):
             )
 
     def _build_figure(self) -> Figure:
-        figure = Figure(figsize=(12, 7.4), layout="constrained")
+        figure = Figure(figsize=(10.5, 6.2), layout="constrained")
         grid = figure.add_gridspec(2, 2, height_ratios=(1, 2.6), width_ratios=(1, 1.3))
         text_ax = figure.add_subplot(grid[0, :])  # first: the base class's errors go here
         text_ax.axis("off")
         self._sample_lines = [
-            text_ax.text(0.0, 1 - 0.27 * i, "", va="top", fontsize=11, parse_math=False)
+            text_ax.text(0.0, 1 - 0.27 * i, "", va="top", fontsize=10, parse_math=False)
             for i in range(SAMPLES + 1)
         ]
         self._build_distribution(figure.add_subplot(grid[1, 0]))
@@ -141,10 +141,15 @@ class DecoderOnlyExplorer(Explorer):
     def _build_distribution(self, ax) -> None:
         rows = np.arange(TOP)
         self._model_bars = ax.barh(
-            rows, np.zeros(TOP), height=0.8, color="tab:blue", alpha=0.3, label="model (T = 1)"
+            rows,
+            np.zeros(TOP),
+            height=0.8,
+            color="tab:blue",
+            alpha=0.3,
+            label="the model (temperature 1)",
         )
         self._sampled_bars = ax.barh(
-            rows, np.zeros(TOP), height=0.4, color="tab:blue", label="sampled from"
+            rows, np.zeros(TOP), height=0.4, color="tab:blue", label="sampled from (the number)"
         )
         self._token_labels = [
             ax.text(
@@ -271,11 +276,11 @@ class DecoderOnlyExplorer(Explorer):
             "samples": written,
         }
         settings = _settings(temperature, top_k, top_p)
-        self._draw_samples(prompt, task, written, f"seed {seed}, {settings}")
+        self._draw_samples(prompt, task, written, seed)
         self._draw_distribution(settings)
         self._draw_attention(layer, head)
 
-    def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
+    def _draw_samples(self, prompt: str, task: str, written: list[str], seed: int) -> None:
         shown_prompt = f"{prompt.strip()} <sep>" if task == "translate" else prompt.strip()
         lines = [f"prompt: {shown_prompt}"] + [
             f"{i + 1}. {_shortened(text) or '(wrote <eos> at once)'}"
@@ -287,7 +292,7 @@ class DecoderOnlyExplorer(Explorer):
         ax = self.figure.axes[0]
         verb = "translations" if task == "translate" else "continuations"
         ax.set_title(
-            f"{SAMPLES} sampled {verb} ({settings}, {verb} cut at <eos>)",
+            f"{SAMPLES} sampled {verb}, seed {seed} (each cut at its <eos>)",
             color="black",
             fontsize=11,
             parse_math=False,
@@ -315,7 +320,7 @@ class DecoderOnlyExplorer(Explorer):
             sampled_bar.set_width(q)
             label.set_text(token)
             label.set_color("black" if q > 0 else "darkgray")
-            value.set_text(f"{_probability(p)} → {_probability(q) if q > 0 else 'cut'}")
+            value.set_text(_probability(q) if q > 0 else "cut")
             value.set_x(min(max(p, q), limit) + 0.01 * limit)
             value.set_color("black" if q > 0 else "darkgray")
         kept_here = int((sampled_from > 0).sum())  # a prefix of the ten: the order is the same
@@ -354,8 +359,7 @@ class DecoderOnlyExplorer(Explorer):
         ax = self._attention_ax
         ax.set_xlim(-0.6, len(tokens) - 0.4)  # no ticks on this axis: the background stays
         ax.set_title(
-            f"where the last position ({tokens[-1]}) looks: attention over the prompt\n"
-            f"layer {layer}, head {head}",
+            f"attention of the last position ({tokens[-1]}): layer {layer}, head {head}",
             color="black",
             fontsize=11,
             parse_math=False,
@@ -392,8 +396,8 @@ def _settings(temperature: float, top_k, top_p) -> str:
     if temperature == 0:
         return "temperature 0: greedy, the most likely token"
     return (
-        f"temperature {temperature:.2f}, top-k {'off' if top_k is None else top_k}, "
-        f"top-p {'off' if top_p is None else f'{top_p:.2f}'}"
+        f"temperature {temperature:.3g}, top-k {'off' if top_k is None else top_k}, "
+        f"top-p {'off' if top_p is None else f'{top_p:.3g}'}"
     )
 
 
