@@ -6,6 +6,7 @@ about its number of parameters; it decodes through chapter 08's step interface, 
 09's greedy decoding, beam search and BLEU serve unchanged.
 """
 
+import numbers
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -52,6 +53,18 @@ from helpers.translation import (
 
 SEPARATOR = "<sep>"
 LOSS_OVER = ("answer", "sequence")
+FRAMING = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}  # ids that frame a sequence
+
+
+def check_separator(separator_id: object) -> int:
+    """<sep>'s id as an int: a whole number that is none of <pad>, <bos>, <eos>."""
+    separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
+    if separator_id in FRAMING:
+        raise ValueError(
+            f"separator_id must be its own token, got {separator_id}, the id of "
+            f"{FRAMING[separator_id]}"
+        )
+    return separator_id
 
 
 def add_separator(tokenizer: Tokenizer) -> int:
@@ -110,9 +123,41 @@ def build_sequences(
     english: list[list[int]], french: list[list[int]], separator_id: int
 ) -> torch.Tensor:
     """Rows <bos> English <sep> French <eos>, padded on the right: (B, longest)."""
+    separator_id = check_separator(separator_id)
+    english = _id_rows(english, "english", separator_id)
+    french = _id_rows(french, "french", separator_id)
+    if len(english) != len(french) or not english:
+        raise ValueError(
+            f"english and french must hold the same number of sentences, at least one; got "
+            f"{len(english)} and {len(french)}"
+        )
+    for index, row in enumerate(english):
+        if not row:
+            raise ValueError(f"english[{index}] holds no token: nothing to translate")
     rows = [[BOS_ID, *e, separator_id, *f, EOS_ID] for e, f in zip(english, french, strict=True)]
     width = max(map(len, rows))
     return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
+
+
+def _id_rows(rows: object, name: str, separator_id: int) -> list[list[int]]:
+    """rows as lists of token ids: whole numbers >= 0, none of them <sep> or a framing id."""
+    if isinstance(rows, str | bytes) or not isinstance(rows, list | tuple):
+        raise TypeError(f"{name} must be a list of lists of token ids, got {type(rows).__name__}")
+    special = {**FRAMING, separator_id: SEPARATOR}
+    checked = []
+    for index, row in enumerate(rows):
+        if isinstance(row, str | bytes) or not isinstance(row, list | tuple):
+            raise TypeError(f"{name}[{index}] must be a list of token ids, got {row!r:.40}")
+        for token in row:
+            if isinstance(token, bool) or not isinstance(token, numbers.Integral) or token < 0:
+                raise ValueError(f"{name}[{index}] must hold ids >= 0, got {token!r:.40}")
+            if token in special:
+                raise ValueError(
+                    f"{name}[{index}] holds {special[token]} ({token}): the sentence's own "
+                    f"tokens only, build_sequences adds the rest"
+                )
+        checked.append([int(token) for token in row])
+    return checked
 
 
 def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer") -> torch.Tensor:
@@ -122,7 +167,12 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
     validation.tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
-    if over not in LOSS_OVER:
+    if sequences.is_floating_point() or sequences.is_complex() or sequences.dtype == torch.bool:
+        raise ValueError(f"sequences must hold integer token ids, got {sequences.dtype}")
+    if sequences.numel() and sequences.min() < 0:
+        raise ValueError(f"sequences must hold ids >= 0, got {sequences.min().item()}")
+    separator_id = check_separator(separator_id)
+    if not isinstance(over, str) or over not in LOSS_OVER:
         raise ValueError(f"over must be one of {LOSS_OVER}, got {over!r}")
     targets = sequences[:, 1:]  # position t predicts token t + 1
     if over == "sequence":
@@ -140,6 +190,7 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
         prompt_lengths.dim() != 1
         or prompt_lengths.is_floating_point()
         or prompt_lengths.is_complex()
+        or prompt_lengths.dtype == torch.bool
     ):
         raise ValueError(
             f"prompt_lengths must be whole numbers (B,), got {prompt_lengths.dtype} "
@@ -156,8 +207,9 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
 def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -> torch.Tensor:
     """(1, P) ids: "translate" -> <bos> English <sep>; "continue" -> <bos> English (the start
     of a sentence for a model that learned to write English)."""
-    if task not in ("translate", "continue"):
+    if not isinstance(task, str) or task not in ("translate", "continue"):
         raise ValueError(f"task must be 'translate' or 'continue', got {task!r}")
+    separator_id = check_separator(separator_id)
     english = sentence_ids(tokenizer, text)[0, :-1].tolist()  # without its <eos>
     return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
 
@@ -168,7 +220,7 @@ class DecoderOnlyTranslator(GPT):
 
     def __init__(self, config: GPTConfig, separator_id: int):
         super().__init__(config)
-        self.separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
+        self.separator_id = check_separator(separator_id)
         if self.separator_id >= config.vocab_size:
             raise ValueError(
                 f"separator_id {separator_id} is outside the vocabulary of {config.vocab_size}"
@@ -310,6 +362,13 @@ def training_loss(
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     targets = loss_targets(sequences, separator_id, over).long()  # (B, T - 1)
+    if over == "answer":
+        has_answer = (sequences == separator_id).any(1) | (sequences == PAD_ID).all(1)
+        if not has_answer.all():
+            row = int((~has_answer).nonzero()[0, 0])
+            raise ValueError(
+                f"sequences row {row} holds no <sep> ({separator_id}): it has no answer to score"
+            )
     scored = targets != PAD_ID
     if not scored.any():
         raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")

@@ -588,3 +588,79 @@ def test_the_training_loss_names_what_it_cannot_score(arguments, message):
     settings |= {"label_smoothing": 0.1} | arguments
     with pytest.raises((TypeError, ValueError), match=message):
         do.training_loss(**settings)
+
+
+def test_a_row_with_no_separator_has_no_answer_to_train_on():
+    model = tiny_translator(vocab_size=30, separator_id=20)
+    no_answer = torch.tensor([[tr.BOS_ID, 5, 6, tr.EOS_ID], [tr.BOS_ID, 5, 20, tr.EOS_ID]])
+    with pytest.raises(ValueError, match=r"sequences row 0 holds no <sep> \(20\)"):
+        do.training_loss(model, no_answer, 20, "answer", 0.1)
+    assert do.training_loss(model, no_answer, 20, "sequence", 0.1)[1] == 6
+
+
+@pytest.mark.parametrize(
+    ("english", "french", "separator_id", "message"),
+    [
+        (torch.tensor([[5, 6]]), [[7]], 20, "english must be a list of lists of token ids"),
+        ("hello", ["x"], 20, "english must be a list of lists"),
+        ([[5], [6]], [[7]], 20, "the same number of sentences, at least one; got 2 and 1"),
+        ([], [], 20, "at least one; got 0 and 0"),
+        ([[]], [[7]], 20, r"english\[0\] holds no token: nothing to translate"),
+        ([[5.5]], [[7]], 20, r"english\[0\] must hold ids >= 0, got 5.5"),
+        ([[-1]], [[7]], 20, "must hold ids >= 0, got -1"),
+        ([["a"]], [[7]], 20, "must hold ids >= 0, got 'a'"),
+        ([[True]], [[7]], 20, "must hold ids >= 0, got True"),
+        ([[5, 20]], [[7]], 20, r"english\[0\] holds <sep> \(20\)"),
+        ([[5, tr.BOS_ID]], [[7]], 20, "holds <bos>"),
+        ([[5, tr.PAD_ID, 6]], [[7]], 20, "holds <pad>"),
+        ([[5]], [[7, tr.EOS_ID]], 20, r"french\[0\] holds <eos>"),
+        ([[5]], [[7]], 5.0, "separator_id must be a whole number"),
+        ([[5]], [[7]], None, "separator_id must be a whole number"),
+        ([[5]], [[7]], -1, "separator_id must be a whole number >= 0"),
+        ([[5]], [[7]], tr.EOS_ID, "separator_id must be its own token, got 2, the id of <eos>"),
+    ],
+)
+def test_build_sequences_names_what_is_not_a_sentences_ids(english, french, separator_id, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        do.build_sequences(english, french, separator_id)
+
+
+def test_build_sequences_takes_tuples_and_numpy_ids():
+    import numpy as np
+
+    rows = do.build_sequences(((5, 6),), [list(np.array([7]))], 20)
+    assert rows.tolist() == [[tr.BOS_ID, 5, 6, 20, 7, tr.EOS_ID]] and rows.dtype == torch.int64
+
+
+@pytest.mark.parametrize(
+    ("sequences", "separator_id", "over", "message"),
+    [
+        (SEQUENCES.float(), 20, "answer", "integer token ids, got torch.float32"),
+        (SEQUENCES.bool(), 20, "answer", "integer token ids, got torch.bool"),
+        (SEQUENCES - 10, 20, "answer", "ids >= 0, got -10"),
+        (SEQUENCES, "x", "answer", "separator_id must be a whole number"),
+        (SEQUENCES, 20.0, "answer", "separator_id must be a whole number"),
+        (SEQUENCES, tr.PAD_ID, "sequence", "separator_id must be its own token"),
+        (SEQUENCES, 20, ["answer"], "over must be one of"),
+    ],
+)
+def test_loss_targets_names_what_cannot_be_a_sequence(sequences, separator_id, over, message):
+    with pytest.raises(ValueError, match=message):
+        do.loss_targets(sequences, separator_id, over)
+
+
+def test_prefix_lm_mask_refuses_boolean_lengths():
+    with pytest.raises(ValueError, match="prompt_lengths must be whole numbers"):
+        do.prefix_lm_mask(torch.tensor([True, False]), 4)
+
+
+@pytest.mark.parametrize("separator_id", ["x", 8000.5, -1, None, True, tr.BOS_ID])
+def test_text_prompt_names_a_separator_that_is_not_an_id(tokenizer, separator_id):
+    with pytest.raises(ValueError, match="separator_id must be"):
+        do.text_prompt(tokenizer, separator_id, "Hello.", "translate")
+
+
+@pytest.mark.parametrize("separator_id", [tr.PAD_ID, tr.BOS_ID, tr.EOS_ID])
+def test_the_separator_cannot_be_a_framing_token(separator_id):
+    with pytest.raises(ValueError, match="separator_id must be its own token"):
+        do.build_translator(30, separator_id, TINY)
