@@ -111,6 +111,10 @@ class Recipe:
         validation.positive_number(self.weight_decay, "weight_decay", allow_zero=True)
         validation.flag(self.bfloat16, "bfloat16")
         validation.seed(self.seed)
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+            )
 
 
 RECIPE = Recipe()
@@ -214,6 +218,15 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
     return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
 
 
+def _check_state(state: object) -> dict:
+    if not isinstance(state, dict) or not {"caches", "last", "step"} <= set(state):
+        found = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise TypeError(
+            f"state must be the dict start_state made (caches, last, step), got {found}"
+        )
+    return state
+
+
 class DecoderOnlyTranslator(GPT):
     """A GPT that translates: the prompt <bos> English <sep>, then greedy decoding or beam
     search through chapter 08's decode_step / select interface."""
@@ -261,7 +274,7 @@ class DecoderOnlyTranslator(GPT):
     def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one. At
         step 0 the token read is the prompt's <sep> (an encoder-decoder reads <bos> there)."""
-        batch = len(state["last"])
+        batch = len(_check_state(state)["last"])
         check_previous_ids(previous, batch, self.config.vocab_size)
         newest = state["last"] if state["step"] == 0 else previous
         logits = self(newest[:, None], state["caches"])[:, -1]  # (B, V)
@@ -270,8 +283,7 @@ class DecoderOnlyTranslator(GPT):
     @staticmethod
     def select(state: dict, rows: torch.Tensor) -> dict:
         """The state of the given rows (beams), caches included, in that order."""
-        if not isinstance(state, dict) or "caches" not in state:
-            raise TypeError(f"state must be a dict made by start_state, got {type(state).__name__}")
+        _check_state(state)
         validation.token_ids(rows, "rows", len(state["last"]), "(N,)", dim=1)
         caches = []
         for cache in state["caches"]:
@@ -350,6 +362,7 @@ def check_recipe(recipe: object) -> Recipe:
 
 
 def model_path(name: str) -> Path:
+    check_name(name, MODELS)
     return DATA_DIR / f"{name}.pt"
 
 
@@ -395,6 +408,18 @@ def train_decoder_only(
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     check_recipe(recipe)
     check_tokenizer(tokenizer)
+    if tokenizer.get_vocab_size() > model.config.vocab_size:
+        raise ValueError(
+            f"the tokenizer's {tokenizer.get_vocab_size()} tokens do not fit the model's "
+            f"vocabulary of {model.config.vocab_size}"
+        )
+    if not isinstance(over, str) or over not in LOSS_OVER:
+        raise ValueError(f"over must be one of {LOSS_OVER}, got {over!r}")
+    if not callable(log) or not (after_epoch is None or callable(after_epoch)):
+        raise TypeError(
+            f"log must be a function and after_epoch a function or None, got {log!r:.40} "
+            f"and {after_epoch!r:.40}"
+        )
     device = check_device(device)
     from time import perf_counter
 
@@ -452,6 +477,12 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
     if not isinstance(history, dict):
         raise TypeError(f"history must be a dict, got {type(history).__name__}")
     weights = {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
+    unstorable = [key for key, weight in weights.items() if not weight.isfinite().all()]
+    if unstorable:
+        raise CheckpointError(
+            f"cannot save {path}: weights {', '.join(unstorable[:3])} hold NaN, inf or numbers "
+            f"beyond float16's 65,504, and the file could never be loaded"
+        )
     contents = {
         "config": asdict(model.config),
         "separator_id": model.separator_id,
@@ -482,15 +513,17 @@ def load_translator(
         )
     try:
         config = GPTConfig(**config)
-        model = DecoderOnlyTranslator(config, saved["separator_id"])
+        with torch.device("meta"):  # counted before any memory is taken: a config may be huge
+            sized = DecoderOnlyTranslator(config, saved["separator_id"])
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    parameters = sum(p.numel() for p in model.parameters())
+    parameters = sum(p.numel() for p in sized.parameters())
     if parameters > MAX_CHECKPOINT_PARAMETERS:
         raise CheckpointError(
             f"{path}: its config asks for {parameters:,} parameters, more than a checkpoint of "
             f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
         )
+    model = DecoderOnlyTranslator(config, saved["separator_id"])
     weights = float_weights(saved["weights"], path)
     if "tokens.weight" in weights:
         weights[TIED_COPY] = weights["tokens.weight"]
@@ -530,17 +563,33 @@ def train_and_save(
 
 
 def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str:
-    """What a model wrote, up to its first <eos>, with its <sep> shown as " <sep> "."""
+    """What a model wrote, up to its first <eos>, with each <sep> shown as <sep> between
+    spaces. ids: a list of ids of the tokenizer's vocabulary."""
+    check_tokenizer(tokenizer)
+    separator_id = check_separator(separator_id)
+    if isinstance(ids, torch.Tensor) and ids.dim() == 1:
+        ids = ids.tolist()
+    vocab_size = tokenizer.get_vocab_size()
+    if not isinstance(ids, list | tuple) or not all(
+        isinstance(token, numbers.Integral) and not isinstance(token, bool) for token in ids
+    ):
+        raise TypeError(f"ids must be a list of token ids, got {ids!r:.60}")
+    outside = [t for t in ids if not 0 <= t < vocab_size and t != separator_id]
+    if outside:
+        raise ValueError(
+            f"ids hold {outside[0]}, outside the tokenizer's vocabulary 0..{vocab_size - 1}"
+        )
+    ids = list(ids)
     if EOS_ID in ids:
         ids = ids[: ids.index(EOS_ID)]
-    parts, part = [], []
-    for token in ids:
+    pieces, part = [], []
+    for token in [*ids, separator_id]:  # a last <sep> closes the last part
         if token == separator_id:
-            parts.append(part)
+            pieces += [SEPARATOR, tokenizer.decode(part)]
             part = []
         else:
             part.append(token)
-    return " <sep> ".join(tokenizer.decode(p) for p in [*parts, part]).strip()
+    return " ".join(piece for piece in pieces[1:] if piece)
 
 
 def sample_texts(
@@ -558,6 +607,7 @@ def sample_texts(
     with `seed` (temperature 0: greedy, all the same), each cut at its first <eos>."""
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
+    check_tokenizer(tokenizer)
     model.check_ids(prompt)
     if len(prompt) != 1:
         raise ValueError(f"prompt must be one row (1, P), got {tuple(prompt.shape)}")

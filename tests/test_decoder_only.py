@@ -664,3 +664,97 @@ def test_text_prompt_names_a_separator_that_is_not_an_id(tokenizer, separator_id
 def test_the_separator_cannot_be_a_framing_token(separator_id):
     with pytest.raises(ValueError, match="separator_id must be its own token"):
         do.build_translator(30, separator_id, TINY)
+
+
+def test_a_recipe_whose_width_does_not_split_into_its_heads_is_named():
+    with pytest.raises(ValueError, match=r"d_model \(30\) must be divisible by num_heads \(4\)"):
+        dataclasses.replace(do.RECIPE, d_model=30, num_heads=4)
+
+
+@pytest.mark.parametrize("state", [None, {}, [1, 2], {"caches": [], "last": torch.zeros(1)}])
+def test_a_decoding_state_not_made_by_start_state_is_named(state):
+    model = tiny_translator(vocab_size=12, separator_id=11)
+    with pytest.raises(TypeError, match="state must be the dict start_state made"):
+        model.decode_step(state, torch.zeros(1, dtype=torch.long))
+    with pytest.raises(TypeError, match="state must be the dict start_state made"):
+        model.select(state, torch.tensor([0]))
+
+
+@pytest.mark.parametrize("name", [3, None, "../../etc/passwd", "transformer", ""])
+def test_model_path_knows_only_chapter_12s_models(name):
+    with pytest.raises(ValueError, match="name must be one of"):
+        do.model_path(name)
+    assert do.model_path("decoder-only-lm").name == "decoder-only-lm.pt"
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([-1, 5], "ids hold -1, outside the tokenizer's vocabulary 0..8000"),
+        ([10**6], "ids hold 1000000, outside"),
+        ([5.0], "ids must be a list of token ids"),
+        (None, "ids must be a list of token ids"),
+        (torch.zeros(1, 2, dtype=torch.long), "ids must be a list of token ids"),
+    ],
+)
+def test_written_text_names_ids_it_cannot_read(tokenizer, separator, ids, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        do.written_text(tokenizer, ids, separator)
+
+
+def test_written_text_takes_a_row_of_ids_and_spaces_separators_once(tokenizer, separator):
+    hello = tokenizer.encode("Hello.").ids
+    assert do.written_text(tokenizer, torch.tensor([*hello, tr.EOS_ID, 5]), separator) == "Hello."
+    assert do.written_text(tokenizer, [separator, separator], separator) == "<sep> <sep>"
+    plain = tr.load_tokenizer()  # no <sep> of its own: the model's is still shown
+    assert do.written_text(plain, [*hello, separator], separator) == "Hello. <sep>"
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizers.Tokenizer"):
+        do.written_text(None, hello, separator)
+
+
+def test_sample_texts_checks_the_tokenizer_before_generating(tokenizer, separator):
+    prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizers.Tokenizer"):
+        do.sample_texts(tiny_translator(), None, prompt, 2, 3)
+
+
+def test_greedy_samples_of_a_model_that_outputs_nan_are_refused(tokenizer, separator):
+    model = tiny_translator()
+    with torch.no_grad():
+        model.norm.bias.fill_(float("nan"))
+    prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
+    with pytest.raises(ValueError, match="NaN"):
+        do.sample_texts(model, tokenizer, prompt, 2, 3, temperature=0)
+
+
+@pytest.mark.parametrize("field", ["vocab_size", "context_length"])
+def test_a_file_whose_config_is_huge_is_refused_before_any_memory_is_taken(tmp_path, field):
+    path = crafted(tmp_path, config=lambda c: {**c, field: 10**12})
+    with pytest.raises(CheckpointError, match="more than a checkpoint of at most 16 MB"):
+        do.load_translator("decoder-only", path)
+
+
+def test_weights_that_float16_cannot_hold_are_not_saved(tmp_path):
+    model = do.build_translator(30, 20, TINY)
+    with torch.no_grad():
+        model.norm.weight.fill_(1e6)
+    with pytest.raises(CheckpointError, match="norm.weight hold NaN, inf or numbers beyond"):
+        do.save_translator(tmp_path / "big.pt", model, {"loss_over": "answer"})
+    assert not (tmp_path / "big.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"over": "french"}, "over must be one of"),
+        ({"log": "print"}, "log must be a function"),
+        ({"after_epoch": 3}, "after_epoch a function or None"),
+        ({"small_vocabulary": True}, "the tokenizer's 8001 tokens do not fit the model's"),
+    ],
+)
+def test_training_checks_its_arguments_before_reading_the_data(tokenizer, arguments, message):
+    arguments = dict(arguments)
+    vocab = 12 if arguments.pop("small_vocabulary", False) else 8001
+    model = do.build_translator(vocab, vocab - 1, TINY)
+    with pytest.raises((TypeError, ValueError), match=message):
+        do.train_decoder_only(model, tokenizer, TINY, **arguments)
