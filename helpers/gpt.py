@@ -84,6 +84,7 @@ class GPT(nn.Module):
 
     def check_ids(self, ids: object, start: int = 0) -> torch.Tensor:
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`."""
+        start = validation.whole_number(start, "start (positions already cached)", minimum=0)
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, T)")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"ids must hold at least one token, got shape {tuple(ids.shape)}")
@@ -228,6 +229,8 @@ def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, 
     for _ in range(max_new_tokens):
         logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
         if temperature == 0:
+            if logits.isnan().any():  # argmax would pick a NaN's position as a token
+                raise ValueError("the model's logits hold NaN: no token can be chosen")
             token = logits.argmax(-1, keepdim=True)  # (B, 1)
         else:
             probabilities = next_token_probabilities(logits, temperature, top_k, top_p)

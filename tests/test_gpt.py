@@ -228,3 +228,17 @@ def test_a_tiny_temperature_is_greedy_not_nan():
     assert torch.equal(probabilities, torch.tensor([[1.0, 0, 0, 0, 0]], dtype=torch.float64))
     with pytest.raises(ValueError, match="temperature 0 is greedy"):
         next_token_probabilities(LOGITS, temperature=0)
+
+
+@pytest.mark.parametrize("start", [-1, 2.5, "x", None])
+def test_check_ids_names_a_start_that_is_not_a_count_of_positions(start):
+    with pytest.raises(ValueError, match="start .* must be a whole number >= 0"):
+        small_gpt().check_ids(prompt(), start)
+
+
+def test_greedy_generation_refuses_nan_logits_instead_of_writing_their_position():
+    model = small_gpt()
+    with torch.no_grad():
+        model.norm.bias.fill_(float("nan"))
+    with pytest.raises(ValueError, match="logits hold NaN"):
+        generate(model, prompt(), 2, temperature=0)
