@@ -167,7 +167,8 @@ def _id_rows(rows: object, name: str, separator_id: int) -> list[list[int]]:
 def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer") -> torch.Tensor:
     """The token each position must predict, (B, T - 1): sequences[:, 1:], with <pad> (no
     loss) at the padding and, when over="answer", at every position before <sep> as well, so
-    that only the French tokens and the closing <eos> are scored."""
+    that only the French tokens and the closing <eos> are scored (a row with no <sep> scores
+    nothing: training_loss refuses it)."""
     validation.tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
