@@ -7,6 +7,7 @@ crafted ones are refused; then the shipped model, when its file exists."""
 
 import dataclasses
 import itertools
+import time
 
 import pytest
 import torch
@@ -539,13 +540,12 @@ def shipped():
         try:
             return do.load_translator("decoder-only")
         except CheckpointError:
-            import time
-
             time.sleep(5)
     return do.load_translator("decoder-only")
 
 
-SHIPPED_BLEU_FLOOR = 0.0  # set from a measurement, see the report
+# measured: 5.19 with the file of epoch 1 of 6 (training replaces the file after each epoch)
+SHIPPED_BLEU_FLOOR = 3.0
 
 
 def test_the_shipped_model_translates_the_first_test_sentences(shipped, tokenizer):
