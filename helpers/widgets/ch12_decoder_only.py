@@ -275,12 +275,13 @@ class DecoderOnlyExplorer(Explorer):
             "attention": found["attention"][layer - 1, head - 1],
             "samples": written,
         }
-        settings = _settings(temperature, top_k, top_p)
-        self._draw_samples(prompt, task, written, seed)
-        self._draw_distribution(settings)
+        self._draw_samples(
+            prompt, task, written, f"{_settings(temperature, top_k, top_p)}, seed {seed}"
+        )
+        self._draw_distribution()
         self._draw_attention(layer, head)
 
-    def _draw_samples(self, prompt: str, task: str, written: list[str], seed: int) -> None:
+    def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
         shown_prompt = f"{prompt.strip()} <sep>" if task == "translate" else prompt.strip()
         lines = [f"prompt: {shown_prompt}"] + [
             f"{i + 1}. {_shortened(text) or '(wrote <eos> at once)'}"
@@ -292,13 +293,13 @@ class DecoderOnlyExplorer(Explorer):
         ax = self.figure.axes[0]
         verb = "translations" if task == "translate" else "continuations"
         ax.set_title(
-            f"{SAMPLES} sampled {verb}, seed {seed} (each cut at its <eos>)",
+            f"{SAMPLES} sampled {verb} ({settings}), each cut at its <eos>",
             color="black",
             fontsize=11,
             parse_math=False,
         )
 
-    def _draw_distribution(self, settings: str) -> None:
+    def _draw_distribution(self) -> None:
         state = self.state
         probabilities, sampled_from = state["probabilities"], state["sampled_from"]
         largest = float(max(probabilities.max(), sampled_from.max()))
@@ -333,7 +334,7 @@ class DecoderOnlyExplorer(Explorer):
             self._cut_label.set_text("cut: below this line, never drawn")
         vocabulary = self.tokenizer.get_vocab_size()
         self._distribution_ax.set_title(
-            f"next token: {state['kept']:,} of {vocabulary:,} tokens can be drawn\n({settings})",
+            f"next token: {state['kept']:,} of {vocabulary:,} tokens can be drawn",
             color="black",
             fontsize=11,
             parse_math=False,
@@ -394,7 +395,7 @@ def _check_same_menus(models: dict) -> None:
 
 def _settings(temperature: float, top_k, top_p) -> str:
     if temperature == 0:
-        return "temperature 0: greedy, the most likely token"
+        return "temperature 0: greedy"
     return (
         f"temperature {temperature:.3g}, top-k {'off' if top_k is None else top_k}, "
         f"top-p {'off' if top_p is None else f'{top_p:.3g}'}"
