@@ -357,6 +357,7 @@ class DecoderOnlyExplorer(Explorer):
             inside = position < len(tokens)
             bar.set_height(float(weights[position]) if inside else 0.0)
             label.set_text(tokens[position] if inside else "")
+            label.set_fontsize(8 if len(tokens) > 20 else 10)  # a long prompt's labels crowd
         ax = self._attention_ax
         ax.set_xlim(-0.6, len(tokens) - 0.4)  # no ticks on this axis: the background stays
         ax.set_title(
