@@ -228,11 +228,14 @@ class DecoderOnlyExplorer(Explorer):
         return self._reading[key]
 
     def samples(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
+        """SAMPLES seeded continuations of the prompt: for a translation up to twice as many
+        tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence."""
         key = (task, prompt, temperature, top_k, top_p, seed)
         if key not in self._samples:
             model, ids = self.model(task), self.reading(task, prompt)["ids"]
-            english = ids.shape[1] - 2 if task == "translate" else None  # without <bos>, <sep>
-            wanted = 2 * english + 5 if task == "translate" else CONTINUE_TOKENS
+            wanted = CONTINUE_TOKENS
+            if task == "translate":
+                wanted = 2 * (ids.shape[1] - 2) + 5  # the English is the prompt less <bos>, <sep>
             room = model.config.context_length - ids.shape[1]
             written = sample_texts(
                 model,
