@@ -622,5 +622,6 @@ def sample_texts(
         top_k,
         top_p,
         generator,
+        stop_id=EOS_ID,  # no need to write on once every sample has ended
     )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
     return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]

@@ -10,6 +10,7 @@ with or without the key/value cache.
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from helpers import validation
@@ -195,11 +196,14 @@ def generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    stop_id: int | None = None,
 ) -> torch.Tensor:
     """(B, T + max_new_tokens) ids, the prompt ids (B, T) first. temperature 0 is greedy
     (argmax); otherwise one token per row is drawn with torch.multinomial from
     next_token_probabilities(...). With and without the cache the tokens are the same; the
-    cache only saves recomputing the earlier positions."""
+    cache only saves recomputing the earlier positions. With a stop_id (such as <eos>), the
+    writing stops once every row has written it, and the places left are filled with it: a
+    row's tokens up to its first stop_id are the same as without."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
@@ -213,20 +217,31 @@ def generate(
         temperature, top_k, top_p, generator, model.config.vocab_size
     )
     use_cache = validation.flag(use_cache, "use_cache")
+    if stop_id is not None:
+        stop_id = validation.whole_number(stop_id, "stop_id", minimum=0)
+        if stop_id >= model.config.vocab_size:
+            raise ValueError(
+                f"stop_id {stop_id} is outside the vocabulary of {model.config.vocab_size}"
+            )
     was_training = model.training
     model.eval()  # no dropout while writing
     try:
-        return _generate(
-            model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache
+        written = _generate(
+            model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop_id
         )
+        missing = ids.shape[1] + max_new_tokens - written.shape[1]
+        return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
     finally:
         model.train(was_training)
 
 
-def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
+def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop_id):
     caches = model.new_caches() if use_cache else None
     written, newest = ids.clone(), ids  # newest: what the model has not read yet
+    stopped = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)  # (B,)
     for _ in range(max_new_tokens):
+        if stop_id is not None and stopped.all():
+            break
         logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
         if temperature == 0:
             if logits.isnan().any():  # argmax would pick a NaN's position as a token
@@ -237,4 +252,6 @@ def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, 
             token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
         written = torch.cat([written, token.to(ids.dtype)], dim=1)  # (B, T + steps so far)
         newest = token
+        if stop_id is not None:
+            stopped |= token[:, 0] == stop_id
     return written

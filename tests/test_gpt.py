@@ -242,3 +242,36 @@ def test_greedy_generation_refuses_nan_logits_instead_of_writing_their_position(
         model.norm.bias.fill_(float("nan"))
     with pytest.raises(ValueError, match="logits hold NaN"):
         generate(model, prompt(), 2, temperature=0)
+
+
+def test_generate_with_a_stop_id_writes_the_same_tokens_up_to_each_rows_first_stop():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(12, 40, 16, 2, 1, 32)).eval()
+    prompt = torch.randint(0, 12, (6, 3))
+    for temperature in (0.0, 1.5):
+        plain = generate(model, prompt, 30, temperature, generator=torch.Generator().manual_seed(1))
+        stopped = generate(
+            model, prompt, 30, temperature, generator=torch.Generator().manual_seed(1), stop_id=5
+        )
+        assert stopped.shape == plain.shape == (6, 33)
+        for row, stopped_row in zip(plain.tolist(), stopped.tolist(), strict=True):
+            end = row.index(5, 3) + 1 if 5 in row[3:] else len(row)
+            assert stopped_row[:end] == row[:end]
+            assert set(stopped_row[end:]) <= set(row[end:]) | {5}
+
+
+def test_generate_stops_early_and_fills_with_the_stop_id_once_every_row_has_stopped():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(12, 40, 16, 2, 1, 32)).eval()
+    prompt = torch.randint(0, 12, (1, 3))
+    first = int(generate(model, prompt, 1, temperature=0)[0, -1])
+    written = generate(model, prompt, 20, temperature=0, stop_id=first)  # stops after one step
+    assert written.shape == (1, 23) and (written[0, 3:] == first).all()
+    assert torch.equal(written[:, :3], prompt)
+
+
+@pytest.mark.parametrize("stop_id", [-1, 12, 2.5, "2"])
+def test_generate_refuses_a_stop_id_outside_the_vocabulary(stop_id):
+    model = GPT(GPTConfig(12, 40, 16, 2, 1, 32))
+    with pytest.raises((ValueError, TypeError), match="stop_id"):
+        generate(model, torch.zeros(1, 2, dtype=torch.long), 3, stop_id=stop_id)
