@@ -544,9 +544,9 @@ def shipped():
     return do.load_translator("decoder-only")
 
 
-# measured: 5.2 with the file of epoch 1 of 6, 23.6 with epoch 2's (training replaces the file
-# after each epoch, and the score only rose): the floor leaves a margin of 8 below epoch 2
-SHIPPED_BLEU_FLOOR = 15.0
+# the shipped model (6 epochs) scores 42.7 on these 100 short sentences (the test set is ordered
+# by length); the floor leaves a margin of 3 for a machine whose float32 sums differ
+SHIPPED_BLEU_FLOOR = 39.5
 
 
 def test_the_shipped_model_translates_the_first_test_sentences(shipped, tokenizer):
