@@ -12,21 +12,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from helpers.exercises.framework import Refused, exercise_checker, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
 from helpers.training import sequence_cross_entropy
 
 __all__ = ["check_beam_step", "check_gnmt_length_penalty", "check_smoothing_over_writable_tokens"]
-
-
-def _wrong_only(mistakes: dict, right: torch.Tensor) -> dict:
-    """The mistakes that differ from the right answer in this case (where one coincides with
-    it, a dtype problem would otherwise be named as that mistake)."""
-    return {
-        diagnosis: answer
-        for diagnosis, answer in mistakes.items()
-        if answer.shape != right.shape
-        or not torch.allclose(answer.detach().double(), right.detach().double(), atol=1e-7)
-    }
 
 
 # 1. Label smoothing over the writable tokens
@@ -188,7 +177,7 @@ def check_smoothing_over_writable_tokens(learner_loss: Callable) -> bool:
             hint="q = (1 - epsilon) on the target + epsilon / (V - len(never_written)) on each "
             "token not in never_written; -sum q log_softmax(logits) at each non-pad position, "
             "then their mean, one number",
-            mistakes=_wrong_only(mistakes, _smoothing(logits, targets, pad_id, epsilon, never)),
+            mistakes=wrong_only(mistakes, _smoothing(logits, targets, pad_id, epsilon, never)),
             forbidden=forbidden,
             names=("logits", "targets"),
         )
@@ -443,7 +432,7 @@ def check_beam_step(learner_step: Callable) -> bool:
                 hint="candidates (B, k, V) = scores[..., None] + log_probs (an ended "
                 "hypothesis: 0 at pad_id, -inf elsewhere), flattened to (B, k * V); topk(k); "
                 "beam = index // V, token = index % V",
-                mistakes=_wrong_only(
+                mistakes=wrong_only(
                     {diagnosis: answer[part] for diagnosis, answer in mistakes.items()},
                     right[part],
                 ),
@@ -521,7 +510,7 @@ def check_gnmt_length_penalty(learner_penalty: Callable) -> bool:
             failures,
             atol=1e-5,
             hint="L = (tokens != pad_id).sum(-1); scores / ((5 + L) / 6) ** alpha",
-            mistakes=_wrong_only(mistakes, _gnmt(scores, tokens, pad_id, alpha)),
+            mistakes=wrong_only(mistakes, _gnmt(scores, tokens, pad_id, alpha)),
             names=("scores", "tokens"),
         )
     return report(failures, passed)

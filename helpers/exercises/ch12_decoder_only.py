@@ -13,8 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
-from helpers.exercises.ch09_transformer_translation import _wrong_only
-from helpers.exercises.framework import Refused, exercise_checker, report, run_case
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from helpers.translation import PAD_ID
@@ -236,7 +235,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
             reference,
             failures,
             1e-6 if logits.dtype == torch.float64 else 1e-5,
-            mistakes=_wrong_only(mistakes, reference(logits, top_p)),
+            mistakes=wrong_only(mistakes, reference(logits, top_p)),
             forbidden={"helpers.gpt.next_token_probabilities": next_token_probabilities},
             names=("logits", "top_p"),
         )
@@ -381,7 +380,7 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
             prefix_lm_mask,
             failures,
             0.0,
-            mistakes=_wrong_only(mistakes, prefix_lm_mask(prompt_lengths, size)),
+            mistakes=wrong_only(mistakes, prefix_lm_mask(prompt_lengths, size)),
             forbidden={"helpers.decoder_only.prefix_lm_mask": prefix_lm_mask},
             names=("prompt_lengths", "size"),
         )
@@ -510,7 +509,7 @@ def check_answer_loss(learner_loss: Callable) -> bool:
             failures,
             1e-5 if logits.dtype == torch.float32 else 1e-10,
             "the mean cross-entropy over the positions whose target comes after <sep>",
-            _wrong_only(
+            wrong_only(
                 _answer_mistakes(logits, sequences, separator_id),
                 _answer_loss(logits, sequences, separator_id),
             ),

@@ -362,3 +362,14 @@ def name_a_partial_last_block(
     raised = failures[-1].startswith(f"{name}: your function raised")
     if n % size and (raised or short):
         failures[-1] += f"; {not_a_multiple(n, size, unit, piece)}"
+
+
+def wrong_only(mistakes: dict, right: torch.Tensor) -> dict:
+    """The mistakes that differ from the right answer in this case (where one coincides with
+    it, a dtype problem would otherwise be named as that mistake)."""
+    return {
+        diagnosis: answer
+        for diagnosis, answer in mistakes.items()
+        if answer.shape != right.shape
+        or not torch.allclose(answer.detach().double(), right.detach().double(), atol=1e-7)
+    }
