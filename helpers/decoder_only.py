@@ -44,7 +44,7 @@ from helpers.translation import (
     check_previous_ids,
     check_tokenizer,
     choose_hypothesis,
-    evaluate_bleu,
+    close_epoch,
     load_pairs,
     load_tokenizer,
     token_batches,
@@ -404,7 +404,8 @@ def train_decoder_only(
     after_epoch=None,
 ) -> dict:
     """Chapter 09's batches (the same pairs in the same order), each pair as one sequence;
-    AdamW with a warm-up and a cosine decay. after_epoch(history) -> False stops."""
+    AdamW with a warm-up and a cosine decay. after_epoch(history) answers whether to go on, as
+    for translation.train_translator: False stops; True or None goes on."""
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     check_recipe(recipe)
@@ -457,16 +458,10 @@ def train_decoder_only(
             optimizer.step()
             schedule.step()
             total, count = total + loss.item() * tokens, count + tokens
-        history["loss"].append(total / count)
-        score = evaluate_bleu(model, tokenizer, "valid", device=device)[0].score
-        history["valid_bleu"].append(score)
-        history["seconds"] = perf_counter() - start
-        log(
-            f"epoch {epoch + 1}: loss {total / count:.3f}, valid BLEU {score:.1f}, "
-            f"{history['seconds'] / 60:.1f} min"
-        )
-        model.train()
-        if after_epoch is not None and after_epoch(history) is False:
+        seconds = perf_counter() - start
+        if not close_epoch(
+            model, tokenizer, history, total / count, seconds, device, log, after_epoch
+        ):
             break
     return history
 

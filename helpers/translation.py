@@ -523,18 +523,30 @@ def train_translator(
             schedule.step()
             tokens = int((target[:, 1:] != PAD_ID).sum())
             total, count = total + loss.item() * tokens, count + tokens
-        history["loss"].append(total / count)
-        score = evaluate_bleu(model, tokenizer, "valid", device=device)[0].score
-        history["valid_bleu"].append(score)
-        history["seconds"] = perf_counter() - start
-        log(
-            f"epoch {epoch + 1}: loss {total / count:.3f}, valid BLEU {score:.1f}, "
-            f"{history['seconds'] / 60:.1f} min"
-        )
-        model.train()
-        if after_epoch is not None and not _go_on(after_epoch(history)):
+        seconds = perf_counter() - start
+        if not close_epoch(
+            model, tokenizer, history, total / count, seconds, device, log, after_epoch
+        ):
             break
     return history
+
+
+def close_epoch(
+    model, tokenizer, history: dict, loss: float, seconds: float, device, log, after_epoch
+) -> bool:
+    """The end of a training epoch: its mean loss, the validation BLEU and the seconds so far
+    into the history, one line to log, the model back in training mode; then whether to go
+    on, as after_epoch(history) answers (no after_epoch: go on)."""
+    history["loss"].append(loss)
+    score = evaluate_bleu(model, tokenizer, "valid", device=device)[0].score
+    history["valid_bleu"].append(score)
+    history["seconds"] = seconds
+    log(
+        f"epoch {len(history['loss'])}: loss {loss:.3f}, valid BLEU {score:.1f}, "
+        f"{seconds / 60:.1f} min"
+    )
+    model.train()
+    return after_epoch is None or _go_on(after_epoch(history))
 
 
 def _go_on(answer: object) -> bool:

@@ -759,3 +759,31 @@ def test_training_checks_its_arguments_before_reading_the_data(tokenizer, argume
     model = do.build_translator(vocab, vocab - 1, TINY)
     with pytest.raises((TypeError, ValueError), match=message):
         do.train_decoder_only(model, tokenizer, TINY, **arguments)
+
+
+def few_pairs(split):
+    return list(tr._splits()[split][:20])
+
+
+@pytest.mark.parametrize(("answer", "epochs"), [(None, 2), (True, 2), (False, 1)])
+def test_after_epoch_stops_the_training_only_by_returning_false(
+    monkeypatch, tokenizer, answer, epochs
+):
+    monkeypatch.setattr(do, "load_pairs", few_pairs)
+    monkeypatch.setattr(tr, "grouped_references", lambda split: (["Go."], [["Va !"]]))
+    model = do.build_translator(8001, 8000, TINY)
+    recipe = dataclasses.replace(TINY, epochs=2, warmup_steps=0)
+    history = do.train_decoder_only(
+        model, tokenizer, recipe, log=lambda line: None, after_epoch=lambda history: answer
+    )
+    assert len(history["loss"]) == len(history["valid_bleu"]) == epochs
+
+
+def test_after_epoch_must_answer_true_false_or_none(monkeypatch, tokenizer):
+    monkeypatch.setattr(do, "load_pairs", few_pairs)
+    monkeypatch.setattr(tr, "grouped_references", lambda split: (["Go."], [["Va !"]]))
+    model = do.build_translator(8001, 8000, TINY)
+    with pytest.raises(TypeError, match="after_epoch must return True .* got 0"):
+        do.train_decoder_only(
+            model, tokenizer, TINY, log=lambda line: None, after_epoch=lambda history: 0
+        )
