@@ -44,6 +44,7 @@ from helpers.translation import (
     check_previous_ids,
     check_tokenizer,
     choose_hypothesis,
+    clipped_step,
     close_epoch,
     load_pairs,
     load_tokenizer,
@@ -452,11 +453,7 @@ def train_decoder_only(
                 loss, tokens = training_loss(
                     model, sequences, model.separator_id, over, recipe.label_smoothing
                 )
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
+            clipped_step(model, optimizer, schedule, loss)
             total, count = total + loss.item() * tokens, count + tokens
         seconds = perf_counter() - start
         if not close_epoch(

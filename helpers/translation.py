@@ -516,11 +516,7 @@ def train_translator(
             source, target = source.to(device), target.to(device)
             logits = model(source, target[:, :-1])  # (B, T, V): predict each next token
             loss = sequence_cross_entropy(logits, target[:, 1:], PAD_ID, label_smoothing)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
+            clipped_step(model, optimizer, schedule, loss)
             tokens = int((target[:, 1:] != PAD_ID).sum())
             total, count = total + loss.item() * tokens, count + tokens
         seconds = perf_counter() - start
@@ -529,6 +525,16 @@ def train_translator(
         ):
             break
     return history
+
+
+def clipped_step(model, optimizer, schedule, loss: torch.Tensor) -> None:
+    """One optimizer step on the loss's gradient, its norm over every parameter clipped at 1
+    (a rare huge gradient cannot undo the training), then one step of the schedule."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
 
 
 def close_epoch(
