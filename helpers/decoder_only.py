@@ -563,6 +563,11 @@ def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str
     if isinstance(ids, torch.Tensor) and ids.dim() == 1:
         ids = ids.tolist()
     vocab_size = tokenizer.get_vocab_size()
+    if separator_id > vocab_size:  # in the vocabulary, or the id add_separator would give it
+        raise ValueError(
+            f"separator_id {separator_id} is outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
+        )
     if not isinstance(ids, list | tuple) or not all(
         isinstance(token, numbers.Integral) and not isinstance(token, bool) for token in ids
     ):

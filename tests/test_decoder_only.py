@@ -787,3 +787,10 @@ def test_after_epoch_must_answer_true_false_or_none(monkeypatch, tokenizer):
         do.train_decoder_only(
             model, tokenizer, TINY, log=lambda line: None, after_epoch=lambda history: 0
         )
+
+
+def test_written_text_refuses_a_separator_outside_the_tokenizers_vocabulary(tokenizer):
+    with pytest.raises(ValueError, match="separator_id 8006 is outside"):
+        do.written_text(tokenizer, [10], separator_id=8006)
+    with pytest.raises(ValueError, match="separator_id 8001 is outside"):
+        do.written_text(tr.load_tokenizer(), [10, 8001, 11], separator_id=8001)

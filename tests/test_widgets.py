@@ -509,3 +509,21 @@ def test_decoder_only_explorer_with_the_shipped_models():
         assert set(explorer.models) == {"translate", "continue"}
         assert explorer.state["prompt_tokens"][-1] == "car."  # no <sep>: it continues
     assert explorer.render_png().startswith(b"\x89PNG")
+
+
+def test_decoder_only_explorer_shows_a_prompt_with_tabs_and_line_breaks_on_one_line():
+    import dataclasses
+
+    from helpers import decoder_only
+    from helpers.widgets import DecoderOnlyExplorer
+
+    def tiny():
+        small = dataclasses.replace(
+            decoder_only.RECIPE, num_layers=1, d_model=32, d_ff=32, num_heads=2, dropout=0.0
+        )
+        return decoder_only.build_translator(8001, 8000, small)
+
+    explorer = DecoderOnlyExplorer(
+        "Tom\thas\na car.", models={"translate": tiny(), "continue": tiny()}
+    )
+    assert explorer._sample_lines[0].get_text() == "prompt: Tom has a car. <sep>"

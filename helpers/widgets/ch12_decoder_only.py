@@ -285,7 +285,8 @@ class DecoderOnlyExplorer(Explorer):
         self._draw_attention(layer, head)
 
     def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
-        shown_prompt = f"{prompt.strip()} <sep>" if task == "translate" else prompt.strip()
+        prompt = " ".join(prompt.split())  # tabs and line breaks as the tokenizer reads them
+        shown_prompt = f"{prompt} <sep>" if task == "translate" else prompt
         lines = [f"prompt: {shown_prompt}"] + [
             f"{i + 1}. {_shortened(text) or '(wrote <eos> at once)'}"
             for i, text in enumerate(written)
