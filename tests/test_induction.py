@@ -1,0 +1,446 @@
+"""helpers.induction's measuring tools: the repeated sequences, the previous-token and induction
+scores (their definition, values on hand-made patterns, gradients), and zeroing heads (equal to
+zeroing that slice of W_o by hand, nothing left behind)."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from helpers.attention import merge_heads, split_heads
+from helpers.gpt import GPT, GPTConfig
+from helpers.induction import (
+    induction_score,
+    logits_with_heads_zeroed,
+    previous_token_score,
+    repeated_sequences,
+    zeroed_heads,
+)
+from helpers.masks import causal_mask
+
+CONFIG = GPTConfig(
+    vocab_size=16,
+    context_length=16,
+    d_model=16,
+    num_heads=2,
+    num_layers=2,
+    d_ff=32,
+    attention_only=True,
+)
+D_HEAD = CONFIG.d_model // CONFIG.num_heads
+
+
+def small_model(seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    model = GPT(CONFIG)
+    with torch.no_grad():  # larger embeddings than GPT-2's 0.02, so that heads matter
+        model.tokens.weight.normal_(std=1.0)
+        model.positions.weight.normal_(std=1.0)
+    return model.eval()
+
+
+def causal_weights(*shape: int, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
+    """Random attention weights (..., n, n): each row a softmax over keys 0..t."""
+    n = shape[-1]
+    scores = torch.randn(*shape, n, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(-1)
+
+
+def ids_of(batch: int = 3, length: int = 6) -> torch.Tensor:
+    return repeated_sequences(batch, length, CONFIG.vocab_size, torch.Generator().manual_seed(5))
+
+
+# repeated_sequences
+
+
+def test_repeated_sequences_are_a_block_and_its_copy():
+    ids = repeated_sequences(4, 7, 10, torch.Generator().manual_seed(1))
+    assert ids.shape == (4, 14) and ids.dtype == torch.int64
+    torch.testing.assert_close(ids[:, 7:], ids[:, :7], rtol=0, atol=0)
+    assert ids.min() >= 0 and ids.max() < 10
+
+
+def test_repeated_sequences_draw_every_token_of_the_vocabulary():
+    ids = repeated_sequences(200, 5, 8, torch.Generator().manual_seed(2))
+    assert set(ids.unique().tolist()) == set(range(8))
+
+
+def test_repeated_sequences_are_reproducible_with_a_generator():
+    first = repeated_sequences(3, 5, 50, torch.Generator().manual_seed(7))
+    again = repeated_sequences(3, 5, 50, torch.Generator().manual_seed(7))
+    other = repeated_sequences(3, 5, 50, torch.Generator().manual_seed(8))
+    assert torch.equal(first, again) and not torch.equal(first, other)
+
+
+def test_repeated_sequences_use_the_global_generator_without_one():
+    torch.manual_seed(3)
+    first = repeated_sequences(2, 4, 30)
+    torch.manual_seed(3)
+    assert torch.equal(first, repeated_sequences(2, 4, 30))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "words"),
+    [
+        ((0, 4, 10), ValueError, "batch must be a whole number >= 1, got 0"),
+        ((2, 2.0, 10), ValueError, "length must be a whole number >= 1, got 2.0"),
+        ((2, 0, 10), ValueError, "length must be a whole number >= 1, got 0"),
+        ((2, 4, True), ValueError, "vocab_size must be a whole number"),
+        ((2, 4, 10, 7), TypeError, "generator must be a torch.Generator or None, got 7"),
+    ],
+)
+def test_repeated_sequences_refuse_bad_arguments(arguments, error, words):
+    with pytest.raises(error, match=words.replace("(", r"\(").replace(".", r"\.")):
+        repeated_sequences(*arguments)
+
+
+# The scores: hand-made patterns
+
+
+def previous_token_pattern(n: int) -> torch.Tensor:
+    """Query 0 reads itself, every later query the token before it."""
+    weights = torch.zeros(n, n)
+    weights[0, 0] = 1.0
+    weights[torch.arange(1, n), torch.arange(n - 1)] = 1.0
+    return weights
+
+
+def induction_pattern(length: int) -> torch.Tensor:
+    """The first copy reads position 0; query t of the copy reads key t - length + 1."""
+    n = 2 * length
+    weights = torch.zeros(n, n)
+    weights[:length, 0] = 1.0
+    queries = torch.arange(length, n)
+    weights[queries, queries - length + 1] = 1.0
+    return weights
+
+
+@pytest.mark.parametrize("n", [2, 3, 10])
+def test_an_exact_previous_token_pattern_scores_one(n):
+    assert previous_token_score(previous_token_pattern(n)).item() == 1.0
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+def test_an_exact_induction_stripe_scores_one(length):
+    assert induction_score(induction_pattern(length), length).item() == 1.0
+
+
+def test_the_two_patterns_score_low_on_each_other():
+    length = 6
+    # of the 11 queries t >= 1 only query 1 reads its previous key (key 0, like the first copy)
+    assert previous_token_score(induction_pattern(length)).item() == pytest.approx(1 / 11)
+    # the previous-token pattern reads key t - 1, the stripe key t - 5: they never meet
+    assert induction_score(previous_token_pattern(2 * length), length).item() == 0.0
+
+
+def uniform_causal(n: int) -> torch.Tensor:
+    return torch.ones(n, n).tril() / torch.arange(1, n + 1)[:, None]
+
+
+def test_uniform_causal_weights_give_the_mean_of_one_over_t_plus_one():
+    n = 8
+    queries = torch.arange(1, n, dtype=torch.float64)  # query t spreads 1 / (t + 1) per key
+    expected = (1 / (queries + 1)).mean()
+    assert previous_token_score(uniform_causal(n)).item() == pytest.approx(expected.item())
+    length = n // 2
+    second_copy = torch.arange(length, n, dtype=torch.float64)
+    expected = (1 / (second_copy + 1)).mean()
+    assert induction_score(uniform_causal(n), length).item() == pytest.approx(expected.item())
+
+
+def test_uniform_weights_of_length_one_score_the_last_row_on_itself():
+    weights = torch.tensor([[1.0, 0.0], [0.25, 0.75]])
+    assert induction_score(weights, 1).item() == 0.75  # t = 1 reads key t - 1 + 1 = 1
+    assert previous_token_score(weights).item() == 0.25
+
+
+# The scores: the definition, shapes, dtype, gradients
+
+
+def previous_by_loop(weights: torch.Tensor) -> torch.Tensor:
+    n = weights.shape[-1]
+    return sum(weights[..., t, t - 1] for t in range(1, n)) / (n - 1)
+
+
+def induction_by_loop(weights: torch.Tensor, length: int) -> torch.Tensor:
+    return sum(weights[..., t, t - length + 1] for t in range(length, 2 * length)) / length
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (3, 10, 10), (2, 4, 8, 8), (2, 1, 3, 2, 2)])
+def test_the_scores_follow_their_definition_for_any_leading_dims(shape):
+    weights = causal_weights(*shape[:-1], seed=len(shape))
+    length = shape[-1] // 2
+    assert previous_token_score(weights).shape == shape[:-2]
+    assert induction_score(weights, length).shape == shape[:-2]
+    torch.testing.assert_close(previous_token_score(weights), previous_by_loop(weights))
+    torch.testing.assert_close(induction_score(weights, length), induction_by_loop(weights, length))
+
+
+def test_the_scores_of_random_non_causal_weights_follow_their_definition():
+    weights = torch.rand(3, 12, 12, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(previous_token_score(weights), previous_by_loop(weights))
+    torch.testing.assert_close(induction_score(weights, 6), induction_by_loop(weights, 6))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_the_scores_keep_the_dtype(dtype):
+    weights = causal_weights(2, 6, dtype=torch.float64).to(dtype)
+    assert previous_token_score(weights).dtype == dtype
+    assert induction_score(weights, 3).dtype == dtype
+
+
+def test_gradients_flow_back_through_both_scores():
+    weights = causal_weights(2, 3, 8, seed=9, dtype=torch.float64).requires_grad_()
+    upstream = torch.randn(2, 3, dtype=torch.float64)
+    (previous_token_score(weights) * upstream).sum().backward()
+    expected = torch.zeros_like(weights)
+    t = torch.arange(1, 8)
+    expected[..., t, t - 1] = upstream[..., None] / 7
+    torch.testing.assert_close(weights.grad, expected)
+    weights.grad = None
+    (induction_score(weights, 4) * upstream).sum().backward()
+    expected = torch.zeros_like(weights)
+    t = torch.arange(4, 8)
+    expected[..., t, t - 3] = upstream[..., None] / 4
+    torch.testing.assert_close(weights.grad, expected)
+
+
+def test_the_scores_leave_the_weights_as_they_were():
+    weights = causal_weights(2, 8)
+    before = weights.clone()
+    previous_token_score(weights), induction_score(weights, 4)
+    assert torch.equal(weights, before)
+
+
+def test_the_scores_of_a_model_attention_map_have_one_value_per_head():
+    model = small_model()
+    model(ids_of(3, 6))
+    maps = model.attention_maps()
+    assert induction_score(maps[1], 6).shape == (3, CONFIG.num_heads)
+    assert previous_token_score(maps[0]).shape == (3, CONFIG.num_heads)
+
+
+# The scores: bad inputs
+
+
+@pytest.mark.parametrize(
+    ("weights", "words"),
+    [
+        ([[1.0, 0.0], [0.5, 0.5]], "weights must be a torch.Tensor (..., n, n), got list"),
+        (torch.ones(2, 2).numpy(), "got a numpy array: convert it with torch.from_numpy"),
+        (torch.ones(2, 2, dtype=torch.int64), "floating point attention weights, got torch.int64"),
+        (torch.ones(4), "must be (..., n, n), one row of key weights per query, got shape (4,)"),
+        (torch.ones(3, 4, 6), "got shape (3, 4, 6)"),
+        (
+            torch.tensor([[1.0, float("nan")], [0.5, 0.5]]),
+            "weights hold NaN (first at index (0, 1))",
+        ),
+        (torch.ones(3, 1, 1), "n >= 2 positions (the first has no previous token), got n = 1"),
+    ],
+)
+def test_previous_token_score_refuses_bad_weights(weights, words):
+    with pytest.raises(ValueError) as error:
+        previous_token_score(weights)
+    assert words in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("weights", "length", "error", "words"),
+    [
+        (torch.ones(6, 6), 2, ValueError, "n = 6 positions, but a block of length 2 and its copy"),
+        (torch.ones(5, 5), 2, ValueError, "are n = 2 * length = 4"),
+        (torch.ones(4, 4), 2.0, ValueError, "length must be a whole number >= 1, got 2.0"),
+        (torch.ones(4, 4), 0, ValueError, "length must be a whole number >= 1, got 0"),
+        (torch.ones(4, 4, dtype=torch.bool), 2, ValueError, "got torch.bool"),
+        (torch.full((2, 2), float("nan")), 1, ValueError, "weights hold NaN"),
+        ("weights", 2, ValueError, "weights must be a torch.Tensor (..., n, n), got str"),
+    ],
+)
+def test_induction_score_refuses_bad_arguments(weights, length, error, words):
+    with pytest.raises(error) as raised:
+        induction_score(weights, length)
+    assert words in str(raised.value)
+
+
+# Zeroing heads
+
+
+def logits_with_W_o_columns_zeroed(model: GPT, ids, pairs) -> torch.Tensor:
+    """The same ablation by hand, on a copy: W_o's input columns of each head set to zero."""
+    ablated = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer, head in pairs:
+            W_o = ablated.blocks[layer].attention.W_o
+            W_o.weight[:, head * D_HEAD : (head + 1) * D_HEAD] = 0.0
+        return ablated(ids)
+
+
+def logits_by_hand(model: GPT, ids, layer: int, head: int) -> torch.Tensor:
+    """The forward pass written out with the model's own modules, the head's slice of the
+    merged heads set to zero before W_o."""
+    steps = ids.shape[1]
+    x = model.tokens(ids) + model.positions(torch.arange(steps))
+    for index, block in enumerate(model.blocks):
+        attention = block.attention
+        h = block.attention_residual.norm(x)
+        q, k, v = (
+            split_heads(W(h), CONFIG.num_heads)
+            for W in (attention.W_q, attention.W_k, attention.W_v)
+        )
+        heads = attention.attention(q, k, v, mask=causal_mask(steps))  # (B, heads, T, d_head)
+        if index == layer:
+            heads = heads.clone()
+            heads[:, head] = 0.0
+        x = x + attention.W_o(merge_heads(heads))
+    return model.output(model.norm(x))
+
+
+@pytest.mark.parametrize(("layer", "head"), [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_zeroing_a_head_equals_zeroing_its_slice_by_hand(layer, head):
+    model, ids = small_model(), ids_of()
+    with torch.no_grad():
+        expected = logits_by_hand(model, ids, layer, head)
+        assert not torch.allclose(expected, model(ids), atol=1e-3)  # the head matters here
+    got = logits_with_heads_zeroed(model, ids, [(layer, head)])
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, logits_with_W_o_columns_zeroed(model, ids, [(layer, head)]))
+
+
+def test_zeroing_several_heads_at_once_equals_zeroing_their_slices():
+    model, ids = small_model(1), ids_of()
+    pairs = [(0, 1), (1, 0), (1, 1), (0, 1)]  # a head named twice is zeroed once
+    got = logits_with_heads_zeroed(model, ids, iter(pairs))
+    torch.testing.assert_close(got, logits_with_W_o_columns_zeroed(model, ids, pairs))
+
+
+def merged_heads_seen_by_W_o(model: GPT, ids, layer: int, heads) -> torch.Tensor:
+    """What W_o of `layer` reads, recorded by a pre-hook that runs after zeroed_heads' own."""
+    seen = []
+    with zeroed_heads(model, heads), torch.no_grad():
+        W_o = model.blocks[layer].attention.W_o
+        handle = W_o.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0]))
+        try:
+            model(ids)
+        finally:
+            handle.remove()
+    return seen[0]  # (B, T, d_model)
+
+
+def test_zeroing_sets_the_head_columns_of_W_o_input_to_zero_and_leaves_the_rest():
+    model, ids = small_model(), ids_of(2, 3)
+    plain = merged_heads_seen_by_W_o(model, ids, 1, [])
+    zeroed = merged_heads_seen_by_W_o(model, ids, 1, [(1, 1)])
+    assert plain[..., D_HEAD:].abs().min() > 0
+    assert torch.equal(zeroed[..., D_HEAD:], torch.zeros_like(zeroed[..., D_HEAD:]))
+    assert torch.equal(zeroed[..., :D_HEAD], plain[..., :D_HEAD])
+
+
+def test_zeroing_every_head_of_a_layer_keeps_the_bias_of_W_o():
+    model, ids = small_model(), ids_of(1, 4)
+    attention = model.blocks[0].attention
+    seen = []
+    handle = attention.W_o.register_forward_hook(lambda module, i, output: seen.append(output))
+    with zeroed_heads(model, [(0, 0), (0, 1)]), torch.no_grad():
+        model(ids)
+    handle.remove()
+    torch.testing.assert_close(seen[0], attention.W_o.bias.detach().expand_as(seen[0]))
+
+
+def test_zeroing_no_head_changes_nothing():
+    model, ids = small_model(), ids_of()
+    with torch.no_grad():
+        expected = model(ids)
+    assert torch.equal(logits_with_heads_zeroed(model, ids, []), expected)
+    with zeroed_heads(model, ()), torch.no_grad():
+        assert torch.equal(model(ids), expected)
+
+
+def hook_counts(model: GPT) -> list[int]:
+    return [
+        len(module._forward_pre_hooks) + len(module._forward_hooks) for module in model.modules()
+    ]
+
+
+def test_the_hooks_are_gone_after_the_block():
+    model, ids = small_model(), ids_of()
+    before, weights = hook_counts(model), copy.deepcopy(model.state_dict())
+    with zeroed_heads(model, [(0, 1), (1, 0)]) as ablated:
+        assert ablated is model and sum(hook_counts(model)) == 2  # one per layer
+        model(ids)
+    assert hook_counts(model) == before
+    with torch.no_grad():
+        assert torch.equal(model(ids), copy.deepcopy(model)(ids))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, weights[name]), name
+
+
+def test_the_hooks_are_gone_after_an_exception_in_the_block():
+    model = small_model()
+    before = hook_counts(model)
+    with pytest.raises(KeyError), zeroed_heads(model, [(0, 0)]):
+        raise KeyError("inside")
+    assert hook_counts(model) == before
+
+
+def test_logits_with_heads_zeroed_restores_the_mode_and_records_no_graph():
+    model, ids = small_model(), ids_of()
+    model.train()
+    logits = logits_with_heads_zeroed(model, ids, [(0, 0)])
+    assert model.training and not logits.requires_grad
+    assert logits.shape == (3, 12, CONFIG.vocab_size)
+    model.eval()
+    logits_with_heads_zeroed(model, ids, [(0, 0)])
+    assert not model.training
+
+
+def test_logits_with_heads_zeroed_runs_in_eval_mode():
+    model = GPT(dataclasses.replace(CONFIG, dropout=0.5)).train()
+    ids = ids_of()
+    first = logits_with_heads_zeroed(model, ids, [(1, 1)])
+    assert torch.equal(first, logits_with_heads_zeroed(model, ids, [(1, 1)]))  # no dropout
+
+
+@pytest.mark.parametrize(
+    ("model", "heads", "error", "words"),
+    [
+        ("model", [(0, 0)], TypeError, "model must be a GPT, got str"),
+        (None, 3, TypeError, "heads must be an iterable of (layer, head) pairs such as [(0, 1)]"),
+        (None, "01", TypeError, "heads must be an iterable of (layer, head) pairs"),
+        (None, (0, 1), ValueError, "got the item 0 (for one head write [(layer, head)])"),
+        (None, [(0, 1, 2)], ValueError, "(layer, head) pairs such as [(0, 1)], got the item"),
+        (None, [(2, 0)], ValueError, "layer 2 is out of range: the model has 2 layers, 0..1"),
+        (None, [(0, 2)], ValueError, "head 2 is out of range: each layer has 2 heads, 0..1"),
+        (None, [(-1, 0)], ValueError, "layer must be a whole number >= 0, got -1"),
+        (None, [(0, 1.0)], ValueError, "head must be a whole number >= 0, got 1.0"),
+    ],
+)
+def test_zeroed_heads_refuses_bad_arguments_before_registering_anything(model, heads, error, words):
+    real = small_model()
+    before = hook_counts(real)
+    with pytest.raises(error) as raised, zeroed_heads(real if model is None else model, heads):
+        pass
+    assert words in str(raised.value)
+    assert hook_counts(real) == before
+
+
+def test_a_bad_pair_after_good_ones_registers_nothing():
+    model = small_model()
+    before = hook_counts(model)
+    with (
+        pytest.raises(ValueError, match="layer 5 is out of range"),
+        zeroed_heads(model, [(0, 0), (1, 1), (5, 0)]),
+    ):
+        pass
+    assert hook_counts(model) == before
+
+
+def test_logits_with_heads_zeroed_refuses_bad_ids_and_leaves_the_model_as_it_was():
+    model = small_model().train()
+    before = hook_counts(model)
+    with pytest.raises(ValueError, match="outside the vocabulary 0..15"):
+        logits_with_heads_zeroed(model, torch.tensor([[3, 16]]), [(0, 0)])
+    with pytest.raises(ValueError, match="do not fit in the context of 16"):
+        logits_with_heads_zeroed(model, torch.zeros(1, 17, dtype=torch.int64), [(0, 0)])
+    assert hook_counts(model) == before and model.training
