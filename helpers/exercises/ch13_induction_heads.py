@@ -1,0 +1,450 @@
+"""Chapter 13's exercises: measuring what a head does, and silencing one.
+
+1. check_previous_token_score: the mean weight each query puts on the token just before it.
+2. check_induction_score: on a block and its copy, the mean weight each query of the copy puts
+   on the token after the earlier occurrence of its own token.
+3. check_logits_with_head_zeroed: a GPT's logits with one head's output set to zero, the model
+   left exactly as it came.
+"""
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
+from helpers.gpt import GPT, GPTConfig
+from helpers.induction import (
+    induction_score,
+    logits_with_heads_zeroed,
+    previous_token_score,
+    repeated_sequences,
+    zeroed_heads,
+)
+
+__all__ = ["check_induction_score", "check_logits_with_head_zeroed", "check_previous_token_score"]
+
+
+def _causal_weights(generator, *leading: int, n: int, dtype=torch.float32, stripe=None):
+    """Attention weights (*leading, n, n): each row a softmax over keys 0..t of random scores,
+    raised by 2 on the keys t - stripe (the stripe of a head that looks back), if given."""
+    scores = torch.randn(*leading, n, n, generator=generator, dtype=torch.float64)
+    if stripe is not None:
+        queries = torch.arange(stripe, n)
+        scores[..., queries, queries - stripe] += 2.0
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(-1).to(dtype)
+
+
+def _stripe(weights: torch.Tensor, offset: int) -> torch.Tensor:
+    """(..., entries): weights[..., t, t + offset] for every t where that key exists."""
+    return torch.diagonal(weights, offset=offset, dim1=-2, dim2=-1)
+
+
+def _with_default_dims(weights: torch.Tensor, offset: int, first: int = 0) -> torch.Tensor | None:
+    """What torch.diagonal(weights, offset) (dims 0 and 1, its defaults) then [..., first:]
+    .mean(-1) returns, for weights with leading dims; None where that raises."""
+    if weights.dim() < 3:
+        return None
+    try:
+        return torch.diagonal(weights, offset)[..., first:].mean(-1)
+    except RuntimeError:
+        return None
+
+
+DEFAULT_DIMS = (
+    "torch.diagonal's default dims are 0 and 1, here the leading dims: pass dim1=-2, dim2=-1 "
+    "for the diagonal of each (n, n) matrix"
+)
+NOTHING_BEFORE_THE_QUERY = (
+    "every score is 0, as if the weights read lay above the diagonal, on keys after the query, "
+    "which the causal mask leaves at 0: a key before the query is below the diagonal (a "
+    "negative offset in torch.diagonal, key index t - length + 1)"
+)
+LEADING_DIMS = (
+    "the mean runs over the leading (batch, head) dims too: keep one score per (n, n) matrix, "
+    "shape weights.shape[:-2], by averaging over the queries only (dim=-1)"
+)
+
+
+# 1. The previous-token score
+
+
+def previous_token_cases() -> list[tuple[str, torch.Tensor]]:
+    """(name, weights (..., n, n)) for every case the checker runs."""
+    generator = torch.Generator().manual_seed(130)
+    return [
+        ("one (n, n) matrix, n = 6", _causal_weights(generator, n=6, stripe=1)),
+        ("(B=2, heads=3, n=8, n=8)", _causal_weights(generator, 2, 3, n=8, stripe=1)),
+        (
+            "n = 2, a batch of 4: only query 1 has a previous token",
+            _causal_weights(generator, 4, n=2),
+        ),
+        ("float64, (heads=2, n=7, n=7)", _causal_weights(generator, 2, n=7, dtype=torch.float64)),
+        ("(B=3, heads=1, n=5, n=5), no stripe", _causal_weights(generator, 3, 1, n=5)),
+    ]
+
+
+def _previous_mistakes(weights: torch.Tensor) -> dict:
+    n = weights.shape[-1]
+    below = _stripe(weights, -1)  # (..., n - 1)
+    mistakes = {
+        "the mean runs over all n queries, t = 0 included: the first query has no previous "
+        "token (index t - 1 = -1 wraps around to the last key), so average over the n - 1 "
+        "queries t = 1..n-1": below.sum(-1) / n,
+        "reads the weight on the NEXT key, weights[..., t, t + 1], above the diagonal: the "
+        "previous token is key t - 1, just below the diagonal (offset=-1)": _stripe(
+            weights, 1
+        ).mean(-1),
+        "reads the diagonal, each query's weight on its own token: the previous token is key "
+        "t - 1, just below it (offset=-1)": _stripe(weights, 0).mean(-1),
+        "the sum over the queries: the score is their mean": below.sum(-1),
+        LEADING_DIMS: below.mean(),
+    }
+    default_dims = _with_default_dims(weights, -1)
+    if default_dims is not None:
+        mistakes[DEFAULT_DIMS] = default_dims
+    return mistakes
+
+
+@exercise_checker
+def check_previous_token_score(learner_score: Callable) -> bool:
+    """learner_score(weights) -> (...): weights (..., n, n) attention weights, float32 or
+    float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t,
+    t - 1], the weight each query puts on the token just before it; one score per (n, n)
+    matrix, in the weights' dtype, with gradients. Without helpers.induction's
+    previous_token_score."""
+    failures, passed = [], 0
+    for name, weights in previous_token_cases():
+        passed += run_case(
+            name,
+            learner_score,
+            (weights,),
+            previous_token_score,
+            failures,
+            1e-6,
+            "the mean over the queries t = 1..n-1 of weights[..., t, t - 1]",
+            wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
+            forbidden={"helpers.induction.previous_token_score": previous_token_score},
+            names=("weights",),
+        )
+    return report(failures, passed)
+
+
+# 2. The induction score
+
+
+def induction_cases() -> list[tuple[str, torch.Tensor, int]]:
+    """(name, weights (..., 2 * length, 2 * length), length) for every case."""
+    generator = torch.Generator().manual_seed(131)
+
+    def weights(*leading, length, dtype=torch.float32):
+        return _causal_weights(generator, *leading, n=2 * length, dtype=dtype, stripe=length - 1)
+
+    return [
+        ("one (n, n) matrix, length 4 (n = 8)", weights(length=4), 4),
+        ("(B=2, heads=3, n=10, n=10), length 5", weights(2, 3, length=5), 5),
+        ("length 1 (n = 2): the one query of the copy, t = 1, on key 1", weights(3, length=1), 1),
+        ("float64, (heads=2, n=12, n=12), length 6", weights(2, length=6, dtype=torch.float64), 6),
+        ("(B=1, heads=4, n=6, n=6), length 3", weights(1, 4, length=3), 3),
+    ]
+
+
+def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
+    n = 2 * length
+    stripe = _stripe(weights, 1 - length)  # queries t = length - 1..n - 1
+    copy_queries = stripe[..., 1:]  # t = length..n - 1
+    mistakes = {
+        "reads key t - length, the earlier occurrence of the current token itself (a "
+        "duplicate-token score): an induction head attends to the token AFTER it, key "
+        "t - length + 1": _stripe(weights, -length).mean(-1),
+        "the queries start at t = length - 1, the last token of the first copy: its token has "
+        "not occurred before; the queries are the second copy, t = length..2*length-1": (
+            stripe.mean(-1)
+        ),
+        "averages over every query of the sequence, t = 0..2*length-1: only the queries of the "
+        "second copy, t = length..2*length-1, have an earlier occurrence to look back at": (
+            stripe.sum(-1) / n
+        ),
+        "divides by 2*length, the number of positions: the mean is over the `length` queries "
+        "of the second copy": copy_queries.sum(-1) / n,
+        "the sum over the queries: the score is their mean": copy_queries.sum(-1),
+        LEADING_DIMS: copy_queries.mean(),
+        NOTHING_BEFORE_THE_QUERY: torch.zeros_like(copy_queries[..., 0]),
+    }
+    if length >= 2:
+        mistakes[
+            "reads key t - length + 2, one after the token to copy: the induction head's key is "
+            "t - length + 1, the token that followed the earlier occurrence"
+        ] = _stripe(weights, 2 - length)[..., 2:].mean(-1)
+        mistakes[
+            "the last query, t = 2*length - 1, is left out: range(length, 2*length) stops "
+            "before 2*length, so the copy's queries run to 2*length - 1"
+        ] = copy_queries[..., :-1].mean(-1)
+        mistakes[
+            "the queries start at t = length + 1, one late: the copy's first query, t = length, "
+            "counts too"
+        ] = copy_queries[..., 1:].mean(-1)
+    default_dims = _with_default_dims(weights, 1 - length, first=1)
+    if default_dims is not None:
+        mistakes[DEFAULT_DIMS] = default_dims
+    return mistakes
+
+
+@exercise_checker
+def check_induction_score(learner_score: Callable) -> bool:
+    """learner_score(weights, length) -> (...): weights (..., n, n) attention weights on a
+    block of `length` tokens followed by its copy, n = 2 * length, float32 or float64, any
+    leading dims. The mean over the queries of the copy, t = length..2*length-1, of
+    weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
+    the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
+    Without helpers.induction's induction_score."""
+    failures, passed = [], 0
+    for name, weights, length in induction_cases():
+
+        def learner(w, length=length):
+            return learner_score(w, length)
+
+        def reference(w, length=length):
+            return induction_score(w, length)
+
+        passed += run_case(
+            name,
+            learner,
+            (weights,),
+            reference,
+            failures,
+            1e-6,
+            "the mean over the queries t = length..2*length-1 of weights[..., t, t - length + 1]",
+            wrong_only(_induction_mistakes(weights, length), induction_score(weights, length)),
+            forbidden={"helpers.induction.induction_score": induction_score},
+            names=("weights",),
+        )
+    return report(failures, passed)
+
+
+# 3. The logits with one head zeroed
+
+
+def _model(seed: int, num_layers: int, num_heads: int, d_model: int, dtype) -> GPT:
+    """A random attention-only GPT whose heads all change its logits (embeddings of std 1)."""
+    config = GPTConfig(
+        vocab_size=16,
+        context_length=16,
+        d_model=d_model,
+        num_heads=num_heads,
+        num_layers=num_layers,
+        d_ff=4 * d_model,
+        attention_only=True,
+    )
+    torch.manual_seed(seed)
+    model = GPT(config)
+    with torch.no_grad():
+        model.tokens.weight.normal_(std=1.0)
+        model.positions.weight.normal_(std=1.0)
+    return model.to(dtype).eval()
+
+
+def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
+    """(name, model, ids (B, T), layer, head) for every case; new models on every call."""
+    torch_state = torch.random.get_rng_state()
+    try:
+        two_layers = _model(132, 2, 3, 12, torch.float32)
+        one_layer = _model(133, 1, 4, 16, torch.float32)
+        in_float64 = _model(134, 2, 2, 8, torch.float64)
+    finally:
+        torch.random.set_rng_state(torch_state)  # the learner's random numbers stay theirs
+    generator = torch.Generator().manual_seed(135)
+    random_ids = torch.randint(16, (2, 10), generator=generator)
+    repeated = repeated_sequences(1, 6, 16, generator)
+    return [
+        ("two layers of 3 heads (d_head = 4): layer 0, head 1", two_layers, random_ids, 0, 1),
+        ("the same model: layer 1, head 0 (the first columns)", two_layers, random_ids, 1, 0),
+        ("the same model: layer 1, head 2 (the last columns)", two_layers, repeated, 1, 2),
+        ("one layer of 4 heads: head 3, a block and its copy", one_layer, repeated, 0, 3),
+        ("float64, two layers of 2 heads: layer 0, head 0", in_float64, random_ids[:1], 0, 0),
+    ]
+
+
+def _edited_logits(model: GPT, ids: torch.Tensor, edit: Callable) -> torch.Tensor:
+    """The logits of a copy of the model after edit(copy) changes its weights."""
+    edited = copy.deepcopy(model)
+    with torch.no_grad():
+        edit(edited)
+        return edited(ids)
+
+
+def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) -> dict:
+    config = model.config
+    d_head = config.d_model // config.num_heads
+    rows = slice(head * d_head, (head + 1) * d_head)
+    columns = f"{rows.start}:{rows.stop}"
+
+    def attention(edited: GPT) -> nn.Module:
+        return edited.blocks[layer].attention
+
+    def zero_output_columns(edited):
+        attention(edited).W_o.weight[rows] = 0.0
+        attention(edited).W_o.bias[rows] = 0.0
+
+    def zero_values_but_not_bias(edited):
+        attention(edited).W_v.weight[rows] = 0.0
+
+    def zero_queries(edited):
+        attention(edited).W_q.weight[rows] = 0.0
+        attention(edited).W_q.bias[rows] = 0.0
+
+    with torch.no_grad():
+        logits = logits_with_heads_zeroed(model, ids, [(layer, head)])
+        plain = logits_with_heads_zeroed(model, ids, [])
+    mistakes = {
+        "the logits are the model's own: nothing was zeroed (a forward pre-hook must RETURN "
+        "the changed input, and an edited copy must be the model that runs)": plain,
+        f"zeroes every head of layer {layer}: only head {head}'s columns {columns} of W_o's "
+        f"input": logits_with_heads_zeroed(
+            model, ids, [(layer, other) for other in range(config.num_heads)]
+        ),
+        f"zeroes W_o's OUTPUT columns {columns} (the rows of W_o.weight, or the output after "
+        f"W_o): head {head}'s output is W_o's INPUT, columns {columns} of the merged heads "
+        f"(W_o.weight[:, {columns}]), which W_o mixes into every output column": _edited_logits(
+            model, ids, zero_output_columns
+        ),
+        f"zeroes rows {columns} of W_v.weight but not of W_v.bias: each value of the head is "
+        f"then the bias, and so is its output (its weights sum to 1); zero the bias's rows too, "
+        f"or zero W_o's input columns {columns}": _edited_logits(
+            model, ids, zero_values_but_not_bias
+        ),
+        "zeroes the head's queries (or keys): its scores are then all 0 and its attention "
+        "uniform over the keys so far, so it still writes the average of its values; zero what "
+        "it writes, W_o's input columns, instead": _edited_logits(model, ids, zero_queries),
+        "returns probabilities (softmax): return the logits themselves": logits.softmax(-1),
+        "returns log-probabilities (log_softmax): return the logits themselves": (
+            logits.log_softmax(-1)
+        ),
+    }
+    for other_layer in range(config.num_layers):
+        for other in range(config.num_heads):
+            if (other_layer, other) == (layer, head):
+                continue
+            where = slice(other * d_head, (other + 1) * d_head)
+            if other_layer == layer:
+                diagnosis = (
+                    f"zeroes head {other}'s columns {where.start}:{where.stop}, not head "
+                    f"{head}'s: head h is the columns h*d_head:(h+1)*d_head of W_o's input, "
+                    f"here {columns} (d_head = {d_head})"
+                )
+            else:
+                diagnosis = (
+                    f"zeroes head {other} of layer {other_layer}, not head {head} of layer "
+                    f"{layer}: the layer is model.blocks[layer]"
+                )
+            mistakes[diagnosis] = logits_with_heads_zeroed(model, ids, [(other_layer, other)])
+    return mistakes
+
+
+def _hooks(model: nn.Module) -> set[tuple[str, str, int]]:
+    """(module name, kind, key) of every forward hook registered on the model's modules."""
+    return {
+        (name or "the model", kind, key)
+        for name, module in model.named_modules()
+        for kind in ("_forward_pre_hooks", "_forward_hooks")
+        for key in getattr(module, kind)
+    }
+
+
+def _remove_hooks(model: nn.Module, hooks: set) -> None:
+    modules = dict(model.named_modules())
+    for name, kind, key in hooks:
+        module = modules["" if name == "the model" else name]
+        getattr(module, kind).pop(key, None)
+        for extra in ("_with_kwargs", "_always_called"):
+            getattr(module, f"{kind}{extra}", {}).pop(key, None)
+
+
+def _left_changed(model: GPT, weights: dict, hooks: set, was_training: bool) -> str | None:
+    """What the learner's call left changed in the model, after putting it back."""
+    changed = [
+        name
+        for name, tensor in model.state_dict().items()
+        if not torch.equal(tensor, weights[name])
+    ]
+    left = sorted(_hooks(model) - hooks)
+    mode = model.training
+    if changed:
+        model.load_state_dict(weights)
+    _remove_hooks(model, set(left))
+    model.train(was_training)
+    if changed:
+        return (
+            f"leaves the model's weights changed ({changed[0]}): the model must come back as it "
+            f"came, or every later use of it runs without the head; zero a copy "
+            f"(copy.deepcopy(model)), put the weights back, or use a forward pre-hook"
+        )
+    if left:
+        name, kind, _ = left[0]
+        kind = "forward pre-hook" if kind == "_forward_pre_hooks" else "forward hook"
+        return (
+            f"leaves a {kind} registered on {name}: every later forward pass of the model "
+            f"would still run without the head; keep the handle that register_..._hook "
+            f"returns and call handle.remove() in a `finally:` block"
+        )
+    if mode != was_training:
+        came, left_in = ("training", "eval") if was_training else ("eval", "training")
+        return (
+            f"leaves the model in {left_in} mode (it came in {came} mode): put the mode back "
+            f"with model.train(was_training)"
+        )
+    return None
+
+
+def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
+    """learner(model, ids, layer, head), refused if it leaves the model changed (which is
+    then put back, for the reference and the next cases)."""
+
+    def call(ids):
+        weights = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        hooks, was_training = _hooks(model), model.training
+        try:
+            got = learner(model, ids, layer, head)
+        finally:
+            problem = _left_changed(model, weights, hooks, was_training)
+        if problem is not None:
+            raise Refused(problem)
+        return got
+
+    return call
+
+
+@exercise_checker
+def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
+    """learner_logits(model, ids, layer, head) -> (B, T, vocab): model an attention-only
+    helpers.gpt.GPT in eval mode, ids (B, T) int64, layer and head ints. The logits of
+    model(ids) with head `head` of block `layer` writing nothing: W_o of that layer reads zeros
+    in the head's columns head*d_head:(head+1)*d_head of the merged heads, its bias stays. The
+    model (weights, hooks, mode) must be left as it came. The gradients are not checked: an
+    ablation measures a trained model, nothing is learned through it. Without
+    helpers.induction's zeroed_heads and logits_with_heads_zeroed."""
+    failures, passed = [], 0
+    for name, model, ids, layer, head in head_zeroed_cases():
+
+        def reference(i, model=model, layer=layer, head=head):
+            return logits_with_heads_zeroed(model, i, [(layer, head)])
+
+        right = reference(ids)
+        passed += run_case(
+            name,
+            _watched(learner_logits, model, layer, head),
+            (ids,),
+            reference,
+            failures,
+            1e-4,
+            f"the logits with head {head} of layer {layer} zeroed",
+            wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
+            forbidden={
+                "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
+                "helpers.induction.zeroed_heads": zeroed_heads.__wrapped__,
+            },
+            names=("ids",),
+        )
+    return report(failures, passed)

@@ -1,0 +1,552 @@
+"""Chapter 13's checkers: its solutions, right answers written in other styles, and typical
+wrong answers (run by test_exercises.py, with every other chapter's)."""
+
+import copy
+
+import pytest
+import torch
+
+from helpers.attention import merge_heads, split_heads
+from helpers.exercises import (
+    check_induction_score,
+    check_logits_with_head_zeroed,
+    check_previous_token_score,
+)
+from helpers.exercises.ch13_induction_heads import (
+    _head_zeroed_mistakes,
+    _induction_mistakes,
+    _previous_mistakes,
+    head_zeroed_cases,
+    induction_cases,
+    previous_token_cases,
+)
+from helpers.induction import induction_score as helpers_induction_score
+from helpers.induction import logits_with_heads_zeroed, zeroed_heads
+from helpers.induction import previous_token_score as helpers_previous_token_score
+from helpers.masks import causal_mask
+from solutions.ch13_induction_heads import (
+    induction_score,
+    logits_with_head_zeroed,
+    previous_token_score,
+)
+
+CHECKERS = {
+    "previous-token score": (check_previous_token_score, previous_token_score),
+    "induction score": (check_induction_score, induction_score),
+    "logits with a head zeroed": (check_logits_with_head_zeroed, logits_with_head_zeroed),
+}
+
+
+# 1. The previous-token score: typical wrong answers
+
+
+def previous_over_every_query(weights):
+    n = weights.shape[-1]
+    queries = torch.arange(n)  # BUG: query 0's key -1 wraps around to the last key
+    return weights[..., queries, queries - 1].mean(-1)
+
+
+def previous_reading_the_next_key(weights):
+    queries = torch.arange(weights.shape[-1] - 1)
+    return weights[..., queries, queries + 1].mean(-1)
+
+
+def previous_reading_the_diagonal(weights):
+    return torch.diagonal(weights, dim1=-2, dim2=-1).mean(-1)
+
+
+def previous_summed(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).sum(-1)
+
+
+def previous_averaged_over_everything(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).mean()
+
+
+def previous_with_default_dims(weights):
+    return torch.diagonal(weights, -1).mean(-1)
+
+
+def previous_zeroing_the_rest_in_place(weights):
+    n = weights.shape[-1]
+    weights.mul_(torch.ones(n, n).tril(-1).triu(-1))  # BUG: the caller's weights change
+    return weights.sum((-2, -1)) / (n - 1)
+
+
+def previous_with_the_helper(weights):
+    return helpers_previous_token_score(weights)
+
+
+def previous_detached(weights):
+    return previous_token_score(weights.detach())
+
+
+def previous_in_float64(weights):
+    return previous_token_score(weights.double())
+
+
+# 2. The induction score: typical wrong answers
+
+
+def induction_on_the_duplicate_token(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, queries - length].mean(-1)
+
+
+def induction_over_the_whole_sequence(weights, length):
+    total = torch.zeros(weights.shape[:-2], dtype=weights.dtype)
+    for t in range(2 * length):
+        if t - length + 1 >= 0:
+            total = total + weights[..., t, t - length + 1]
+    return total / (2 * length)
+
+
+def induction_from_the_last_token_of_the_first_copy(weights, length):
+    queries = torch.arange(length - 1, 2 * length)
+    return weights[..., queries, queries - length + 1].mean(-1)
+
+
+def induction_stopping_one_short(weights, length):
+    queries = torch.arange(length, 2 * length - 1)
+    return weights[..., queries, queries - length + 1].mean(-1)
+
+
+def induction_starting_one_late(weights, length):
+    queries = torch.arange(length + 1, 2 * length)
+    return weights[..., queries, queries - length + 1].mean(-1)
+
+
+def induction_divided_by_every_position(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, queries - length + 1].sum(-1) / (2 * length)
+
+
+def induction_summed(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, queries - length + 1].sum(-1)
+
+
+def induction_averaged_over_everything(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, queries - length + 1].mean()
+
+
+def induction_with_default_dims(weights, length):
+    return torch.diagonal(weights, 1 - length)[..., 1:].mean(-1)
+
+
+def induction_above_the_diagonal(weights, length):
+    queries = torch.arange(length)
+    return weights[..., queries, queries + length].mean(-1)
+
+
+def induction_one_key_too_far(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, (queries - length + 2).clamp(max=2 * length - 1)].mean(-1)
+
+
+def induction_with_the_helper(weights, length):
+    return helpers_induction_score(weights, length)
+
+
+def induction_masking_in_place(weights, length):
+    n = 2 * length
+    stripe = torch.ones(n, n).tril(1 - length).triu(1 - length)
+    stripe[length - 1, 0] = 0.0
+    weights.mul_(stripe)
+    return weights.sum((-2, -1)) / length
+
+
+# 3. The logits with one head zeroed: typical wrong answers
+
+
+def _d_head(model):
+    return model.config.d_model // model.config.num_heads
+
+
+def _with_pre_hook(model, ids, layer, zero):
+    """model(ids) with zero(merged) applied to W_o's input in `layer`, the hook removed."""
+
+    def hook(module, inputs):
+        return (zero(inputs[0].clone()),)
+
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def zeroing_the_output_of_W_o(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def hook(module, inputs, output):
+        output = output.clone()
+        output[..., columns] = 0.0
+        return output
+
+    handle = model.blocks[layer].attention.W_o.register_forward_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def zeroing_the_next_head(model, ids, layer, head):
+    d_head = _d_head(model)
+
+    def zero(merged):
+        merged[..., (head + 1) * d_head : (head + 2) * d_head] = 0.0
+        return merged
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def zeroing_in_the_last_layer(model, ids, layer, head):
+    return logits_with_head_zeroed(model, ids, len(model.blocks) - 1, head)
+
+
+def zeroing_the_whole_layer(model, ids, layer, head):
+    return _with_pre_hook(model, ids, layer, torch.zeros_like)
+
+
+def zeroing_W_v_but_not_its_bias(model, ids, layer, head):
+    ablated = copy.deepcopy(model)
+    rows = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        ablated.blocks[layer].attention.W_v.weight[rows] = 0.0
+    return ablated(ids)
+
+
+def zeroing_the_queries(model, ids, layer, head):
+    ablated = copy.deepcopy(model)
+    rows = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        ablated.blocks[layer].attention.W_q.weight[rows] = 0.0
+        ablated.blocks[layer].attention.W_q.bias[rows] = 0.0
+    return ablated(ids)
+
+
+def zeroing_W_o_in_place(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        model.blocks[layer].attention.W_o.weight[:, columns] = 0.0  # BUG: never put back
+        return model(ids)
+
+
+def leaving_the_hook_registered(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def hook(module, inputs):
+        merged = inputs[0].clone()
+        merged[..., columns] = 0.0
+        return (merged,)
+
+    model.blocks[layer].attention.W_o.register_forward_pre_hook(hook)  # BUG: never removed
+    return model(ids)
+
+
+def a_hook_that_returns_nothing(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def hook(module, inputs):
+        merged = inputs[0].clone()
+        merged[..., columns] = 0.0  # BUG: the copy is never returned
+
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def returning_probabilities(model, ids, layer, head):
+    return logits_with_head_zeroed(model, ids, layer, head).softmax(-1)
+
+
+def returning_log_probabilities(model, ids, layer, head):
+    return logits_with_head_zeroed(model, ids, layer, head).log_softmax(-1)
+
+
+def leaving_the_model_in_training_mode(model, ids, layer, head):
+    model.train()
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def with_the_helper(model, ids, layer, head):
+    return logits_with_heads_zeroed(model, ids, [(layer, head)])
+
+
+def with_the_helpers_context_manager(model, ids, layer, head):
+    with zeroed_heads(model, [(layer, head)]):
+        return model(ids)
+
+
+def changing_the_ids_in_place(model, ids, layer, head):
+    return logits_with_head_zeroed(model, ids.clamp_(max=14), layer, head)
+
+
+WRONG = [
+    ("previous-token score", previous_over_every_query, "the mean runs over all n queries"),
+    ("previous-token score", previous_reading_the_next_key, "reads the weight on the NEXT key"),
+    ("previous-token score", previous_reading_the_diagonal, "reads the diagonal, each query's"),
+    ("previous-token score", previous_summed, "the sum over the queries: the score is their mean"),
+    ("previous-token score", previous_averaged_over_everything, "shape (), expected (2, 3) (the"),
+    (
+        "previous-token score",
+        previous_averaged_over_everything,
+        "the mean runs over the leading (batch, head) dims too",
+    ),
+    ("previous-token score", previous_with_default_dims, "torch.diagonal's default dims are 0"),
+    (
+        "previous-token score",
+        previous_zeroing_the_rest_in_place,
+        "changes its input `weights` in place",
+    ),
+    (
+        "previous-token score",
+        previous_with_the_helper,
+        "calls helpers.induction.previous_token_score",
+    ),
+    ("previous-token score", previous_detached, "no gradient flows back to the inputs"),
+    ("previous-token score", previous_in_float64, "dtype torch.float64, expected torch.float32"),
+    ("induction score", induction_on_the_duplicate_token, "(a duplicate-token score)"),
+    ("induction score", induction_over_the_whole_sequence, "averages over every query of the"),
+    (
+        "induction score",
+        induction_from_the_last_token_of_the_first_copy,
+        "the queries start at t = length - 1, the last token of the first copy",
+    ),
+    ("induction score", induction_stopping_one_short, "the last query, t = 2*length - 1, is left"),
+    ("induction score", induction_starting_one_late, "the queries start at t = length + 1"),
+    ("induction score", induction_divided_by_every_position, "divides by 2*length, the number"),
+    ("induction score", induction_summed, "the sum over the queries: the score is their mean"),
+    ("induction score", induction_averaged_over_everything, "the mean runs over the leading"),
+    ("induction score", induction_with_default_dims, "torch.diagonal's default dims are 0 and 1"),
+    ("induction score", induction_above_the_diagonal, "every score is 0, as if the weights read"),
+    ("induction score", induction_one_key_too_far, "reads key t - length + 2, one after the"),
+    ("induction score", induction_with_the_helper, "calls helpers.induction.induction_score"),
+    ("induction score", induction_masking_in_place, "changes its input `weights` in place"),
+    (
+        "logits with a head zeroed",
+        zeroing_the_output_of_W_o,
+        "zeroes W_o's OUTPUT columns 4:8 (the rows of W_o.weight",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_the_next_head,
+        "zeroes head 2's columns 8:12, not head 1's: head h is the columns",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_the_next_head,
+        "the logits are the model's own: nothing was zeroed",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_in_the_last_layer,
+        "zeroes head 1 of layer 1, not head 1 of layer 0: the layer is model.blocks[layer]",
+    ),
+    ("logits with a head zeroed", zeroing_the_whole_layer, "zeroes every head of layer 0: only"),
+    (
+        "logits with a head zeroed",
+        zeroing_W_v_but_not_its_bias,
+        "zeroes rows 4:8 of W_v.weight but not of W_v.bias",
+    ),
+    ("logits with a head zeroed", zeroing_the_queries, "zeroes the head's queries (or keys)"),
+    (
+        "logits with a head zeroed",
+        zeroing_W_o_in_place,
+        "leaves the model's weights changed (blocks.0.attention.W_o.weight)",
+    ),
+    (
+        "logits with a head zeroed",
+        leaving_the_hook_registered,
+        "leaves a forward pre-hook registered on blocks.0.attention.W_o",
+    ),
+    ("logits with a head zeroed", a_hook_that_returns_nothing, "nothing was zeroed"),
+    ("logits with a head zeroed", returning_probabilities, "returns probabilities (softmax)"),
+    ("logits with a head zeroed", returning_log_probabilities, "returns log-probabilities"),
+    (
+        "logits with a head zeroed",
+        leaving_the_model_in_training_mode,
+        "leaves the model in training mode (it came in eval mode)",
+    ),
+    (
+        "logits with a head zeroed",
+        with_the_helper,
+        "calls helpers.induction.logits_with_heads_zeroed",
+    ),
+    (
+        "logits with a head zeroed",
+        with_the_helpers_context_manager,
+        "calls helpers.induction.zeroed_heads",
+    ),
+    ("logits with a head zeroed", changing_the_ids_in_place, "changes its input `ids` in place"),
+]
+
+
+# Right answers written in other styles: each must be accepted.
+
+
+def previous_by_a_loop(weights):
+    n = weights.shape[-1]
+    total = 0
+    for t in range(1, n):
+        total = total + weights[..., t, t - 1]
+    return total / (n - 1)
+
+
+def previous_by_torch_diagonal(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).mean(dim=-1)
+
+
+def previous_by_a_mask(weights):
+    n = weights.shape[-1]
+    just_below = torch.eye(n, dtype=weights.dtype).roll(-1, dims=1).tril()  # (t, t - 1)
+    return (weights * just_below).sum((-2, -1)) / (n - 1)
+
+
+def induction_by_a_loop(weights, length):
+    total = 0
+    for t in range(length, 2 * length):
+        total = total + weights[..., t, t - length + 1]
+    return total / length
+
+
+def induction_by_torch_diagonal(weights, length):
+    stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)
+    return stripe[..., 1:].mean(dim=-1)
+
+
+def induction_from_the_bottom_half(weights, length):
+    copy_rows = weights[..., length:, 1 : length + 1]  # queries of the copy, keys 1..length
+    return torch.diagonal(copy_rows, dim1=-2, dim2=-1).mean(-1)
+
+
+def on_a_copy_with_W_o_columns_zeroed(model, ids, layer, head):
+    ablated = copy.deepcopy(model)
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        ablated.blocks[layer].attention.W_o.weight[:, columns] = 0.0
+        return ablated(ids)
+
+
+def on_a_copy_with_W_v_rows_and_bias_zeroed(model, ids, layer, head):
+    ablated = copy.deepcopy(model)
+    rows = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        ablated.blocks[layer].attention.W_v.weight[rows] = 0.0
+        ablated.blocks[layer].attention.W_v.bias[rows] = 0.0
+    return ablated(ids)
+
+
+def zeroing_in_place_and_putting_back(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    kept = W_o.weight[:, columns].clone()
+    with torch.no_grad():
+        W_o.weight[:, columns] = 0.0
+        try:
+            return model(ids)
+        finally:
+            W_o.weight[:, columns] = kept
+
+
+def by_hooking_the_heads_before_they_merge(model, ids, layer, head):
+    def hook(module, inputs, heads):  # heads (B, heads, T, d_head)
+        heads = heads.clone()
+        heads[:, head] = 0.0
+        return heads
+
+    handle = model.blocks[layer].attention.attention.register_forward_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def by_writing_the_forward_pass_out(model, ids, layer, head):
+    steps = ids.shape[1]
+    x = model.tokens(ids) + model.positions(torch.arange(steps))
+    for index, block in enumerate(model.blocks):
+        attention = block.attention
+        h = block.attention_residual.norm(x)
+        heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
+        values = split_heads(attention.W_v(h), model.config.num_heads)
+        written = attention.attention(*heads, values, mask=causal_mask(steps))
+        if index == layer:
+            keep = torch.ones(model.config.num_heads, 1, 1, dtype=x.dtype)
+            keep[head] = 0.0
+            written = written * keep
+        x = x + attention.W_o(merge_heads(written))
+    return model.output(model.norm(x))
+
+
+RIGHT = [
+    ("previous-token score", previous_by_a_loop),
+    ("previous-token score", previous_by_torch_diagonal),
+    ("previous-token score", previous_by_a_mask),
+    ("induction score", induction_by_a_loop),
+    ("induction score", induction_by_torch_diagonal),
+    ("induction score", induction_from_the_bottom_half),
+    ("logits with a head zeroed", on_a_copy_with_W_o_columns_zeroed),
+    ("logits with a head zeroed", on_a_copy_with_W_v_rows_and_bias_zeroed),
+    ("logits with a head zeroed", zeroing_in_place_and_putting_back),
+    ("logits with a head zeroed", by_hooking_the_heads_before_they_merge),
+    ("logits with a head zeroed", by_writing_the_forward_pass_out),
+]
+
+
+@pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+# The cases themselves: every named mistake is either the right answer in that case (then the
+# checker leaves it out, see wrong_only) or far from it, so no wrong answer passes by rounding.
+
+
+def far_or_equal(mistakes: dict, right: torch.Tensor) -> None:
+    for diagnosis, answer in mistakes.items():
+        if answer.shape == right.shape:
+            error = (answer.double() - right.double()).abs().max()
+            assert error < 1e-7 or error > 1e-3, diagnosis
+
+
+@pytest.mark.parametrize("case", previous_token_cases(), ids=lambda case: case[0])
+def test_every_previous_token_mistake_is_far_from_the_right_answer(case):
+    _, weights = case
+    far_or_equal(_previous_mistakes(weights), helpers_previous_token_score(weights))
+
+
+@pytest.mark.parametrize("case", induction_cases(), ids=lambda case: case[0])
+def test_every_induction_mistake_is_far_from_the_right_answer(case):
+    _, weights, length = case
+    far_or_equal(_induction_mistakes(weights, length), helpers_induction_score(weights, length))
+
+
+@pytest.mark.parametrize("case", head_zeroed_cases(), ids=lambda case: case[0])
+def test_every_head_zeroed_mistake_is_far_from_the_right_answer(case):
+    _, model, ids, layer, head = case
+    right = logits_with_heads_zeroed(model, ids, [(layer, head)])
+    for diagnosis, answer in _head_zeroed_mistakes(model, ids, layer, head).items():
+        assert (answer.double() - right.double()).abs().max() > 1e-2, diagnosis
+
+
+def test_the_checker_leaves_the_learners_random_numbers_alone(run_checker):
+    torch.manual_seed(4)
+    expected = torch.rand(3)
+    torch.manual_seed(4)
+    run_checker(check_logits_with_head_zeroed, logits_with_head_zeroed)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_model_left_changed_is_put_back_before_the_next_case(run_checker):
+    """Every case refuses the answer for the weights it changed, and puts them back: no case
+    is judged on a model that an earlier case left changed."""
+    verdict, out = run_checker(check_logits_with_head_zeroed, zeroing_W_o_in_place)
+    assert verdict is False
+    assert out.count("leaves the model's weights changed") == len(head_zeroed_cases())
+    assert "got" not in out  # no case was judged on a model another case had changed
