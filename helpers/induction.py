@@ -124,15 +124,19 @@ def _zeroing_hook(zeroed_columns: torch.Tensor):
     return hook
 
 
-@contextlib.contextmanager
-def zeroed_heads(model: GPT, heads: Iterable[tuple[int, int]]) -> Iterator[GPT]:
-    """While open, the output of each (layer, head) in `heads` is zero: W_o of that layer reads
-    zeros in the head's columns head*d_head:(head+1)*d_head of the merged heads (laid out head
-    after head, see helpers.attention.merge_heads); W_o's bias stays. No heads: no change. The
-    hooks are removed on leaving, also when the body raises."""
+def zeroed_heads(model: GPT, heads: Iterable[tuple[int, int]]) -> contextlib.AbstractContextManager:
+    """A context manager: while open, the output of each (layer, head) in `heads` is zero. W_o
+    of that layer reads zeros in the head's columns head*d_head:(head+1)*d_head of the merged
+    heads (laid out head after head, see helpers.attention.merge_heads); W_o's bias stays. No
+    heads: no change. The arguments are checked here, at the call; the hooks are registered on
+    entering and removed on leaving, also when the body raises."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    pairs = _head_pairs(model, heads)
+    return _zeroing(model, _head_pairs(model, heads))
+
+
+@contextlib.contextmanager
+def _zeroing(model: GPT, pairs: list[tuple[int, int]]) -> Iterator[GPT]:
     d_head = model.config.d_model // model.config.num_heads
     by_layer: dict[int, set[int]] = {}
     for layer, head in pairs:

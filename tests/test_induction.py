@@ -425,6 +425,18 @@ def test_zeroed_heads_refuses_bad_arguments_before_registering_anything(model, h
     assert hook_counts(real) == before
 
 
+def test_zeroed_heads_refuses_bad_arguments_at_the_call_before_the_with_block():
+    with pytest.raises(ValueError, match="head 7 is out of range"):
+        zeroed_heads(small_model(), [(0, 7)])
+
+
+def test_a_context_manager_never_entered_registers_nothing():
+    model = small_model()
+    before = hook_counts(model)
+    zeroed_heads(model, [(0, 0)])
+    assert hook_counts(model) == before
+
+
 def test_a_bad_pair_after_good_ones_registers_nothing():
     model = small_model()
     before = hook_counts(model)

@@ -443,7 +443,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
             forbidden={
                 "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
-                "helpers.induction.zeroed_heads": zeroed_heads.__wrapped__,
+                "helpers.induction.zeroed_heads": zeroed_heads,
             },
             names=("ids",),
         )
