@@ -16,10 +16,12 @@ from helpers.exercises.ch13_induction_heads import (
     _head_zeroed_mistakes,
     _induction_mistakes,
     _previous_mistakes,
+    _watched,
     head_zeroed_cases,
     induction_cases,
     previous_token_cases,
 )
+from helpers.exercises.framework import Refused
 from helpers.induction import induction_score as helpers_induction_score
 from helpers.induction import logits_with_heads_zeroed, zeroed_heads
 from helpers.induction import previous_token_score as helpers_previous_token_score
@@ -543,10 +545,21 @@ def test_the_checker_leaves_the_learners_random_numbers_alone(run_checker):
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_a_model_left_changed_is_put_back_before_the_next_case(run_checker):
-    """Every case refuses the answer for the weights it changed, and puts them back: no case
-    is judged on a model that an earlier case left changed."""
-    verdict, out = run_checker(check_logits_with_head_zeroed, zeroing_W_o_in_place)
-    assert verdict is False
-    assert out.count("leaves the model's weights changed") == len(head_zeroed_cases())
-    assert "got" not in out  # no case was judged on a model another case had changed
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (zeroing_W_o_in_place, "leaves the model's weights changed"),
+        (leaving_the_hook_registered, "leaves a forward pre-hook registered"),
+        (leaving_the_model_in_training_mode, "leaves the model in training mode"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_model_left_changed_is_refused_and_put_back_as_it_came(answer, words):
+    _, model, ids, layer, head = head_zeroed_cases()[0]
+    weights = copy.deepcopy(model.state_dict())
+    with pytest.raises(Refused, match=words):
+        _watched(answer, model, layer, head)(ids)
+    assert not model.training
+    assert all(not module._forward_pre_hooks for module in model.modules())
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, weights[name]), name
