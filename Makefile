@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models readme-figure clean
+.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
@@ -33,6 +33,7 @@ help:
 	@echo "              (on a GPU if there is one; hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
+	@echo "make induction-models  retrain chapter 13's two attention-only models (about 2 minutes)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -136,6 +137,13 @@ translation-models: setup
 long-context-models: setup
 	$(PY) -c "from helpers.long_context import train_and_save_all; \
 		print({p: f'{s:.1f} s' for p, s in train_and_save_all().items()})"
+
+# Chapter 13's one-layer and two-layer attention-only models, their logs and snapshots, with
+# helpers.induction.Recipe. train_model runs on one thread, so a rerun on the same machine gives
+# the same file.
+induction-models: setup
+	$(PY) -c "from helpers.induction import train_and_save; \
+		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
 
 translation-bleu: setup
 	$(PY) -c "from helpers.translation_models import print_test_bleu; print_test_bleu()"

@@ -7,12 +7,18 @@ silences heads (zeroed_heads, logits_with_heads_zeroed).
 """
 
 import contextlib
+import time
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from helpers import validation
-from helpers.gpt import GPT
+from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
+from helpers.gpt import GPT, GPTConfig
 
 # The task
 
@@ -168,3 +174,254 @@ def logits_with_heads_zeroed(
                 return model(ids)
         finally:
             model.train(was_training)
+
+
+# Measuring a model on repeated sequences
+
+
+def _check_repeated(model: object, ids: object, length: object) -> tuple[GPT, torch.Tensor, int]:
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    length = validation.whole_number(length, "length", minimum=2)
+    model.check_ids(ids)
+    if ids.shape[1] != 2 * length:
+        raise ValueError(
+            f"ids must be (B, 2 * length) = (B, {2 * length}), a block and its copy, "
+            f"got {tuple(ids.shape)}"
+        )
+    return model, ids, length
+
+
+@torch.no_grad()
+def measure(
+    model: GPT, ids: torch.Tensor, length: int, heads_zeroed: Iterable[tuple[int, int]] = ()
+) -> dict:
+    """On repeated sequences ids (B, 2 * length): the mean loss of predicting the first copy's
+    tokens 1 .. length - 1 and the second copy's tokens length + 1 .. 2 * length - 1 (each from
+    the tokens before it), the second copy's top-1 accuracy, and every head's induction and
+    previous-token scores, (layers, heads), averaged over the batch; with heads_zeroed, (layer,
+    head) pairs, those heads' outputs are zeroed (zeroed_heads). Computed in float64 on a copy
+    of the model, so the numbers do not depend on the thread count."""
+    model, ids, length = _check_repeated(model, ids, length)
+    exact = GPT(model.config).double().eval()
+    exact.load_state_dict(model.state_dict())  # copied into float64
+    with zeroed_heads(exact, heads_zeroed):
+        logits = exact(ids)  # (B, 2 * length, vocab)
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, 2 * length - 1)
+    maps = exact.attention_maps()  # each (B, heads, n, n)
+    return {
+        "first_copy_loss": losses[:, : length - 1].mean().item(),
+        "second_copy_loss": losses[:, length:].mean().item(),
+        "second_copy_accuracy": (logits[:, length:-1].argmax(-1) == ids[:, length + 1 :])
+        .double()
+        .mean()
+        .item(),
+        "induction": torch.stack([induction_score(w, length).mean(0) for w in maps]),
+        "previous_token": torch.stack([previous_token_score(w).mean(0) for w in maps]),
+    }
+
+
+# Training: a block repeated after a gap, the two models, the saved file
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How chapter 13's two models are trained; each default says why."""
+
+    vocab_size: int = 64  # ln 64 = 4.16: the loss on a token that cannot be predicted
+    context_length: int = 48
+    d_model: int = 64
+    num_heads: int = 2  # per layer: room for a previous-token head and one more
+    shortest_block: int = 2
+    longest_block: int = 20  # blocks of every length, so no fixed offset predicts the copy
+    batch_size: int = 64
+    steps: int = 2500  # the phase change comes after about 1,000 to 1,500
+    learning_rate: float = 1e-3  # at 3e-3 the layer-0 heads settled on a shifted circuit
+    weight_decay: float = 0.1
+    log_every: int = 25  # steps between two rows of the log
+    snapshot_every: int = 100  # steps between two saved copies of the weights (the explorer)
+    eval_batch: int = 256
+    eval_length: int = 24  # held-out sequences: a block of 24, then its copy
+    seed: int = 0
+
+    def __post_init__(self):
+        for field in fields(self):
+            if field.name == "learning_rate" or field.name == "weight_decay":
+                allow_zero = field.name == "weight_decay"
+                value = validation.positive_number(
+                    getattr(self, field.name), field.name, allow_zero
+                )
+            elif field.name == "seed":
+                value = validation.seed(self.seed)
+            else:
+                value = validation.whole_number(getattr(self, field.name), field.name)
+            object.__setattr__(self, field.name, value)
+        if not 2 <= self.shortest_block <= self.longest_block <= self.context_length // 2:
+            raise ValueError(
+                f"blocks must satisfy 2 <= shortest_block ({self.shortest_block}) <= "
+                f"longest_block ({self.longest_block}) <= context_length / 2 "
+                f"({self.context_length // 2})"
+            )
+        if 2 * self.eval_length > self.context_length:
+            raise ValueError(
+                f"eval_length {self.eval_length} and its copy do not fit in the context of "
+                f"{self.context_length}"
+            )
+
+
+MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}
+SAVED_MODELS = Path(__file__).parents[1] / "data" / "induction_models.pt"
+REMAKE = "make induction-models"
+
+
+def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
+    """An attention-only GPT of the recipe's sizes."""
+    return GPTConfig(
+        vocab_size=recipe.vocab_size,
+        context_length=recipe.context_length,
+        d_model=recipe.d_model,
+        num_heads=recipe.num_heads,
+        num_layers=num_layers,
+        d_ff=4 * recipe.d_model,  # unused: attention_only drops the feed-forward blocks
+        attention_only=True,
+    )
+
+
+def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
+    """(batch_size, context_length) random ids in which one block of a random length is copied
+    after a random gap, starting anywhere: the only way to predict the copy is to find the
+    earlier occurrence of the current token and read the token after it."""
+    batch, n = recipe.batch_size, recipe.context_length
+    ids = torch.randint(recipe.vocab_size, (batch, n), generator=generator)
+    lengths = torch.randint(
+        recipe.shortest_block, recipe.longest_block + 1, (batch, 1), generator=generator
+    )
+    room = n - 2 * lengths  # (batch, 1): the positions left besides the block and its copy
+    gaps = (torch.rand(batch, 1, generator=generator) * (room + 1)).long()
+    starts = (torch.rand(batch, 1, generator=generator) * (room - gaps + 1)).long()
+    positions = torch.arange(n)  # (n,)
+    copy_starts = starts + lengths + gaps  # (batch, 1)
+    in_copy = (positions >= copy_starts) & (positions < copy_starts + lengths)  # (batch, n)
+    sources = (positions - lengths - gaps).clamp(min=0)  # (batch, n): where each copy reads
+    return torch.where(in_copy, ids.gather(1, sources), ids)
+
+
+def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = False) -> dict:
+    """Train one attention-only GPT; returns {"model", "log", "snapshots", "seconds"}. The log
+    holds, every recipe.log_every steps, measure() on held-out repeated sequences: "step",
+    "first_copy_loss", "second_copy_loss", "second_copy_accuracy" (lists) and "induction",
+    "previous_token" ((rows, layers, heads) tensors). snapshots: the weights every
+    recipe.snapshot_every steps, {step: state_dict}. Runs on one thread, so a rerun is
+    bit-identical on the same machine."""
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    num_layers = validation.whole_number(num_layers, "num_layers")
+    progress = validation.flag(progress, "progress")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(num_layers, recipe, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
+    torch.manual_seed(recipe.seed)
+    model = GPT(model_config(recipe, num_layers))
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    generator = torch.Generator().manual_seed(recipe.seed + 1)
+    held_out = repeated_sequences(
+        recipe.eval_batch,
+        recipe.eval_length,
+        recipe.vocab_size,
+        torch.Generator().manual_seed(recipe.seed + 2),
+    )
+    rows, snapshots, start = [], {}, time.perf_counter()
+    bar = tqdm(range(recipe.steps + 1), desc=f"{num_layers} layer(s)", disable=not progress)
+    for step in bar:
+        if step % recipe.log_every == 0:
+            rows.append({"step": step, **measure(model, held_out, recipe.eval_length)})
+            bar.set_postfix(second_copy_loss=f"{rows[-1]['second_copy_loss']:.2f}")
+        if step % recipe.snapshot_every == 0:
+            snapshots[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        if step == recipe.steps:
+            break
+        ids = training_batch(recipe, generator)  # (batch, n)
+        logits = model(ids)  # (batch, n, vocab)
+        loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    log = {key: [row[key] for row in rows] for key in rows[0]}
+    for key in ("induction", "previous_token"):
+        log[key] = torch.stack(log[key])  # (rows, layers, heads)
+    return {
+        "model": model,
+        "log": log,
+        "snapshots": snapshots,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -> dict:
+    """Train the one-layer and the two-layer model with one recipe and save both, their logs
+    and their snapshots in one checksummed file. Returns {name: seconds of training}."""
+    results = {
+        name: train_model(layers, recipe, progress=True) for name, layers in MODEL_LAYERS.items()
+    }
+    save_checkpoint(
+        path,
+        {
+            "recipe": asdict(recipe),
+            "weights": {name: result["model"].state_dict() for name, result in results.items()},
+            "logs": {name: result["log"] for name, result in results.items()},
+            "snapshots": {name: result["snapshots"] for name, result in results.items()},
+            "seconds": {name: result["seconds"] for name, result in results.items()},
+        },
+    )
+    return {name: result["seconds"] for name, result in results.items()}
+
+
+def load_training(path: str | Path = SAVED_MODELS) -> dict:
+    """Everything the saved file holds (checksum verified, weights_only=True): {"recipe":
+    Recipe, "models": {name: GPT in eval mode}, "logs", "snapshots", "seconds"}."""
+    saved = load_checkpoint(path, ("recipe", "weights", "logs", "snapshots", "seconds"), REMAKE)
+    recipe = _saved_recipe(path, saved["recipe"])
+    for key in ("weights", "logs", "snapshots", "seconds"):
+        if not isinstance(saved[key], dict) or set(saved[key]) != set(MODEL_LAYERS):
+            found = (
+                sorted(saved[key]) if isinstance(saved[key], dict) else type(saved[key]).__name__
+            )
+            raise CheckpointError(
+                f"{path}: its {key} should name {sorted(MODEL_LAYERS)}, found {found}"
+            )
+    models = {}
+    for name, layers in MODEL_LAYERS.items():
+        models[name] = GPT(model_config(recipe, layers))
+        load_weights(models[name], saved["weights"][name], f"{path} ({name})")
+        models[name].eval()
+    return {
+        "recipe": recipe,
+        "models": models,
+        **{k: saved[k] for k in ("logs", "snapshots", "seconds")},
+    }
+
+
+def load_models(path: str | Path = SAVED_MODELS) -> dict[str, GPT]:
+    """The shipped attention-only GPTs by name, "one-layer" and "two-layer", in eval mode."""
+    return load_training(path)["models"]
+
+
+def _saved_recipe(path: Path, found: object) -> Recipe:
+    expected = {field.name for field in fields(Recipe)}
+    if not isinstance(found, dict) or set(found) != expected:
+        got = sorted(found) if isinstance(found, dict) else type(found).__name__
+        raise CheckpointError(f"{path}: its recipe should hold {sorted(expected)}, found {got}")
+    try:
+        return Recipe(**found)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its recipe is not a valid one ({error})") from None
