@@ -28,6 +28,9 @@ Modules, by the chapter that introduces them:
   sampling with temperature, top-k and top-p, with the key/value cache; ``decoder_only``:
   chapter 09's sentences as one sequence with a <sep>, the loss over the answer, the
   prefix-LM mask, decoding through chapter 08's step interface, its two saved models.
+- 13 ``induction``: random tokens with a repeated block, the previous-token and induction
+  scores of attention patterns, zeroing heads, the training recipe with its logs and snapshots,
+  and the two saved attention-only models (``gpt.GPTConfig(attention_only=True)``).
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``

@@ -380,18 +380,17 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -
             "weights": {name: result["model"].state_dict() for name, result in results.items()},
             "logs": {name: result["log"] for name, result in results.items()},
             "snapshots": {name: result["snapshots"] for name, result in results.items()},
-            "seconds": {name: result["seconds"] for name, result in results.items()},
-        },
+        },  # no timings: a rerun on the same machine writes the same bytes
     )
     return {name: result["seconds"] for name, result in results.items()}
 
 
 def load_training(path: str | Path = SAVED_MODELS) -> dict:
     """Everything the saved file holds (checksum verified, weights_only=True): {"recipe":
-    Recipe, "models": {name: GPT in eval mode}, "logs", "snapshots", "seconds"}."""
-    saved = load_checkpoint(path, ("recipe", "weights", "logs", "snapshots", "seconds"), REMAKE)
+    Recipe, "models": {name: GPT in eval mode}, "logs", "snapshots"}."""
+    saved = load_checkpoint(path, ("recipe", "weights", "logs", "snapshots"), REMAKE)
     recipe = _saved_recipe(path, saved["recipe"])
-    for key in ("weights", "logs", "snapshots", "seconds"):
+    for key in ("weights", "logs", "snapshots"):
         if not isinstance(saved[key], dict) or set(saved[key]) != set(MODEL_LAYERS):
             found = (
                 sorted(saved[key]) if isinstance(saved[key], dict) else type(saved[key]).__name__
@@ -407,7 +406,7 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
     return {
         "recipe": recipe,
         "models": models,
-        **{k: saved[k] for k in ("logs", "snapshots", "seconds")},
+        **{k: saved[k] for k in ("logs", "snapshots")},
     }
 
 

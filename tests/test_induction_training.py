@@ -211,7 +211,7 @@ def test_a_damaged_or_foreign_file_is_refused(tmp_path):
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(CheckpointError, match="checksum|make induction-models"):
         load_training(path)
-    save_checkpoint(path, {"recipe": {}, "weights": {}, "logs": {}, "snapshots": {}, "seconds": {}})
+    save_checkpoint(path, {"recipe": {}, "weights": {}, "logs": {}, "snapshots": {}})
     with pytest.raises(CheckpointError, match="recipe"):
         load_training(path)
 
