@@ -45,6 +45,8 @@ def control_values(control):
         return [options[i % len(options)] for i in range(STEPS)]
     if isinstance(control, widgets.ToggleButton | widgets.Checkbox):
         return [bool(i % 2) for i in range(STEPS)]
+    if isinstance(control, widgets.IntText):  # a number box: the start value and the next ones
+        return [control.value + i for i in range(STEPS)]
     if isinstance(control, widgets.Text):  # the start text, then with one more token
         return [control.value + ("" if i % 2 else f" {i % 10}") for i in range(STEPS)]
     raise TypeError(f"no benchmark values for {type(control).__name__}")
@@ -72,29 +74,40 @@ while True:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--under-load", action="store_true", help="time beside a busy torch")
-    if parser.parse_args().under_load:
+    parser.add_argument("--only", metavar="NAME", help="time one explorer class only")
+    arguments = parser.parse_args()
+    classes = explorer_classes()
+    if arguments.only is not None:
+        classes = [cls for cls in classes if cls.__name__ == arguments.only]
+        if not classes:
+            parser.error(f"no explorer named {arguments.only!r}")
+    if arguments.under_load:
         load = subprocess.Popen([sys.executable, "-c", LOAD])
         time.sleep(3)  # let it start its threads
         try:
-            return measure()
+            return measure(classes)
         finally:
             load.kill()
-    return measure()
+    return measure(classes)
 
 
-def measure() -> bool:
+def measure(classes: list[type]) -> bool:
     print(f"{'explorer':32} {'control':12} {'median ms':>9} {'max ms':>7}")
     worst = {BUDGET_MS: 0.0, TEXT_BUDGET_MS: 0.0}
-    for cls in explorer_classes():
+    for cls in classes:
         explorer = cls()
         for name, control in explorer.controls.items():
-            times = []
+            times, first = [], control.value
             for value in control_values(control):
                 if control.value == value:
                     continue
                 start = time.perf_counter()
                 control.value = value
                 times.append((time.perf_counter() - start) * 1000)
+            control.value = first  # the next control is timed from the explorer's first view
+            if not times:  # one option only (say, one layer to choose from)
+                print(f"{cls.__name__:32} {name:12} {'one value: nothing to time':>17}")
+                continue
             median = statistics.median(times)
             budget = TEXT_BUDGET_MS if isinstance(control, widgets.Text) else BUDGET_MS
             worst[budget] = max(worst[budget], median)

@@ -1,7 +1,9 @@
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -527,3 +529,359 @@ def test_decoder_only_explorer_shows_a_prompt_with_tabs_and_line_breaks_on_one_l
         "Tom\thas\na car.", models={"translate": tiny(), "continue": tiny()}
     )
     assert explorer._sample_lines[0].get_text() == "prompt: Tom has a car. <sep>"
+
+
+# Chapter 13: the induction explorer, on tiny untrained models with two snapshots each
+
+
+def tiny_induction_training() -> dict:
+    """A dict shaped as helpers.induction.load_training() returns it: two tiny attention-only
+    GPTs (one and two layers, two heads, vocabulary 64, context 48), snapshots at steps 0 and
+    10 (different weights), and a log of three rows whose last row makes head 1 of the last
+    layer the best induction head."""
+    from helpers.gpt import GPT, GPTConfig
+
+    models, snapshots, logs = {}, {}, {}
+    for layers, name in ((1, "one-layer"), (2, "two-layer")):
+        config = GPTConfig(
+            vocab_size=64, context_length=48, d_model=8, num_heads=2, num_layers=layers,
+            d_ff=8, attention_only=True,
+        )  # fmt: skip
+        snapshots[name] = {}
+        for step in (0, 10):
+            torch.manual_seed(100 * layers + step)
+            snapshots[name][step] = {k: v.clone() for k, v in GPT(config).state_dict().items()}
+        models[name] = GPT(config).eval()
+        models[name].load_state_dict(snapshots[name][10])
+        induction = torch.full((3, layers, 2), 0.1)
+        induction[-1, -1] = torch.tensor([0.2, 0.8])
+        logs[name] = {
+            "step": [0, 5, 10],
+            "first_copy_loss": [4.2, 4.2, 4.2],
+            "second_copy_loss": [4.2, 3.0, 1.0 * layers],
+            "second_copy_accuracy": [0.0, 0.2, 0.5],
+            "induction": induction,
+            "previous_token": torch.full((3, layers, 2), 0.1),
+        }
+    return {
+        "recipe": None,
+        "models": models,
+        "logs": logs,
+        "snapshots": snapshots,
+        "seconds": {"one-layer": 1.0, "two-layer": 2.0},
+    }
+
+
+@pytest.fixture
+def induction_training():
+    return tiny_induction_training()
+
+
+def _snapshot_reading(training, name, step, ids):
+    """The snapshot's float64 logits (n, vocab) and attention maps (layers, heads, n, n) on
+    ids (1, n), computed here from the training dict."""
+    from helpers.gpt import GPT
+
+    model = GPT(training["models"][name].config).double().eval()
+    model.load_state_dict(training["snapshots"][name][step])
+    with torch.no_grad():
+        logits = model(ids)[0]
+    return logits, torch.stack([maps[0] for maps in model.attention_maps()])
+
+
+def test_induction_explorer_draws_what_the_helpers_compute(induction_training):
+    from helpers.induction import induction_score, previous_token_score, repeated_sequences
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer(training=induction_training)
+    assert explorer.values() == {
+        "model": "two-layer", "step": 10, "layer": 1, "head": 1, "sequence": "repeat",
+        "seed": 0, "tokens": "5 17 42 5 17",
+    }  # fmt: skip
+    ids = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
+    logits, maps = _snapshot_reading(induction_training, "two-layer", 10, ids)
+    weights = maps[1, 1]
+    losses = -logits[:-1].log_softmax(-1).gather(1, ids[0, 1:, None])[:, 0]  # (47,)
+    state = explorer.state
+    assert state["ids"] == ids[0].tolist() and state["length"] == 24
+    torch.testing.assert_close(state["attention"], weights)
+    torch.testing.assert_close(state["losses"], losses)
+    assert state["induction"] == pytest.approx(float(induction_score(weights, 24)))
+    assert state["previous_token"] == pytest.approx(float(previous_token_score(weights)))
+    assert state["first_copy_loss"] == pytest.approx(float(losses[:23].mean()))
+    assert state["second_copy_loss"] == pytest.approx(float(losses[24:].mean()))
+    # what is drawn: the map, the loss line, the step on the log, the caption's numbers
+    drawn_map = explorer._heatmap.mesh.get_array()[:48, :48]
+    assert np.allclose(np.ma.getdata(drawn_map), weights.numpy())
+    assert np.allclose(explorer._loss_line.get_ydata(), losses.numpy())
+    assert list(explorer._loss_line.get_xdata()) == list(range(1, 48))
+    assert list(explorer._step_dot.get_ydata()) == [1.0 * 2]  # the log's last row
+    caption = explorer._map_ax.get_title()
+    assert f"induction score {state['induction']:.2f}" in caption
+    assert f"previous-token score {state['previous_token']:.2f}" in caption
+    assert "step 10" in caption and "layer 1, head 1" in caption
+    assert f"second copy {state['second_copy_loss']:.2f}" in explorer._loss_ax.get_title()
+    spans = [(span.get_x(), span.get_width()) for span in explorer._copy_spans]
+    assert spans == [(-0.5, 24), (23.5, 24)]  # positions 0..23, then 24..47
+    assert [span.get_visible() for span in explorer._copy_spans] == [True, True]
+    assert induction_training["models"]["two-layer"].tokens.weight.dtype == torch.float32
+    assert explorer.snapshot("two-layer", 10) is explorer.snapshot("two-layer", 10)
+    assert explorer.render_png().startswith(b"\x89PNG")
+
+
+def test_induction_explorer_follows_each_control(induction_training):
+    from helpers.induction import repeated_sequences
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer(training=induction_training)
+    repeat = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
+    other = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(1))
+
+    def drawn(name: str, step: int, ids: torch.Tensor, layer: int, head: int):
+        """Whether the explorer shows that snapshot's map of the layer and head on ids."""
+        maps = _snapshot_reading(induction_training, name, step, ids)[1]
+        return lambda state: torch.equal(state["attention"], maps[layer, head])
+
+    changes = [
+        ("step", 0, drawn("two-layer", 0, repeat, 1, 1)),
+        ("layer", 0, drawn("two-layer", 0, repeat, 0, 1)),
+        ("head", 0, drawn("two-layer", 0, repeat, 0, 0)),
+        ("seed", 1, drawn("two-layer", 0, other, 0, 0)),
+        ("tokens", "1 2 3 1 2 3", drawn("two-layer", 0, torch.tensor([[1, 2, 3] * 2]), 0, 0)),
+        ("sequence", "repeat", drawn("two-layer", 0, other, 0, 0)),
+        ("step", 10, drawn("two-layer", 10, other, 0, 0)),
+        ("model", "one-layer", drawn("one-layer", 10, other, 0, 0)),
+    ]
+    for name, value, holds in changes:
+        before = bytes(explorer.image.value)
+        explorer.controls[name].value = value
+        assert "error" not in explorer.state, (name, explorer.state)
+        assert holds(explorer.state), name
+        assert bytes(explorer.image.value) != before, f"{name} did not change the figure"
+    assert explorer.controls["layer"].options == (0,)
+    assert explorer.controls["step"].options == (0, 10)
+
+
+def test_induction_explorer_edits_choose_their_sequence_and_the_model_keeps_what_it_can(
+    induction_training,
+):
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer(training=induction_training, step=0)
+    explorer.controls["tokens"].value = "9 8 7"  # typing shows the typed tokens
+    assert explorer.values()["sequence"] == "typed" and explorer.state["ids"] == [9, 8, 7]
+    explorer.controls["seed"].value = 3  # a new seed shows its random repeat
+    assert explorer.values()["sequence"] == "repeat" and explorer.state["length"] == 24
+    explorer.controls["model"].value = "one-layer"  # layer 1 is gone: the last layer, 0
+    assert (explorer.values()["layer"], explorer.values()["step"]) == (0, 0)
+    explorer.controls["model"].value = "two-layer"  # layer 0 stays
+    assert (explorer.values()["layer"], explorer.values()["step"]) == (0, 0)
+
+
+def test_induction_explorer_says_which_scores_do_not_apply_to_typed_tokens(induction_training):
+    from helpers.induction import previous_token_score
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer(sequence="typed", training=induction_training)
+    state = explorer.state
+    assert state["ids"] == [5, 17, 42, 5, 17] and state["length"] is None
+    assert state["induction"] is None and state["second_copy_loss"] is None
+    assert state["previous_token"] == pytest.approx(float(previous_token_score(state["attention"])))
+    caption = explorer._map_ax.get_title()
+    assert "no induction score: not a block and its copy" in caption
+    assert [span.get_visible() for span in explorer._copy_spans] == [False, False]
+    assert [label.get_text() for label in explorer._heatmap.x_labels[:6]] == [
+        "5", "17", "42", "5", "17", "",
+    ]  # fmt: skip
+    assert explorer._map_ax.get_xlabel() == "keys (token numbers)"
+    assert explorer._loss_ax.get_xlim() == (0.5, 4.5)
+    typed_view = bytes(explorer.image.value)
+    explorer.controls["sequence"].value = "repeat"  # 48 positions: labelled by position
+    assert explorer._map_ax.get_xlabel() == "keys (positions)"
+    assert explorer._heatmap.x_labels[4].get_text() == "4"
+    assert explorer._heatmap.x_labels[5].get_text() == ""
+    full_draws = []
+    draw = explorer.figure.canvas.draw
+    explorer.figure.canvas.draw = lambda: full_draws.append(1) or draw()
+    explorer.controls["sequence"].value = "typed"  # its background was kept: no full draw
+    assert bytes(explorer.image.value) == typed_view and not full_draws
+    explorer.controls["tokens"].value = "1 2 3"  # fewer positions: a background of its own
+    explorer.controls["tokens"].value = "5 17 42 5 17"
+    assert len(full_draws) == 1 and bytes(explorer.image.value) == typed_view
+    explorer.controls["tokens"].value = "1 2 3"
+    kept = bytes(explorer.image.value)
+    explorer._backgrounds.clear()
+    explorer.redraw_background()
+    assert explorer.render_png() == kept and len(full_draws) == 2  # drawn anew: the same
+
+
+def test_induction_explorer_grows_its_loss_axis_and_keeps_each_background(induction_training):
+    from helpers.widgets import InductionExplorer
+
+    snapshot = induction_training["snapshots"]["two-layer"][0]
+    for tied in ("tokens.weight", "output.weight"):  # one matrix, stored under both names
+        snapshot[tied].mul_(60)  # step 0 predicts confidently and wrongly: losses above 8
+    explorer = InductionExplorer(training=induction_training)
+    assert explorer._loss_ax.get_ylim() == (0, 8)
+    first_view = bytes(explorer.image.value)
+    explorer.controls["step"].value = 0
+    assert explorer.state["losses"].max() > 8
+    assert explorer._loss_ax.get_ylim()[1] > explorer.state["losses"].max()
+    grown = bytes(explorer.image.value)
+    explorer._backgrounds.clear()
+    explorer.redraw_background()
+    assert explorer.render_png() == grown  # drawn anew: the same picture
+    explorer.controls["step"].value = 10
+    assert explorer._loss_ax.get_ylim() == (0, 8) and bytes(explorer.image.value) == first_view
+
+
+@pytest.mark.parametrize(
+    ("control", "text", "message"),
+    [
+        ("tokens", "", "no tokens: type token numbers 0..63 separated by spaces"),
+        ("tokens", "5 x 7", "'x' is not a token number"),
+        ("tokens", "5 3.0", "'3.0' is not a token number"),
+        ("tokens", "5 -1", "'-1' is not a token number"),
+        ("tokens", "5 64", "token 64 is outside the vocabulary 0..63"),
+        ("tokens", "1 " * 49, "49 tokens do not fit in the context of 48: type at most 48"),
+        ("tokens", "7", "one token has no next token to predict: type at least 2"),
+        ("seed", -1, "seed must be a whole number >= 0, got -1"),
+    ],
+)
+def test_induction_explorer_answers_bad_input_with_a_message(
+    induction_training, control, text, message
+):
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer(sequence="typed", training=induction_training)
+    before = bytes(explorer.image.value)
+    explorer.controls[control].value = text
+    assert message in explorer.state["error"]
+    assert message in explorer._log_ax.get_title()
+    assert not explorer._heatmap.mesh.get_visible()
+    assert len(explorer._loss_line.get_xdata()) == 0
+    assert bytes(explorer.image.value) != before
+    explorer.controls["tokens"].value = "3 4 5"
+    assert "error" not in explorer.state and explorer.state["ids"] == [3, 4, 5]
+
+
+def _broken_training(change: str) -> object:
+    training = tiny_induction_training()
+    if change == "not a dict":
+        return "data/induction_models.pt"
+    if change == "no logs":
+        del training["logs"]
+    elif change == "one model":
+        del training["models"]["one-layer"]
+    elif change == "not a GPT":
+        training["models"]["one-layer"] = "a model"
+    elif change == "no snapshots":
+        training["snapshots"]["two-layer"] = {}
+    elif change == "snapshot of another model":
+        training["snapshots"]["two-layer"][10] = training["snapshots"]["one-layer"][10]
+    elif change == "log scores of another shape":
+        training["logs"]["two-layer"]["induction"] = torch.zeros(3, 1, 2)
+    elif change == "log of unequal lists":
+        training["logs"]["two-layer"]["second_copy_loss"] = [4.0]
+    return training
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"model": "three-layer"}, ValueError, "model must be one of ['one-layer', 'two-layer']"),
+        (
+            {"step": 5},
+            ValueError,
+            "step 5 is not a stored snapshot of the two-layer model: one of 0, 10",
+        ),
+        ({"step": 2.5}, ValueError, "step must be a whole number >= 0, got 2.5"),
+        (
+            {"layer": 2},
+            ValueError,
+            "layer 2 is out of range for the two-layer model: the model has 2 layers, 0..1",
+        ),
+        (
+            {"model": "one-layer", "layer": 1},
+            ValueError,
+            "layer 1 is out of range for the one-layer",
+        ),
+        (
+            {"head": 2},
+            ValueError,
+            "head 2 is out of range for the two-layer model: each layer has 2 heads",
+        ),
+        ({"head": -1}, ValueError, "head must be a whole number >= 0, got -1"),
+        ({"sequence": "random"}, ValueError, "sequence must be one of ['repeat', 'typed']"),
+        ({"tokens": [5, 17]}, TypeError, "tokens must be text (a str) of token numbers"),
+        ({"seed": -1}, ValueError, "seed must be a whole number >= 0, got -1"),
+        ({"seed": "0"}, ValueError, "seed must be a whole number >= 0, got '0'"),
+        (
+            {"training": "not a dict"},
+            TypeError,
+            "training must be the dict helpers.induction.load_training() returns, got str",
+        ),
+        ({"training": "no logs"}, ValueError, "training lacks ['logs']"),
+        (
+            {"training": "one model"},
+            ValueError,
+            "training['models'] must name ['one-layer', 'two-layer'], found ['two-layer']",
+        ),
+        (
+            {"training": "not a GPT"},
+            TypeError,
+            "training['models']['one-layer'] must be a GPT, got str",
+        ),
+        (
+            {"training": "no snapshots"},
+            ValueError,
+            "training['snapshots']['two-layer'] must be a non-empty dict",
+        ),
+        (
+            {"training": "snapshot of another model"},
+            ValueError,
+            "[10] is not a state_dict of the two-layer model",
+        ),
+        (
+            {"training": "log scores of another shape"},
+            ValueError,
+            "['induction'] must be a tensor (rows, layers, heads) = (3, 2, 2), got (3, 1, 2)",
+        ),
+        (
+            {"training": "log of unequal lists"},
+            ValueError,
+            "one second_copy_loss per step, at least one: got 1 for 3 steps",
+        ),
+    ],
+)
+def test_induction_explorer_names_what_it_needs(arguments, error, message):
+    from helpers.widgets import InductionExplorer
+
+    arguments = dict(arguments)
+    if "training" in arguments:
+        arguments["training"] = _broken_training(arguments["training"])
+    else:
+        arguments["training"] = tiny_induction_training()
+    with pytest.raises(error, match=re.escape(message)):
+        InductionExplorer(**arguments)
+
+
+def test_induction_explorer_loads_the_shipped_models_by_default():
+    from helpers.induction import load_training, measure, repeated_sequences
+    from helpers.widgets import InductionExplorer
+
+    explorer = InductionExplorer()
+    training = load_training()
+    last = max(training["snapshots"]["two-layer"])
+    best = int(training["logs"]["two-layer"]["induction"][-1, 1].argmax())
+    assert explorer.values()["model"] == "two-layer"
+    assert (explorer.values()["step"], explorer.values()["layer"]) == (last, 1)
+    assert explorer.values()["head"] == best
+    state = explorer.state
+    assert "error" not in state
+    ids = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
+    measured = measure(training["models"]["two-layer"], ids, 24)
+    assert state["second_copy_loss"] == pytest.approx(measured["second_copy_loss"])
+    assert state["induction"] == pytest.approx(float(measured["induction"][1, best]))
+    assert state["second_copy_loss"] < state["first_copy_loss"] / 2  # the trained circuit
+    assert explorer.render_png().startswith(b"\x89PNG")

@@ -24,3 +24,4 @@ from helpers.widgets.ch09_transformer_translation import *  # noqa: F403
 from helpers.widgets.ch10_efficient_attention import *  # noqa: F403
 from helpers.widgets.ch11_long_context import *  # noqa: F403
 from helpers.widgets.ch12_decoder_only import *  # noqa: F403
+from helpers.widgets.ch13_induction_heads import *  # noqa: F403

@@ -1,0 +1,539 @@
+"""Chapter 13's explorer: the phase change, frame by frame. A training-step slider over the
+stored snapshots of the one-layer and the two-layer attention-only model, a layer and a head,
+a sequence (a random block and its copy, or typed tokens): the head's attention map, the loss
+per position, and where on the log's second-copy loss curve that step lies."""
+
+import math
+import re
+from collections import OrderedDict
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from helpers import validation
+from helpers.gpt import GPT
+from helpers.induction import (
+    MODEL_LAYERS,
+    load_training,
+    measure,
+    previous_token_score,
+    repeated_sequences,
+)
+from helpers.plotting import TokenHeatmap
+from helpers.widgets.base import Explorer
+
+__all__ = ["InductionExplorer"]
+
+SEQUENCES = ("repeat", "typed")
+REPEAT_LENGTH = 24  # a random block of 24 tokens, then its copy: 48 positions
+DEFAULT_TOKENS = "5 17 42 5 17"
+MOST_LABELLED = 24  # longer sequences are labelled by position (every 4th), not by token
+LOSS_LIMITS = (8.0, 16.0, 32.0)  # the loss axis: the smallest that holds the line
+KEPT_BACKGROUNDS = 4  # a repeat's and a typed sequence's, say: switching back costs no redraw
+COLOURS = {"previous": "tab:blue", "induction": "tab:green", "first": "tab:orange"}
+
+
+class InductionExplorer(Explorer):
+    """Chapter 13: choose a model, a training step (a stored snapshot), a layer, a head and a
+    sequence (a random block and its copy, made from a seed, or typed token numbers). See the
+    head's attention map with the previous-token diagonal and the induction stripe marked, the
+    loss of predicting each next token, the head's scores, and where that step lies on the
+    training log's second-copy loss: before, during or after the phase change."""
+
+    def __init__(
+        self,
+        model: str = "two-layer",
+        step: int | None = None,
+        layer: int | None = None,
+        head: int | None = None,
+        sequence: str = "repeat",
+        tokens: str | None = None,
+        seed: int = 0,
+        training: dict | None = None,
+    ):
+        """step: a snapshot's step (default: the last); layer: default the model's last;
+        head: default the one with the highest induction score in the log's last row;
+        tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
+        training: the dict helpers.induction.load_training() returns (default: loaded from
+        data/)."""
+        if model not in MODEL_LAYERS:
+            raise ValueError(f"model must be one of {list(MODEL_LAYERS)}, got {model!r}")
+        if sequence not in SEQUENCES:
+            raise ValueError(f"sequence must be one of {list(SEQUENCES)}, got {sequence!r}")
+        if tokens is None:
+            tokens = DEFAULT_TOKENS
+        if not isinstance(tokens, str):
+            raise TypeError(
+                f"tokens must be text (a str) of token numbers such as {DEFAULT_TOKENS!r}, got "
+                f"{type(tokens).__name__}"
+            )
+        seed = validation.seed(seed)
+        self.training = _checked_training(load_training() if training is None else training)
+        step, layer, head = self._checked_choices(model, step, layer, head)
+        self._snapshots, self._reading, self._syncing = {}, {}, False
+        self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
+        config = self.training["models"][model].config
+        controls = {
+            "model": widgets.ToggleButtons(
+                options=list(MODEL_LAYERS), value=model, description="model"
+            ),
+            "step": widgets.SelectionSlider(
+                options=self.steps(model), value=step, description="training step"
+            ),
+            "layer": widgets.Dropdown(
+                options=range(config.num_layers), value=layer, description="layer"
+            ),
+            "head": widgets.Dropdown(
+                options=range(config.num_heads), value=head, description="head"
+            ),
+            "sequence": widgets.ToggleButtons(
+                options=SEQUENCES, value=sequence, description="sequence"
+            ),
+            "seed": widgets.IntText(value=seed, description="seed (repeat)"),
+            "tokens": widgets.Text(
+                value=tokens,
+                description="typed tokens",
+                placeholder=f"token numbers 0..{config.vocab_size - 1}, e.g. {DEFAULT_TOKENS}",
+                continuous_update=False,
+                layout=widgets.Layout(width="40%"),
+            ),
+        }
+        figure = self._build_figure()
+        dynamic = [
+            self._step_line,
+            self._step_dot,
+            *self._heatmap.artists,
+            self._previous_line,
+            self._induction_line,
+            *self._copy_spans,
+            self._loss_line,
+            *(ax.title for ax in (self._log_ax, self._map_ax, self._loss_ax)),
+        ]
+        super().__init__(controls, figure, dynamic)
+        self.widget.children = (
+            widgets.HBox([controls[name] for name in ("model", "step", "layer", "head")]),
+            widgets.HBox([controls[name] for name in ("sequence", "seed", "tokens")]),
+            self.image,
+        )
+
+    # What the controls may choose
+
+    def steps(self, model: str) -> list[int]:
+        """The steps of the model's stored snapshots, in order."""
+        return sorted(self.training["snapshots"][model])
+
+    def _checked_choices(self, model: str, step, layer, head) -> tuple[int, int, int]:
+        config = self.training["models"][model].config
+        steps = self.steps(model)
+        if step is None:
+            step = steps[-1]
+        elif validation.whole_number(step, "step", minimum=0) not in steps:
+            raise ValueError(
+                f"step {step} is not a stored snapshot of the {model} model: one of "
+                f"{', '.join(map(str, steps))}"
+            )
+        layer = config.num_layers - 1 if layer is None else _index(layer, "layer", model, config)
+        if head is None:  # the head that scores highest as an induction head in the last row
+            head = int(self.training["logs"][model]["induction"][-1, layer].argmax())
+        return int(step), layer, _index(head, "head", model, config)
+
+    def _on_change(self, change):
+        if self._syncing:  # a control set by _follow: one redraw, after all of them are set
+            return
+        self._syncing = True
+        try:
+            self._follow(change["owner"])
+        finally:
+            self._syncing = False
+        self.update()
+
+    def _follow(self, control) -> None:
+        """The controls that depend on the one that moved: the model's steps, layers and heads;
+        typing tokens shows them, editing the seed shows its random repeat."""
+        controls = self.controls
+        if control is controls["model"]:
+            config = self.training["models"][controls["model"].value].config
+            _offer(controls["step"], self.steps(controls["model"].value))
+            _offer(controls["layer"], list(range(config.num_layers)))
+            _offer(controls["head"], list(range(config.num_heads)))
+        elif control is controls["tokens"]:
+            controls["sequence"].value = "typed"
+        elif control is controls["seed"]:
+            controls["sequence"].value = "repeat"
+
+    # The figure
+
+    def _build_figure(self) -> Figure:
+        models = self.training["models"].values()
+        most = max(model.config.context_length for model in models)
+        vocab_size = max(model.config.vocab_size for model in models)
+        figure = Figure(figsize=(11, 7.4), layout="constrained")
+        grid = figure.add_gridspec(2, 2, height_ratios=(1, 3.2), width_ratios=(1.2, 1))
+        self._log_ax = figure.add_subplot(grid[0, :])  # first: the base class's errors go here
+        self._map_ax = figure.add_subplot(grid[1, 0])
+        self._loss_ax = figure.add_subplot(grid[1, 1])
+        self._build_log()
+        self._heatmap = TokenHeatmap(self._map_ax, most, most, "Reds")
+        figure.colorbar(self._heatmap.mesh, ax=self._map_ax, label="attention weight", shrink=0.8)
+        marks = {"ls": "none", "marker": "o", "ms": 2.5, "alpha": 0.7}  # dots: the cells show
+        (self._previous_line,) = self._map_ax.plot(
+            [], [], color=COLOURS["previous"], label="the previous token", **marks
+        )
+        (self._induction_line,) = self._map_ax.plot(
+            [], [], color=COLOURS["induction"], label="induction: after the earlier copy", **marks
+        )
+        self._map_ax.legend(  # outside: the map is drawn over the background
+            loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, fontsize=8, markerscale=2
+        )
+        self._map_ax.set_xlabel("keys", labelpad=18)  # below the labels TokenHeatmap writes
+        self._map_ax.set_ylabel("queries", labelpad=22)
+        self._build_loss(math.log(vocab_size))
+        return figure
+
+    def _build_log(self) -> None:
+        ax, logs = self._log_ax, self.training["logs"]
+        for name, style in zip(MODEL_LAYERS, ("--", "-"), strict=True):
+            ax.plot(logs[name]["step"], logs[name]["second_copy_loss"], ls=style, label=name)
+        self._step_line = ax.axvline(0, color="black", lw=1)
+        (self._step_dot,) = ax.plot([], [], "o", color="black", ms=5)
+        top = max(max(logs[name]["second_copy_loss"]) for name in MODEL_LAYERS)
+        ax.set_ylim(0, top * 1.1)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("second-copy loss")
+        ax.legend(loc="lower left", fontsize=8)
+
+    def _build_loss(self, log_vocab: float) -> None:
+        ax = self._loss_ax
+        self._copy_spans = []
+        for copy, colour in (("first", COLOURS["first"]), ("second", COLOURS["induction"])):
+            span = Rectangle(
+                (0, 0), 0, 1, transform=ax.get_xaxis_transform(), color=colour, alpha=0.12,
+                label=f"{copy} copy",
+            )  # fmt: skip
+            self._copy_spans.append(ax.add_patch(span))
+        (self._loss_line,) = ax.plot([], [], "o-", ms=3, lw=1, color="black", label="loss")
+        ax.axhline(log_vocab, color="gray", ls="--", lw=1)
+        ax.set_xlabel("position of the predicted token")
+        ax.set_ylabel("loss: cross-entropy of the next token (nats)")
+        ax.set_ylim(0, LOSS_LIMITS[0])
+        ax.set_xlim(0.5, 2 * REPEAT_LENGTH - 0.5)
+        handles = [
+            self._loss_line,
+            Line2D([], [], color="gray", ls="--", lw=1, label=f"ln {round(math.exp(log_vocab))}"
+                   f" = {log_vocab:.2f}: a uniform guess"),
+            *self._copy_spans,
+        ]  # fmt: skip
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2,
+                  fontsize=8)  # fmt: skip
+
+    def render_png(self) -> bytes:
+        """The base class's PNG, with a background drawn before for the same axes reused
+        instead of drawn again (switching between a repeat and typed tokens changes the
+        axes' labels and limits, and a whole background takes longer than the rest)."""
+        key = (self._loss_ax.get_xlim(), self._loss_ax.get_ylim())  # (the map's labels follow n)
+        if self._background is None and key in self._backgrounds:
+            self._background = self._backgrounds[key]
+        png = super().render_png()
+        self._backgrounds[key] = self._background
+        self._backgrounds.move_to_end(key)
+        if len(self._backgrounds) > KEPT_BACKGROUNDS:
+            self._backgrounds.popitem(last=False)
+        return png
+
+    # The numbers, each from helpers
+
+    def snapshot(self, model: str, step: int) -> GPT:
+        """The model's weights at that step in a float64 copy in eval mode (built once)."""
+        key = (model, step)
+        if key not in self._snapshots:
+            exact = GPT(self.training["models"][model].config).double().eval()
+            exact.load_state_dict(self.training["snapshots"][model][step])
+            self._snapshots[key] = exact
+        return self._snapshots[key]
+
+    def sequence_ids(self, sequence: str, seed: int, tokens: str, vocab_size: int, context: int):
+        """(1, n) int64 ids: the seed's random block and its copy, or the typed tokens."""
+        if sequence == "repeat":
+            generator = torch.Generator().manual_seed(validation.seed(seed))
+            return repeated_sequences(1, REPEAT_LENGTH, vocab_size, generator)
+        return parse_tokens(tokens, vocab_size, context)
+
+    @torch.no_grad()
+    def reading(self, model: str, step: int, ids: torch.Tensor) -> dict:
+        """What the layer and head do not change: every head's attention (layers, heads, n, n),
+        the loss of predicting each token from the ones before it (n - 1,), and, for a block
+        and its copy, helpers.induction.measure()'s numbers."""
+        key = (model, step, tuple(ids[0].tolist()))
+        if key not in self._reading:
+            exact = self.snapshot(model, step)
+            logits = exact(ids)  # (1, n, vocab)
+            losses = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")  # (n - 1,)
+            attention = torch.stack([maps[0] for maps in exact.attention_maps()])
+            length = repeat_length(ids)
+            measured = None if length is None else measure(exact, ids, length)
+            self._reading = {
+                key: {
+                    "attention": attention,
+                    "losses": losses,
+                    "length": length,
+                    "measured": measured,
+                }
+            }
+        return self._reading[key]
+
+    def draw(self, model, step, layer, head, sequence, seed, tokens) -> None:
+        config = self.training["models"][model].config
+        try:
+            ids = self.sequence_ids(
+                sequence, seed, tokens, config.vocab_size, config.context_length
+            )
+        except ValueError as problem:
+            self._show_problem(problem, model, step)
+            return
+        found = self.reading(model, step, ids)
+        weights, measured = found["attention"][layer, head], found["measured"]
+        self.state = {
+            "model": model,
+            "step": step,
+            "layer": layer,
+            "head": head,
+            "ids": ids[0].tolist(),
+            "attention": weights,
+            "losses": found["losses"],
+            "length": found["length"],
+            "previous_token": float(previous_token_score(weights)),
+            "induction": None,
+            "first_copy_loss": None,
+            "second_copy_loss": None,
+        }
+        if measured is not None:
+            self.state.update(
+                induction=float(measured["induction"][layer, head]),
+                previous_token=float(measured["previous_token"][layer, head]),
+                first_copy_loss=measured["first_copy_loss"],
+                second_copy_loss=measured["second_copy_loss"],
+            )
+        self._draw_log(model, step)
+        self._draw_map()
+        self._draw_loss()
+
+    def _draw_log(self, model: str, step: int) -> None:
+        log = self.training["logs"][model]
+        self._step_line.set_xdata([step, step])
+        title = f"second-copy loss on held-out sequences during training; {model} at step {step:,}"
+        if step in log["step"]:
+            loss = log["second_copy_loss"][log["step"].index(step)]
+            self._step_dot.set_data([step], [loss])
+            title += f": {loss:.2f}"
+        else:
+            self._step_dot.set_data([], [])
+        self._log_ax.set_title(title, color="black", fontsize=10, parse_math=False)
+
+    def _draw_map(self) -> None:
+        state = self.state
+        ids, n, length = state["ids"], len(state["ids"]), state["length"]
+        if n <= MOST_LABELLED:
+            labels, kind = [str(token) for token in ids], "token numbers"
+        else:
+            labels, kind = [str(p) if p % 4 == 0 else "" for p in range(n)], "positions"
+        self._heatmap.show(state["attention"].numpy(), labels, labels)
+        self._label_map_axes(kind)
+        queries = np.arange(1, n) + 0.5  # cell centres of (t, t - 1)
+        self._previous_line.set_data(queries - 1, queries)
+        if length is None:
+            self._induction_line.set_data([], [])
+        else:
+            queries = np.arange(length, n) + 0.5  # cell centres of (t, t - length + 1)
+            self._induction_line.set_data(queries - length + 1, queries)
+        self._map_ax.set_title(
+            f"{state['model']} model, layer {state['layer']}, head {state['head']}, step "
+            f"{state['step']:,}\n{_scores(state)}",
+            color="black",
+            fontsize=10,
+            parse_math=False,
+        )
+
+    def _label_map_axes(self, kind: str) -> None:
+        """The map's axis labels say what its tick labels are (part of the background: redrawn
+        only when the kind changes)."""
+        if self._map_ax.get_xlabel() != f"keys ({kind})":
+            self._map_ax.set_xlabel(f"keys ({kind})")
+            self._map_ax.set_ylabel(f"queries ({kind})")
+            self.redraw_background()
+
+    def _draw_loss(self) -> None:
+        state = self.state
+        losses, n, length = state["losses"].numpy(), len(state["ids"]), state["length"]
+        self._loss_line.set_data(np.arange(1, n), losses)
+        first, second = self._copy_spans
+        first.set_visible(length is not None)
+        second.set_visible(length is not None)
+        if length is not None:
+            first.set_x(-0.5)
+            first.set_width(length)
+            second.set_x(length - 0.5)
+            second.set_width(length)
+            title = (
+                f"loss per position: first copy {state['first_copy_loss']:.2f}, second copy "
+                f"{state['second_copy_loss']:.2f}"
+            )
+        else:
+            title = f"loss per position: mean {losses.mean():.2f}"
+        self._loss_ax.set_title(title, color="black", fontsize=10, parse_math=False)
+        self.fit_y_limit(self._loss_ax, float(losses.max()), LOSS_LIMITS)
+        if self._loss_ax.get_xlim() != (0.5, n - 0.5):
+            self._loss_ax.set_xlim(0.5, n - 0.5)
+            self.redraw_background()
+
+    def _show_problem(self, problem: Exception, model: str, step: int) -> None:
+        self.state = {"error": str(problem)}
+        self._draw_log(model, step)
+        self._heatmap.hide()
+        for line in (self._previous_line, self._induction_line, self._loss_line):
+            line.set_data([], [])
+        for span in self._copy_spans:
+            span.set_visible(False)
+        for ax in (self._map_ax, self._loss_ax):
+            ax.set_title("")
+        self.show_error(self._log_ax, problem)
+
+
+def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tensor:
+    """Typed token numbers (separated by spaces or commas) as (1, n) int64 ids, or a
+    ValueError that says what to type instead."""
+    if not isinstance(text, str):
+        raise ValueError(f"type token numbers as text, got {type(text).__name__}")
+    words = [word for word in re.split(r"[\s,]+", text) if word]
+    example = f"type token numbers 0..{vocab_size - 1} separated by spaces, e.g. {DEFAULT_TOKENS}"
+    if not words:
+        raise ValueError(f"no tokens: {example}")
+    for word in words:
+        if not re.fullmatch(r"[0-9]+", word):
+            raise ValueError(f"{word[:20]!r} is not a token number: {example}")
+    numbers = [int(word) for word in words]
+    outside = [number for number in numbers if number >= vocab_size]
+    if outside:
+        raise ValueError(
+            f"token {outside[0]} is outside the vocabulary 0..{vocab_size - 1}: {example}"
+        )
+    if len(numbers) > context_length:
+        raise ValueError(
+            f"{len(numbers)} tokens do not fit in the context of {context_length}: type at most "
+            f"{context_length}"
+        )
+    if len(numbers) < 2:
+        raise ValueError("one token has no next token to predict: type at least 2")
+    return torch.tensor([numbers])
+
+
+def repeat_length(ids: torch.Tensor) -> int | None:
+    """length if ids (1, n) are a block of length >= 2 followed by its copy, else None."""
+    n = ids.shape[1]
+    length = n // 2
+    if n % 2 or length < 2 or not torch.equal(ids[:, :length], ids[:, length:]):
+        return None
+    return length
+
+
+def _scores(state: dict) -> str:
+    previous = f"previous-token score {state['previous_token']:.2f}"
+    if state["induction"] is None:
+        return f"{previous}; no induction score: not a block and its copy"
+    return f"induction score {state['induction']:.2f} · {previous}"
+
+
+def _offer(control, options: list[int]) -> None:
+    """New options for a control, keeping its value where the new options hold it (else the
+    last option: the latest step, the last layer)."""
+    value = control.value
+    if list(control.options) != options:
+        control.options = options
+    control.value = value if value in options else options[-1]
+
+
+def _index(value: object, name: str, model: str, config) -> int:
+    count = config.num_layers if name == "layer" else config.num_heads
+    value = validation.whole_number(value, name, minimum=0)
+    if value >= count:
+        where = "the model has" if name == "layer" else "each layer has"
+        raise ValueError(
+            f"{name} {value} is out of range for the {model} model: {where} {count} {name}s, "
+            f"0..{count - 1}"
+        )
+    return value
+
+
+def _checked_training(training: object) -> dict:
+    """training shaped as load_training() returns it, every snapshot loadable into its model."""
+    if not isinstance(training, dict):
+        raise TypeError(
+            "training must be the dict helpers.induction.load_training() returns, got "
+            f"{type(training).__name__}"
+        )
+    missing = [key for key in ("models", "snapshots", "logs") if key not in training]
+    if missing:
+        raise ValueError(
+            f"training lacks {missing}: it must be the dict helpers.induction.load_training() "
+            "returns"
+        )
+    names = sorted(MODEL_LAYERS)
+    for key in ("models", "snapshots", "logs"):
+        if not isinstance(training[key], dict) or sorted(training[key]) != names:
+            found = sorted(training[key]) if isinstance(training[key], dict) else training[key]
+            raise ValueError(f"training[{key!r}] must name {names}, found {found!r:.80}")
+    for name in names:
+        model = training["models"][name]
+        if not isinstance(model, GPT):
+            raise TypeError(
+                f"training['models'][{name!r}] must be a GPT, got {type(model).__name__}"
+            )
+        if model.config.context_length < 2 * REPEAT_LENGTH:
+            raise ValueError(
+                f"the {name} model's context of {model.config.context_length} does not hold a "
+                f"block of {REPEAT_LENGTH} and its copy"
+            )
+        _check_snapshots(name, model, training["snapshots"][name])
+        _check_log(name, model, training["logs"][name])
+    return training
+
+
+def _check_snapshots(name: str, model: GPT, snapshots: object) -> None:
+    where = f"training['snapshots'][{name!r}]"
+    if not isinstance(snapshots, dict) or not snapshots:
+        raise ValueError(f"{where} must be a non-empty dict {{step: state_dict}}")
+    shapes = {key: value.shape for key, value in model.state_dict().items()}
+    for step, weights in snapshots.items():
+        validation.whole_number(step, f"a step of {where}", minimum=0)
+        found = {
+            key: getattr(value, "shape", None) for key, value in dict(weights).items()
+        } if isinstance(weights, dict) else None  # fmt: skip
+        if found != shapes:
+            raise ValueError(
+                f"{where}[{step}] is not a state_dict of the {name} model (its weights' names "
+                "and shapes differ)"
+            )
+
+
+def _check_log(name: str, model: GPT, log: object) -> None:
+    where = f"training['logs'][{name!r}]"
+    if not isinstance(log, dict) or not {"step", "second_copy_loss", "induction"} <= set(log):
+        raise ValueError(f"{where} must hold 'step', 'second_copy_loss' and 'induction'")
+    rows = len(log["step"])
+    expected = (rows, model.config.num_layers, model.config.num_heads)
+    induction = log["induction"]
+    if rows == 0 or len(log["second_copy_loss"]) != rows:
+        raise ValueError(
+            f"{where} must hold one second_copy_loss per step, at least one: got "
+            f"{len(log['second_copy_loss'])} for {rows} steps"
+        )
+    if not isinstance(induction, torch.Tensor) or tuple(induction.shape) != expected:
+        found = tuple(induction.shape) if isinstance(induction, torch.Tensor) else induction
+        raise ValueError(
+            f"{where}['induction'] must be a tensor (rows, layers, heads) = {expected}, got "
+            f"{found!r:.80}"
+        )
