@@ -781,6 +781,8 @@ def _broken_training(change: str) -> object:
         training["snapshots"]["two-layer"][10] = training["snapshots"]["one-layer"][10]
     elif change == "log scores of another shape":
         training["logs"]["two-layer"]["induction"] = torch.zeros(3, 1, 2)
+    elif change == "log steps in a tensor":
+        training["logs"]["one-layer"]["step"] = torch.tensor([0, 5, 10])
     elif change == "log of unequal lists":
         training["logs"]["two-layer"]["second_copy_loss"] = [4.0]
     return training
@@ -851,6 +853,11 @@ def _broken_training(change: str) -> object:
             {"training": "log of unequal lists"},
             ValueError,
             "one second_copy_loss per step, at least one: got 1 for 3 steps",
+        ),
+        (
+            {"training": "log steps in a tensor"},
+            ValueError,
+            "training['logs']['one-layer']['step'] and ['second_copy_loss'] must be lists",
         ),
     ],
 )

@@ -212,9 +212,14 @@ class InductionExplorer(Explorer):
         self._copy_spans = []
         for copy, colour in (("first", COLOURS["first"]), ("second", COLOURS["induction"])):
             span = Rectangle(
-                (0, 0), 0, 1, transform=ax.get_xaxis_transform(), color=colour, alpha=0.12,
+                (0, 0),
+                0,
+                1,
+                transform=ax.get_xaxis_transform(),  # x: positions, y: the axes' full height
+                color=colour,
+                alpha=0.12,
                 label=f"{copy} copy",
-            )  # fmt: skip
+            )
             self._copy_spans.append(ax.add_patch(span))
         (self._loss_line,) = ax.plot([], [], "o-", ms=3, lw=1, color="black", label="loss")
         ax.axhline(log_vocab, color="gray", ls="--", lw=1)
@@ -222,14 +227,15 @@ class InductionExplorer(Explorer):
         ax.set_ylabel("loss: cross-entropy of the next token (nats)")
         ax.set_ylim(0, LOSS_LIMITS[0])
         ax.set_xlim(0.5, 2 * REPEAT_LENGTH - 0.5)
+        uniform = f"ln {round(math.exp(log_vocab))} = {log_vocab:.2f}: a uniform guess"
         handles = [
             self._loss_line,
-            Line2D([], [], color="gray", ls="--", lw=1, label=f"ln {round(math.exp(log_vocab))}"
-                   f" = {log_vocab:.2f}: a uniform guess"),
+            Line2D([], [], color="gray", ls="--", lw=1, label=uniform),
             *self._copy_spans,
-        ]  # fmt: skip
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2,
-                  fontsize=8)  # fmt: skip
+        ]
+        ax.legend(
+            handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, fontsize=8
+        )
 
     def render_png(self) -> bytes:
         """The base class's PNG, with a background drawn before for the same axes reused
@@ -506,23 +512,29 @@ def _check_snapshots(name: str, model: GPT, snapshots: object) -> None:
     where = f"training['snapshots'][{name!r}]"
     if not isinstance(snapshots, dict) or not snapshots:
         raise ValueError(f"{where} must be a non-empty dict {{step: state_dict}}")
-    shapes = {key: value.shape for key, value in model.state_dict().items()}
+    shapes = _shapes(model.state_dict())
     for step, weights in snapshots.items():
         validation.whole_number(step, f"a step of {where}", minimum=0)
-        found = {
-            key: getattr(value, "shape", None) for key, value in dict(weights).items()
-        } if isinstance(weights, dict) else None  # fmt: skip
-        if found != shapes:
+        if _shapes(weights) != shapes:
             raise ValueError(
                 f"{where}[{step}] is not a state_dict of the {name} model (its weights' names "
                 "and shapes differ)"
             )
 
 
+def _shapes(weights: object) -> dict | None:
+    """{name: shape} of a state_dict's tensors; None for anything else."""
+    if not isinstance(weights, dict):
+        return None
+    return {key: getattr(value, "shape", None) for key, value in weights.items()}
+
+
 def _check_log(name: str, model: GPT, log: object) -> None:
     where = f"training['logs'][{name!r}]"
     if not isinstance(log, dict) or not {"step", "second_copy_loss", "induction"} <= set(log):
         raise ValueError(f"{where} must hold 'step', 'second_copy_loss' and 'induction'")
+    if not isinstance(log["step"], list) or not isinstance(log["second_copy_loss"], list):
+        raise ValueError(f"{where}['step'] and ['second_copy_loss'] must be lists, one per row")
     rows = len(log["step"])
     expected = (rows, model.config.num_layers, model.config.num_heads)
     induction = log["induction"]
