@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from helpers import validation
 from helpers.gpt import GPT
@@ -227,6 +228,7 @@ class InductionExplorer(Explorer):
         ax.set_ylabel("loss: cross-entropy of the next token (nats)")
         ax.set_ylim(0, LOSS_LIMITS[0])
         ax.set_xlim(0.5, 2 * REPEAT_LENGTH - 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions: whole numbers
         uniform = f"ln {round(math.exp(log_vocab))} = {log_vocab:.2f}: a uniform guess"
         handles = [
             self._loss_line,
