@@ -12,15 +12,31 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from helpers import validation
-from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from helpers.gpt import GPT, GPTConfig
 
 # The task
+
+LARGEST_ID = 2**63 - 1  # int64
+MOST_IDS = 2**31  # 16 GiB of int64 ids: more is a mistake in a size, not a batch to draw
+
+
+def _check_generator(generator: object) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
 
 
 def repeated_sequences(
@@ -31,8 +47,14 @@ def repeated_sequences(
     batch = validation.whole_number(batch, "batch")
     length = validation.whole_number(length, "length")
     vocab_size = validation.whole_number(vocab_size, "vocab_size")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+    if vocab_size > LARGEST_ID:
+        raise ValueError(f"vocab_size must be at most 2^63 - 1 (int64 ids), got {vocab_size}")
+    if batch * 2 * length > MOST_IDS:
+        raise ValueError(
+            f"batch * 2 * length = {batch * 2 * length} ids is more than {MOST_IDS} (16 GiB of "
+            f"int64): batch {batch}, length {length}"
+        )
+    _check_generator(generator)
     device = None if generator is None else generator.device
     block = torch.randint(vocab_size, (batch, length), generator=generator, device=device)
     return torch.cat([block, block], dim=1)  # (batch, 2 * length)
@@ -46,14 +68,21 @@ def _check_weights(weights: object) -> torch.Tensor:
     validation.tensor(weights, "weights", "(..., n, n)")
     if not weights.is_floating_point():
         raise ValueError(f"weights must be floating point attention weights, got {weights.dtype}")
+    if weights.layout != torch.strided or weights.is_meta:
+        kind = "on the meta device (no values)" if weights.is_meta else f"{weights.layout}"
+        raise ValueError(f"weights must be an ordinary dense tensor, got one {kind}")
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights must be (..., n, n), one row of key weights per query, got shape "
             f"{tuple(weights.shape)}"
         )
-    if weights.isnan().any():
-        where = tuple(weights.isnan().nonzero()[0].tolist())
-        raise ValueError(f"weights hold NaN (first at index {where}): no score can be measured")
+    if not weights.isfinite().all():
+        where = tuple((~weights.isfinite()).nonzero()[0].tolist())
+        value = "NaN" if weights[where].isnan() else f"{weights[where].item()}"
+        raise ValueError(
+            f"weights hold {value} (first at index {where}): attention weights are finite, no "
+            f"score can be measured"
+        )
     return weights
 
 
@@ -97,6 +126,8 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
         )
     config, pairs = model.config, []
     for pair in heads:
+        if isinstance(pair, torch.Tensor | np.ndarray) and pair.ndim == 1:
+            pair = tuple(pair)  # a row of a tensor or array of pairs
         if isinstance(pair, str | bytes) or not isinstance(pair, tuple | list) or len(pair) != 2:
             one_pair = " (for one head write [(layer, head)])" if isinstance(pair, int) else ""
             raise ValueError(
@@ -138,7 +169,23 @@ def zeroed_heads(model: GPT, heads: Iterable[tuple[int, int]]) -> contextlib.Abs
     entering and removed on leaving, also when the body raises."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    return _zeroing(model, _head_pairs(model, heads))
+    return _ZeroedHeads(model, _head_pairs(model, heads))
+
+
+class _ZeroedHeads(contextlib.AbstractContextManager):
+    """What zeroed_heads returns: it can be entered again after it was left."""
+
+    def __init__(self, model: GPT, pairs: list[tuple[int, int]]):
+        self.model, self.pairs, self._open = model, pairs, []
+
+    def __enter__(self) -> GPT:
+        zeroing = _zeroing(self.model, self.pairs)
+        entered = zeroing.__enter__()
+        self._open.append(zeroing)
+        return entered
+
+    def __exit__(self, *raised) -> bool | None:
+        return self._open.pop().__exit__(*raised)
 
 
 @contextlib.contextmanager
@@ -166,6 +213,7 @@ def logits_with_heads_zeroed(
 ) -> torch.Tensor:
     """model(ids) (B, T, vocab) with the given (layer, head) pairs' outputs zeroed, without
     gradients, in eval mode (the model's mode is restored afterwards)."""
+    _check_model_and_ids(model, ids)
     with zeroed_heads(model, heads):
         was_training = model.training
         model.eval()
@@ -176,14 +224,32 @@ def logits_with_heads_zeroed(
             model.train(was_training)
 
 
+def _check_model_and_ids(model: object, ids: object) -> None:
+    """A GPT with finite weights (NaN in a weight would come out as NaN logits) and ids it
+    reads."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    for name, weight in model.state_dict().items():
+        if weight.is_meta:
+            raise ValueError(
+                f"the model is on the meta device: its weights ({name}) have no values; build "
+                f"or load it on the cpu"
+            )
+        if weight.is_floating_point() and not weight.isfinite().all():
+            raise ValueError(
+                f"the model's weight {name} holds NaN or inf: every output would be NaN"
+            )
+    if isinstance(ids, torch.Tensor) and ids.is_meta:
+        raise ValueError("ids are on the meta device (no values): make them on the cpu")
+    model.check_ids(ids)
+
+
 # Measuring a model on repeated sequences
 
 
 def _check_repeated(model: object, ids: object, length: object) -> tuple[GPT, torch.Tensor, int]:
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    _check_model_and_ids(model, ids)
     length = validation.whole_number(length, "length", minimum=2)
-    model.check_ids(ids)
     if ids.shape[1] != 2 * length:
         raise ValueError(
             f"ids must be (B, 2 * length) = (B, {2 * length}), a block and its copy, "
@@ -203,11 +269,15 @@ def measure(
     head) pairs, those heads' outputs are zeroed (zeroed_heads). Computed in float64 on a copy
     of the model, so the numbers do not depend on the thread count."""
     model, ids, length = _check_repeated(model, ids, length)
-    exact = GPT(model.config).double().eval()
+    pairs = _head_pairs(model, heads_zeroed)
+    with torch.random.fork_rng(devices=[]):  # the copy's initial weights: not the caller's draws
+        exact = GPT(model.config)
+    exact = exact.to(model.tokens.weight.device, torch.float64).eval()
     exact.load_state_dict(model.state_dict())  # copied into float64
-    with zeroed_heads(exact, heads_zeroed):
+    with _zeroing(exact, pairs):
         logits = exact(ids)  # (B, 2 * length, vocab)
-    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
     # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, 2 * length - 1)
     maps = exact.attention_maps()  # each (B, heads, n, n)
     return {
@@ -223,6 +293,9 @@ def measure(
 
 
 # Training: a block repeated after a gap, the two models, the saved file
+
+
+LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 
 
 @dataclass(frozen=True)
@@ -256,7 +329,20 @@ class Recipe:
                 value = validation.seed(self.seed)
             else:
                 value = validation.whole_number(getattr(self, field.name), field.name)
+                if value > LARGEST_SIZE:
+                    raise ValueError(
+                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got {value}"
+                    )
             object.__setattr__(self, field.name, value)
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+            )
+        if self.eval_length < 2:
+            raise ValueError(
+                f"eval_length must be >= 2 (a block of one token has no token after its first "
+                f"occurrence in the block), got {self.eval_length}"
+            )
         if not 2 <= self.shortest_block <= self.longest_block <= self.context_length // 2:
             raise ValueError(
                 f"blocks must satisfy 2 <= shortest_block ({self.shortest_block}) <= "
@@ -292,6 +378,9 @@ def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
     """(batch_size, context_length) random ids in which one block of a random length is copied
     after a random gap, starting anywhere: the only way to predict the copy is to find the
     earlier occurrence of the current token and read the token after it."""
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    _check_generator(generator)
     batch, n = recipe.batch_size, recipe.context_length
     ids = torch.randint(recipe.vocab_size, (batch, n), generator=generator)
     lengths = torch.randint(
@@ -321,9 +410,15 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _train(num_layers, recipe, progress)
+        with torch.random.fork_rng(devices=[]):  # the caller's random numbers stay theirs
+            return _train(num_layers, recipe, progress)
     finally:
         torch.set_num_threads(threads)
+
+
+def _seeded(seed: int) -> torch.Generator:
+    """A generator seeded with seed, wrapped into torch's seeds 0..2^64 - 1."""
+    return torch.Generator().manual_seed(seed % 2**64)
 
 
 def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
@@ -332,12 +427,9 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
     )
-    generator = torch.Generator().manual_seed(recipe.seed + 1)
+    generator = _seeded(recipe.seed + 1)
     held_out = repeated_sequences(
-        recipe.eval_batch,
-        recipe.eval_length,
-        recipe.vocab_size,
-        torch.Generator().manual_seed(recipe.seed + 2),
+        recipe.eval_batch, recipe.eval_length, recipe.vocab_size, _seeded(recipe.seed + 2)
     )
     rows, snapshots, start = [], {}, time.perf_counter()
     bar = tqdm(range(recipe.steps + 1), desc=f"{num_layers} layer(s)", disable=not progress)
@@ -355,6 +447,7 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        _check_not_diverged(model, loss, step, recipe)
     model.eval()
     log = {key: [row[key] for row in rows] for key in rows[0]}
     for key in ("induction", "previous_token"):
@@ -367,9 +460,33 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
     }
 
 
+def _check_not_diverged(model: GPT, loss: torch.Tensor, step: int, recipe: Recipe) -> None:
+    """A NaN or inf in the loss or the weights would fill the rest of the log with NaN."""
+    if loss.isfinite() and all(weight.isfinite().all() for weight in model.parameters()):
+        return
+    raise ValueError(
+        f"training diverged at step {step}: the loss or the weights hold NaN or inf; the "
+        f"learning rate {recipe.learning_rate:g} is too large (the recipe's default is "
+        f"{Recipe.learning_rate:g})"
+    )
+
+
+def _check_save_path(path: object) -> Path:
+    """A file path whose folder exists, checked before minutes of training."""
+    path = as_path(path)
+    if path.is_dir():
+        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    return path
+
+
 def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -> dict:
     """Train the one-layer and the two-layer model with one recipe and save both, their logs
     and their snapshots in one checksummed file. Returns {name: seconds of training}."""
+    path = _check_save_path(path)
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
     results = {
         name: train_model(layers, recipe, progress=True) for name, layers in MODEL_LAYERS.items()
     }
@@ -401,8 +518,11 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
     models = {}
     for name, layers in MODEL_LAYERS.items():
         models[name] = GPT(model_config(recipe, layers))
-        load_weights(models[name], saved["weights"][name], f"{path} ({name})")
+        where = f"{path} ({name})"
+        load_weights(models[name], float_weights(saved["weights"][name], where), where)
         models[name].eval()
+        _check_log(where, saved["logs"][name], models[name].config)
+        _check_snapshots(where, saved["snapshots"][name], GPT(models[name].config))
     return {
         "recipe": recipe,
         "models": models,
@@ -424,3 +544,56 @@ def _saved_recipe(path: Path, found: object) -> Recipe:
         return Recipe(**found)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its recipe is not a valid one ({error})") from None
+
+
+LOG_LISTS = ("step", "first_copy_loss", "second_copy_loss", "second_copy_accuracy")
+LOG_SCORES = ("induction", "previous_token")
+
+
+def _check_log(where: str, log: object, config: GPTConfig) -> None:
+    """A log as train_model writes it: equally long lists of numbers, and the scores as
+    (rows, layers, heads) tensors."""
+    if not isinstance(log, dict) or set(log) != {*LOG_LISTS, *LOG_SCORES}:
+        found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
+        raise CheckpointError(
+            f"{where}: its log should hold {[*LOG_LISTS, *LOG_SCORES]}, found {found}"
+        )
+    rows = log["step"] if isinstance(log["step"], list) else []
+    for key in LOG_LISTS:
+        column = log[key]
+        if not isinstance(column, list) or not column or len(column) != len(rows):
+            found = (
+                f"a list of {len(column)}" if isinstance(column, list) else type(column).__name__
+            )
+            raise CheckpointError(
+                f"{where}: its log's {key} should be a list of one number per logged step "
+                f"({len(rows)} steps), found {found}"
+            )
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in column):
+            raise CheckpointError(f"{where}: its log's {key} should hold numbers only")
+    expected = (len(rows), config.num_layers, config.num_heads)
+    for key in LOG_SCORES:
+        scores = log[key]
+        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != expected:
+            found = (
+                tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+            )
+            raise CheckpointError(
+                f"{where}: its log's {key} should be a (rows, layers, heads) = {expected} tensor, "
+                f"found {found}"
+            )
+
+
+def _check_snapshots(where: str, snapshots: object, model: GPT) -> None:
+    """Snapshots as train_model keeps them: {step: weights}, each fitting the model (checked
+    by loading them into `model`, a scratch copy)."""
+    if not isinstance(snapshots, dict) or not snapshots:
+        found = "an empty dict" if isinstance(snapshots, dict) else type(snapshots).__name__
+        raise CheckpointError(f"{where}: its snapshots should be {{step: weights}}, found {found}")
+    for step, weights in snapshots.items():
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise CheckpointError(
+                f"{where}: its snapshots should be keyed by training step, found {step!r:.40}"
+            )
+        snapshot = f"{where} snapshot {step}"
+        load_weights(model, float_weights(weights, snapshot), snapshot)

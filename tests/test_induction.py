@@ -456,3 +456,115 @@ def test_logits_with_heads_zeroed_refuses_bad_ids_and_leaves_the_model_as_it_was
     with pytest.raises(ValueError, match="do not fit in the context of 16"):
         logits_with_heads_zeroed(model, torch.zeros(1, 17, dtype=torch.int64), [(0, 0)])
     assert hook_counts(model) == before and model.training
+
+
+# Regressions from a hostile pass
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ((2, 3, 2**63), "vocab_size must be at most 2^63 - 1 (int64 ids), got 9223372036854775808"),
+        ((2**63, 3, 5), "batch * 2 * length = 55340232221128654848 ids is more than 2147483648"),
+        ((10**7, 10**7, 5), "(16 GiB of int64): batch 10000000, length 10000000"),
+    ],
+)
+def test_repeated_sequences_refuse_sizes_torch_cannot_hold(arguments, words):
+    with pytest.raises(ValueError) as raised:
+        repeated_sequences(*arguments)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (float("inf"), "weights hold inf (first at index (1, 0))"),
+        (float("-inf"), "weights hold -inf (first at index (1, 0))"),
+    ],
+)
+def test_both_scores_refuse_infinite_weights(value, words):
+    weights = causal_weights(4)  # (4, 4)
+    weights[1, 0] = value
+    for score in (previous_token_score, lambda w: induction_score(w, 2)):
+        with pytest.raises(ValueError) as raised:
+            score(weights)
+        assert words in str(raised.value) and "attention weights are finite" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("weights", "words"),
+    [
+        (torch.empty(2, 4, 4, device="meta"), "got one on the meta device (no values)"),
+        (causal_weights(2, 4).to_sparse(), "got one torch.sparse_coo"),
+    ],
+)
+def test_both_scores_refuse_tensors_without_ordinary_values(weights, words):
+    for score in (previous_token_score, lambda w: induction_score(w, 2)):
+        with pytest.raises(ValueError) as raised:
+            score(weights)
+        assert "weights must be an ordinary dense tensor" in str(raised.value)
+        assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "heads",
+    [torch.tensor([[1, 0], [0, 1]]), torch.tensor([1, 0]).unsqueeze(0), [torch.tensor([1, 0])]],
+)
+def test_heads_may_be_given_as_rows_of_a_tensor_or_an_array(heads):
+    model, ids = small_model(), ids_of()
+    listed = [tuple(int(x) for x in row) for row in heads]
+    expected = logits_with_heads_zeroed(model, ids, listed)
+    assert torch.equal(logits_with_heads_zeroed(model, ids, heads), expected)
+    as_array = [row.numpy() for row in heads]
+    assert torch.equal(logits_with_heads_zeroed(model, ids, as_array), expected)
+
+
+def test_a_float_tensor_of_pairs_is_refused_by_its_layer():
+    with pytest.raises(ValueError, match="layer must be a whole number >= 0, got tensor\\(0.\\)"):
+        zeroed_heads(small_model(), torch.tensor([[0.0, 1.0]]))
+
+
+def test_zeroed_heads_can_be_entered_again_after_it_was_left():
+    model, ids = small_model(), ids_of()
+    before = hook_counts(model)
+    ablation = zeroed_heads(model, [(0, 1)])
+    expected = logits_with_heads_zeroed(model, ids, [(0, 1)])
+    for _ in range(2):
+        with ablation, torch.no_grad():
+            assert torch.equal(model(ids), expected)
+        assert hook_counts(model) == before
+    with ablation, ablation, torch.no_grad():  # nested: zeroing twice is zeroing once
+        assert torch.equal(model(ids), expected)
+    assert hook_counts(model) == before
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_logits_with_heads_zeroed_refuses_a_model_with_non_finite_weights(value):
+    model = small_model()
+    with torch.no_grad():
+        model.blocks[1].attention.W_k.weight[0, 0] = value
+    before = hook_counts(model)
+    with pytest.raises(ValueError) as raised:
+        logits_with_heads_zeroed(model, ids_of(), [(0, 0)])
+    assert str(raised.value) == (
+        "the model's weight blocks.1.attention.W_k.weight holds NaN or inf: every output would be "
+        "NaN"
+    )
+    assert hook_counts(model) == before
+
+
+def test_logits_with_heads_zeroed_refuses_meta_tensors_by_name():
+    with pytest.raises(ValueError, match="the model is on the meta device: its weights"):
+        logits_with_heads_zeroed(small_model().to("meta"), ids_of(), [(0, 0)])
+    meta_ids = torch.zeros(2, 4, dtype=torch.int64, device="meta")
+    with pytest.raises(ValueError, match="ids are on the meta device \\(no values\\)"):
+        logits_with_heads_zeroed(small_model(), meta_ids, [(0, 0)])
+
+
+def test_logits_with_heads_zeroed_checks_the_ids_before_registering_a_hook():
+    model = small_model()
+    registered = []
+    model.blocks[0].attention.W_o.register_forward_pre_hook = registered.append
+    with pytest.raises(ValueError, match="ids must hold integer token ids"):
+        logits_with_heads_zeroed(model, torch.zeros(1, 4), [(0, 0)])
+    assert registered == []

@@ -1,6 +1,8 @@
 """helpers.induction's training half: the training batches, measure(), the recipe, training,
 the saved file, and what the shipped models do."""
 
+import copy
+import dataclasses
 import math
 
 import pytest
@@ -225,3 +227,170 @@ def test_the_shipped_two_layer_model_predicts_the_second_copy_and_the_one_layer_
     assert two["second_copy_loss"] < two["first_copy_loss"] / 2
     assert one["second_copy_loss"] > 0.75 * one["first_copy_loss"]
     assert two["induction"][1].max() > 0.5 and two["previous_token"][0].max() > 0.3
+
+
+# Regressions from a hostile pass
+
+
+def test_measure_reads_int32_ids_as_it_reads_int64():
+    model = tiny_model()
+    ids = repeated_sequences(3, 8, 16, torch.Generator().manual_seed(1))
+    as_int32, as_int64 = measure(model, ids.int(), 8), measure(model, ids, 8)
+    for key in ("first_copy_loss", "second_copy_loss", "second_copy_accuracy"):
+        assert as_int32[key] == as_int64[key]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_measure_refuses_a_model_with_non_finite_weights(value):
+    model = tiny_model()
+    with torch.no_grad():
+        model.tokens.weight[3, 0] = value
+    with pytest.raises(ValueError, match="the model's weight tokens.weight holds NaN or inf"):
+        measure(model, repeated_sequences(2, 8, 16), 8)
+
+
+def test_measure_refuses_meta_tensors_by_name():
+    ids = repeated_sequences(2, 8, 16)
+    with pytest.raises(ValueError, match="the model is on the meta device"):
+        measure(tiny_model().to("meta"), ids, 8)
+    with pytest.raises(ValueError, match="ids are on the meta device"):
+        measure(tiny_model(), ids.to("meta"), 8)
+
+
+def test_measure_checks_the_heads_before_copying_the_model(monkeypatch):
+    model, copies = tiny_model(), []
+    monkeypatch.setattr(GPT, "__init__", lambda self, config: copies.append(config))
+    with pytest.raises(ValueError, match="head 2 is out of range"):
+        measure(model, repeated_sequences(2, 8, 16), 8, [(0, 2)])
+    assert copies == []
+
+
+def test_measure_and_training_leave_the_callers_random_numbers_alone():
+    model, ids = tiny_model(), repeated_sequences(2, 8, 16)
+    for run in (lambda: measure(model, ids, 8), lambda: train_model(1, TINY)):
+        torch.manual_seed(7)
+        expected = torch.rand(3)
+        torch.manual_seed(7)
+        run()
+        assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"d_model": 63}, "d_model (63) must be divisible by num_heads (2)"),
+        ({"num_heads": 3}, "d_model (64) must be divisible by num_heads (3)"),
+        ({"eval_length": 1}, "eval_length must be >= 2"),
+        ({"vocab_size": 2**63}, "vocab_size must be at most 2^31 - 1 = 2147483647, got 2^63"),
+        ({"steps": 10**30}, "steps must be at most 2^31 - 1"),
+    ],
+)
+def test_a_recipe_that_could_not_train_is_refused_when_it_is_made(changes, words):
+    with pytest.raises(ValueError) as raised:
+        Recipe(**changes)
+    assert words.replace("2^63", str(2**63)) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "generator", "error", "words"),
+    [
+        (None, torch.Generator(), TypeError, "recipe must be a Recipe, got NoneType"),
+        ({"batch_size": 2}, torch.Generator(), TypeError, "recipe must be a Recipe, got dict"),
+        (TINY, 0, TypeError, "generator must be a torch.Generator or None, got 0"),
+        (TINY, "seed", TypeError, "generator must be a torch.Generator or None, got 'seed'"),
+    ],
+)
+def test_training_batch_refuses_bad_arguments_by_name(recipe, generator, error, words):
+    with pytest.raises(error) as raised:
+        training_batch(recipe, generator)
+    assert words in str(raised.value)
+
+
+def test_a_seed_at_the_top_of_torchs_range_trains():
+    result = train_model(1, dataclasses.replace(TINY, seed=2**64 - 1, steps=1))
+    assert result["log"]["step"] == [0]
+
+
+@pytest.mark.parametrize("learning_rate", [1e6, 1e30])
+def test_training_that_diverges_is_stopped_with_the_step_and_the_learning_rate(learning_rate):
+    with pytest.raises(ValueError) as raised:
+        train_model(1, dataclasses.replace(TINY, learning_rate=learning_rate))
+    assert "training diverged at step" in str(raised.value)
+    assert f"the learning rate {learning_rate:g} is too large" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "error", "words"),
+    [
+        ("missing/induction.pt", CheckpointError, "the folder"),
+        (".", CheckpointError, "it is a folder; name a file inside it"),
+        (None, TypeError, "path must be a file path (str or pathlib.Path), got None"),
+    ],
+)
+def test_train_and_save_refuses_a_path_before_training(tmp_path, monkeypatch, where, error, words):
+    trained = []
+    monkeypatch.setattr("helpers.induction.train_model", lambda *args, **kw: trained.append(args))
+    with pytest.raises(error) as raised:
+        train_and_save(None if where is None else tmp_path / where, TINY)
+    assert words in str(raised.value)
+    assert trained == []
+
+
+@pytest.fixture(scope="module")
+def saved_contents(tmp_path_factory):
+    path = tmp_path_factory.mktemp("induction") / "induction.pt"
+    train_and_save(path, TINY)
+    return torch.load(path, weights_only=True)
+
+
+def changed(contents: dict, keys: tuple, value) -> dict:
+    """A deep copy of contents with contents[keys[0]][keys[1]]... set to value (or deleted,
+    for value DELETE)."""
+    contents = copy.deepcopy(contents)
+    target = contents
+    for key in keys[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+    return contents
+
+
+DELETE = object()
+SOME_WEIGHT = "blocks.0.attention.W_q.weight"
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "words"),
+    [
+        (("weights", "two-layer"), [1, 2], "weights should be a dict of tensors, found list"),
+        (
+            ("weights", "two-layer", SOME_WEIGHT),
+            torch.zeros(8, 8, dtype=torch.int64),
+            f"weight {SOME_WEIGHT} should be a floating-point tensor, found torch.int64",
+        ),
+        (("weights", "two-layer", SOME_WEIGHT), [[0.0]], "floating-point tensor, found list"),
+        (("logs", "two-layer"), [1, 2], "(two-layer): its log should hold"),
+        (("logs", "one-layer", "step"), DELETE, "its log should hold"),
+        (("logs", "one-layer", "step"), 5, "its log's step should be a list"),
+        (("logs", "one-layer", "second_copy_loss"), [1.0], "found a list of 1"),
+        (("logs", "one-layer", "first_copy_loss"), ["low"] * 4, "should hold numbers only"),
+        (("logs", "two-layer", "induction"), torch.zeros(2, 2), "(4, 2, 2) tensor, found (2, 2)"),
+        (("logs", "two-layer", "previous_token"), [0.5], "tensor, found list"),
+        (("snapshots", "one-layer"), [1], "its snapshots should be {step: weights}, found list"),
+        (("snapshots", "one-layer"), {}, "found an empty dict"),
+        (("snapshots", "one-layer", "zero"), {}, "keyed by training step, found 'zero'"),
+        (("snapshots", "two-layer", 3), [1], "snapshot 3: its weights should be a dict"),
+        (("snapshots", "two-layer", 3, SOME_WEIGHT), torch.zeros(1), "shape: " + SOME_WEIGHT),
+        (("snapshots", "two-layer", 3, SOME_WEIGHT), DELETE, "missing: " + SOME_WEIGHT),
+    ],
+)
+def test_a_file_whose_weights_logs_or_snapshots_are_not_as_saved_is_refused(
+    tmp_path, saved_contents, keys, value, words
+):
+    path = tmp_path / "induction.pt"
+    save_checkpoint(path, changed(saved_contents, keys, value))
+    with pytest.raises(CheckpointError) as raised:
+        load_training(path)
+    assert words in str(raised.value)
