@@ -2,6 +2,7 @@
 wrong answers (run by test_exercises.py, with every other chapter's)."""
 
 import copy
+import time
 
 import pytest
 import torch
@@ -563,3 +564,166 @@ def test_a_model_left_changed_is_refused_and_put_back_as_it_came(answer, words):
     assert all(not module._forward_pre_hooks for module in model.modules())
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, weights[name]), name
+
+
+# Regressions from a hostile pass
+
+
+def previous_by_gather(weights):
+    n = weights.shape[-1]
+    keys = torch.arange(n - 1).expand(*weights.shape[:-2], n - 1).unsqueeze(-1)  # key t - 1
+    return weights[..., 1:, :].gather(-1, keys).squeeze(-1).mean(-1)
+
+
+def induction_by_einsum(weights, length):
+    n = 2 * length
+    stripe = torch.zeros(n, n, dtype=weights.dtype)
+    queries = torch.arange(length, n)
+    stripe[queries, queries - length + 1] = 1.0
+    return torch.einsum("...ij,ij->...", weights, stripe) / length
+
+
+def by_a_functional_call_with_an_edited_weight(model, ids, layer, head):
+    weights = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    name = f"blocks.{layer}.attention.W_o.weight"
+    edited = weights[name].detach().clone()
+    edited[:, head * _d_head(model) : (head + 1) * _d_head(model)] = 0.0
+    with torch.no_grad():
+        return torch.func.functional_call(model, {**weights, name: edited}, (ids,))
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    [
+        ("previous-token score", previous_by_gather),
+        ("induction score", induction_by_einsum),
+        ("logits with a head zeroed", by_a_functional_call_with_an_edited_weight),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_right_answer_in_yet_another_style_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+def _not_a_tensor(convert):
+    """Each exercise's solution, its result passed through convert."""
+    return {
+        "previous-token score": lambda w: convert(previous_token_score(w)),
+        "induction score": lambda w, length: convert(induction_score(w, length)),
+        "logits with a head zeroed": lambda *inputs: convert(logits_with_head_zeroed(*inputs)),
+    }
+
+
+@pytest.mark.parametrize("exercise", list(CHECKERS))
+@pytest.mark.parametrize(
+    ("convert", "words"),
+    [
+        (lambda x: x.detach().numpy(), "returned a numpy value (.numpy() leaves torch)"),
+        (lambda x: x.sum().item(), "returned a Python float"),
+        (lambda x: x.detach().reshape(-1).tolist(), "returned a list (.tolist() leaves torch)"),
+        (lambda x: str(x), "returned a str, expected a tensor"),
+    ],
+)
+def test_an_answer_that_is_not_a_tensor_is_refused_by_what_it_is(
+    exercise, convert, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], _not_a_tensor(convert)[exercise])
+    assert verdict is False and out.startswith("Not yet: 5 of 5 checks failed"), out
+    assert words in out, out
+
+
+@pytest.mark.parametrize("exercise", list(CHECKERS))
+def test_a_slow_answer_is_refused_and_the_other_cases_are_not_run(
+    exercise, run_checker, monkeypatch
+):
+    monkeypatch.setattr("helpers.exercises.ch13_induction_heads.SLOWEST_CALL_SECONDS", 0.05)
+    calls = []
+    solution = CHECKERS[exercise][1]
+
+    def slow(*inputs):
+        calls.append(1)
+        time.sleep(0.1)
+        return solution(*inputs)
+
+    verdict, out = run_checker(CHECKERS[exercise][0], slow)
+    assert verdict is False and "one case took 0.1 s, where the reference takes milliseconds" in out
+    assert out.count("not run: one case took") == 4 and len(calls) == 1, out
+
+
+def replacing_W_o_forward(model, ids, layer, head):
+    W_o, original = model.blocks[layer].attention.W_o, model.blocks[layer].attention.W_o.forward
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    W_o.forward = lambda merged: original(merged.index_fill(-1, torch.arange(64)[columns], 0.0))
+    return model(ids)  # BUG: W_o.forward never put back
+
+
+def replacing_W_o_with_a_zeroed_copy(model, ids, layer, head):
+    attention = model.blocks[layer].attention
+    zeroed = copy.deepcopy(attention.W_o)
+    with torch.no_grad():
+        zeroed.weight[:, head * _d_head(model) : (head + 1) * _d_head(model)] = 0.0
+    attention.W_o = zeroed  # BUG: the model keeps the new module
+    return model(ids)
+
+
+class ZeroingWrapper(torch.nn.Module):
+    def __init__(self, inner, columns):
+        super().__init__()
+        self.inner, self.columns = inner, columns
+
+    def forward(self, merged):
+        merged = merged.clone()
+        merged[..., self.columns] = 0.0
+        return self.inner(merged)
+
+
+def wrapping_W_o(model, ids, layer, head):
+    attention = model.blocks[layer].attention
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    attention.W_o = ZeroingWrapper(attention.W_o, columns)  # BUG: new weight names, left there
+    return model(ids)
+
+
+def converting_the_model_to_float64(model, ids, layer, head):
+    model.double()  # BUG: the model itself is converted
+    return logits_with_head_zeroed(model, ids, layer, head).float()
+
+
+def freezing_the_weights(model, ids, layer, head):
+    model.requires_grad_(False)  # BUG: never switched back on
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def leaving_gradients_behind(model, ids, layer, head):
+    model(ids).sum().backward()  # BUG: every weight's .grad is left filled
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (replacing_W_o_forward, "replaces blocks.0.attention.W_o.forward and leaves it replaced"),
+        (replacing_W_o_with_a_zeroed_copy, "replaces or adds a module, model.blocks.0.attention"),
+        (wrapping_W_o, "replaces or adds a module, model.blocks.0.attention.W_o"),
+        (converting_the_model_to_float64, "leaves the model's weights in torch.float64 on cpu"),
+        (freezing_the_weights, "leaves requires_grad off for the model's weight"),
+        (leaving_gradients_behind, "leaves gradients in the model's weights (.grad of"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_model_changed_beyond_its_weights_is_refused_and_put_back(answer, words, run_checker):
+    _, model, ids, layer, head = head_zeroed_cases()[0]
+    modules = dict(model.named_modules())
+    weights = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    with pytest.raises(Refused) as refused:
+        _watched(answer, model, layer, head)(ids)
+    assert words in str(refused.value)
+    assert dict(model.named_modules()) == modules
+    assert not any("forward" in vars(module) for module in model.modules())
+    for name, parameter in model.named_parameters():
+        assert parameter.requires_grad and parameter.grad is None, name
+    for name, tensor in model.state_dict().items():
+        assert tensor.dtype == weights[name].dtype and torch.equal(tensor, weights[name]), name
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    assert verdict is False and words in out, out

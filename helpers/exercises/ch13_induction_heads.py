@@ -8,8 +8,11 @@
 """
 
 import copy
+import numbers
+import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -24,6 +27,52 @@ from helpers.induction import (
 )
 
 __all__ = ["check_induction_score", "check_logits_with_head_zeroed", "check_previous_token_score"]
+
+SLOWEST_CALL_SECONDS = 5.0  # per case; the reference answers each in milliseconds
+
+
+class _Answers:
+    """Calls the learner's function for each case: refuses an answer that is not a tensor
+    (before the framework reads a number, an array or a list as one) and one that ran longer
+    than SLOWEST_CALL_SECONDS, after which the remaining cases are not run."""
+
+    def __init__(self, learner: Callable):
+        self.learner, self.too_slow = learner, None
+
+    def __call__(self, *inputs):
+        if self.too_slow is not None:
+            raise Refused(f"not run: {self.too_slow}")
+        start = time.perf_counter()
+        got = self.learner(*inputs)
+        seconds = time.perf_counter() - start
+        if seconds > SLOWEST_CALL_SECONDS:
+            self.too_slow = (
+                f"one case took {seconds:.1f} s, where the reference takes milliseconds: look for "
+                f"a Python loop over every entry, or the model run again for each query"
+            )
+            raise Refused(self.too_slow)
+        _refuse_a_non_tensor(got)
+        return got
+
+
+def _refuse_a_non_tensor(got: object) -> None:
+    """None and sequences of tensors are left to the framework, which names them."""
+    if got is None or isinstance(got, torch.Tensor):
+        return
+    if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
+        return
+    if isinstance(got, np.ndarray | np.generic):
+        how = "a numpy value (.numpy() leaves torch)"
+    elif isinstance(got, numbers.Number):
+        how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
+    elif isinstance(got, list | tuple):
+        how = f"a {type(got).__name__} (.tolist() leaves torch)"
+    else:
+        how = f"a {type(got).__name__}"
+    raise Refused(
+        f"returned {how}, expected a tensor: keep the result in torch, where its dtype, "
+        f"its shape and the gradients flowing back are kept"
+    )
 
 
 def _causal_weights(generator, *leading: int, n: int, dtype=torch.float32, stripe=None):
@@ -115,11 +164,11 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
     matrix, in the weights' dtype, with gradients. Without helpers.induction's
     previous_token_score."""
-    failures, passed = [], 0
+    failures, passed, answers = [], 0, _Answers(learner_score)
     for name, weights in previous_token_cases():
         passed += run_case(
             name,
-            learner_score,
+            answers,
             (weights,),
             previous_token_score,
             failures,
@@ -200,11 +249,11 @@ def check_induction_score(learner_score: Callable) -> bool:
     weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
     Without helpers.induction's induction_score."""
-    failures, passed = [], 0
+    failures, passed, answers = [], 0, _Answers(learner_score)
     for name, weights, length in induction_cases():
 
         def learner(w, length=length):
-            return learner_score(w, length)
+            return answers(w, length)
 
         def reference(w, length=length):
             return induction_score(w, length)
@@ -362,25 +411,98 @@ def _remove_hooks(model: nn.Module, hooks: set) -> None:
             getattr(module, f"{kind}{extra}", {}).pop(key, None)
 
 
-def _left_changed(model: GPT, weights: dict, hooks: set, was_training: bool) -> str | None:
-    """What the learner's call left changed in the model, after putting it back."""
-    changed = [
-        name
-        for name, tensor in model.state_dict().items()
-        if not torch.equal(tensor, weights[name])
-    ]
-    left = sorted(_hooks(model) - hooks)
-    mode = model.training
-    if changed:
-        model.load_state_dict(weights)
-    _remove_hooks(model, set(left))
-    model.train(was_training)
-    if changed:
-        return (
-            f"leaves the model's weights changed ({changed[0]}): the model must come back as it "
-            f"came, or every later use of it runs without the head; zero a copy "
-            f"(copy.deepcopy(model)), put the weights back, or use a forward pre-hook"
+def _model_state(model: GPT) -> dict:
+    """Everything of the model a learner's call could leave changed: its modules (each one's
+    children), what each module's forward is, its weights (values, dtype, requires_grad, grad),
+    its hooks and its mode."""
+    modules = dict(model.named_modules())
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return {
+        "modules": modules,
+        "children": {name: dict(module._modules) for name, module in modules.items()},
+        "forwards": {name: "forward" in vars(module) for name, module in modules.items()},
+        "tensors": {
+            name: (tensor, tensor.detach().clone(), tensor.requires_grad, tensor.grad)
+            for name, tensor in tensors.items()
+        },
+        "hooks": _hooks(model),
+        "training": model.training,
+    }
+
+
+def _put_back_modules(state: dict) -> str | None:
+    """Each module's children and forward as they were; what the learner changed, if anything."""
+    problem = None
+    for name, module in state["modules"].items():
+        before, now = state["children"][name], dict(module._modules)
+        if now != before and problem is None:
+            changed = next(key for key in {*before, *now} if before.get(key) is not now.get(key))
+            where = f"model.{name}.{changed}" if name else f"model.{changed}"
+            problem = (
+                f"replaces or adds a module, {where}, and leaves it there: every later use of the "
+                f"model would run the changed one; zero a copy (copy.deepcopy(model)) or use a "
+                f"forward pre-hook and remove it afterwards"
+            )
+        module._modules.clear()
+        module._modules.update(before)
+        if "forward" in vars(module) and not state["forwards"][name]:
+            del module.forward
+            problem = problem or (
+                f"replaces {name or 'the model'}.forward and leaves it replaced: every later "
+                f"forward pass would still run without the head; use a forward pre-hook, or put "
+                f"the original forward back in a `finally:` block"
+            )
+    return problem
+
+
+def _put_back_weights(state: dict) -> str | None:
+    """Each weight's values, dtype, requires_grad and grad as they were; the first change."""
+    problems = []
+    for name, (tensor, saved, requires_grad, grad) in state["tensors"].items():
+        converted = tensor.dtype != saved.dtype or tensor.device != saved.device
+        edited = not converted and (
+            tensor.shape != saved.shape or not torch.equal(tensor.detach(), saved)
         )
+        if converted:
+            problems.append(
+                f"leaves the model's weights in {tensor.dtype} on {tensor.device} (they came in "
+                f"{saved.dtype} on {saved.device}, {name}): model.double() and model.to() change "
+                f"the model itself; convert a copy"
+            )
+        elif edited:
+            problems.append(
+                f"leaves the model's weights changed ({name}): the model must come back as it "
+                f"came, or every later use of it runs without the head; zero a copy "
+                f"(copy.deepcopy(model)), put the weights back, or use a forward pre-hook"
+            )
+        if converted or edited:
+            tensor.data = saved.clone()
+        if tensor.requires_grad != requires_grad:
+            tensor.requires_grad_(requires_grad)
+            problems.append(
+                f"leaves requires_grad {'off' if requires_grad else 'on'} for the model's weight "
+                f"{name}: later training could not update it; run the model inside "
+                f"`with torch.no_grad():` instead"
+            )
+        if tensor.grad is not grad:
+            tensor.grad = grad
+            problems.append(
+                f"leaves gradients in the model's weights (.grad of {name}): a later optimizer "
+                f"step would use them; compute the logits inside `with torch.no_grad():`"
+            )
+    return problems[0] if problems else None
+
+
+def _left_changed(model: GPT, state: dict) -> str | None:
+    """What the learner's call left changed in the model, after putting all of it back."""
+    modules_problem = _put_back_modules(state)
+    weights_problem = _put_back_weights(state)
+    left = sorted(_hooks(model) - state["hooks"])
+    mode = model.training
+    _remove_hooks(model, set(left))
+    model.train(state["training"])
+    if modules_problem or weights_problem:
+        return modules_problem or weights_problem
     if left:
         name, kind, _ = left[0]
         kind = "forward pre-hook" if kind == "_forward_pre_hooks" else "forward hook"
@@ -389,8 +511,8 @@ def _left_changed(model: GPT, weights: dict, hooks: set, was_training: bool) -> 
             f"would still run without the head; keep the handle that register_..._hook "
             f"returns and call handle.remove() in a `finally:` block"
         )
-    if mode != was_training:
-        came, left_in = ("training", "eval") if was_training else ("eval", "training")
+    if mode != state["training"]:
+        came, left_in = ("training", "eval") if state["training"] else ("eval", "training")
         return (
             f"leaves the model in {left_in} mode (it came in {came} mode): put the mode back "
             f"with model.train(was_training)"
@@ -403,12 +525,11 @@ def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
     then put back, for the reference and the next cases)."""
 
     def call(ids):
-        weights = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-        hooks, was_training = _hooks(model), model.training
+        state = _model_state(model)
         try:
             got = learner(model, ids, layer, head)
         finally:
-            problem = _left_changed(model, weights, hooks, was_training)
+            problem = _left_changed(model, state)
         if problem is not None:
             raise Refused(problem)
         return got
@@ -422,10 +543,12 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     helpers.gpt.GPT in eval mode, ids (B, T) int64, layer and head ints. The logits of
     model(ids) with head `head` of block `layer` writing nothing: W_o of that layer reads zeros
     in the head's columns head*d_head:(head+1)*d_head of the merged heads, its bias stays. The
-    model (weights, hooks, mode) must be left as it came. The gradients are not checked: an
-    ablation measures a trained model, nothing is learned through it. Without
-    helpers.induction's zeroed_heads and logits_with_heads_zeroed."""
-    failures, passed = [], 0
+    model (its modules and their forward, its weights with their dtype, requires_grad and grad,
+    its hooks and its mode) must be left as it came. The gradients are not checked: an
+    ablation measures a trained model, nothing is learned through it. Each case must take
+    under SLOWEST_CALL_SECONDS. Without helpers.induction's zeroed_heads and
+    logits_with_heads_zeroed."""
+    failures, passed, answers = [], 0, _Answers(learner_logits)
     for name, model, ids, layer, head in head_zeroed_cases():
 
         def reference(i, model=model, layer=layer, head=head):
@@ -434,7 +557,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
         right = reference(ids)
         passed += run_case(
             name,
-            _watched(learner_logits, model, layer, head),
+            _watched(answers, model, layer, head),
             (ids,),
             reference,
             failures,
