@@ -102,6 +102,8 @@ def token_ids(
         raise ValueError(f"{name} must hold integer token ids, got {value.dtype}")
     if value.dtype not in (torch.int64, torch.int32):  # the only ones nn.Embedding takes
         raise ValueError(f"{name} must be int64 or int32 token ids, got {value.dtype}")
+    if value.is_meta:
+        raise ValueError(f"{name} is on the meta device: it has a shape but no ids to read")
     if value.numel() and (value.min() < 0 or value.max() >= vocab_size):
         raise ValueError(
             f"{name} holds ids from {value.min().item()} to {value.max().item()}, outside the "

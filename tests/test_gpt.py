@@ -157,6 +157,7 @@ def test_a_bad_config_is_named(settings, message):
         (torch.zeros(2, 0, dtype=torch.long), "at least one token"),
         (torch.zeros(2, 17, dtype=torch.long), "17 positions do not fit in the context of 16"),
         ([[1, 2]], "torch"),
+        (torch.zeros(2, 3, dtype=torch.long, device="meta"), "meta device"),
     ],
 )
 def test_bad_ids_are_named(ids, message):
