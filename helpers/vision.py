@@ -1,0 +1,224 @@
+"""Attention across modalities (chapter 14): images as sequences of patches.
+
+The data are the UCI handwritten digits (8 x 8 pixels, values 0..16), split once into training
+and test images. An image becomes a sequence by cutting it into p x p patches (patchify, and its
+inverse unpatchify); a patch's place is a row and a column, encoded in two halves of a vector
+(sinusoidal_2d). Canvases put several digits into the cells of a grid, so that where each digit
+lies is known exactly: the ground truth for where attention should look.
+"""
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from helpers import validation
+from helpers.positional import sinusoidal_encoding
+
+DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
+PIXELS = 8  # each digit is 8 x 8
+MAX_INK = 16.0  # pixel values run 0..16
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+# The digits
+
+
+@dataclass(frozen=True)
+class Digits:
+    """images (N, 1, 8, 8) float32 in 0..1 and labels (N,) int64, of one split."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
+    """(train, test): the 1,797 digits, split once by a fixed permutation (seed 0) into 1,438
+    training and 359 test images. Each row of the file is 64 pixels (0..16) and the label."""
+    path = Path(path)
+    try:
+        with gzip.open(path, "rt") as file:
+            rows = [line.strip().split(",") for line in file if line.strip()]
+        values = torch.tensor([[float(x) for x in row] for row in rows], dtype=torch.float64)
+    except (OSError, EOFError, ValueError) as error:
+        raise ValueError(f"cannot read the digits from {path}: {error}") from None
+    if values.ndim != 2 or values.shape[1] != PIXELS * PIXELS + 1:
+        raise ValueError(f"{path}: each row must hold 64 pixels and a label, got {values.shape}")
+    pixels, labels = values[:, :-1], values[:, -1]
+    if (
+        pixels.min() < 0
+        or pixels.max() > MAX_INK
+        or not torch.isin(labels, torch.arange(10.0)).all()
+    ):
+        raise ValueError(f"{path}: pixels must lie in 0..16 and labels in 0..9")
+    images = (pixels / MAX_INK).float().reshape(-1, 1, PIXELS, PIXELS)  # (N, 1, 8, 8)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+    test_size = len(labels) // 5
+    test, train = order[:test_size], order[test_size:]
+    labels = labels.long()
+    return Digits(images[train], labels[train]), Digits(images[test], labels[test])
+
+
+# Images as sequences of patches
+
+
+def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int]:
+    validation.tensor(images, "images", "(B, C, H, W)")
+    if images.dim() != 4:
+        raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
+    patch_size = validation.whole_number(patch_size, "patch_size")
+    height, width = images.shape[-2:]
+    if height % patch_size or width % patch_size:
+        raise ValueError(
+            f"the image's height {height} and width {width} must be multiples of patch_size "
+            f"{patch_size}"
+        )
+    return images, patch_size
+
+
+def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """(B, C, H, W) -> (B, (H/p)(W/p), C p p): patches left to right, then top to bottom, each
+    flattened in (C, p, p) order, the layout of F.unfold(images, p, stride=p).transpose(1, 2)."""
+    images, p = _check_images(images, patch_size)
+    batch, channels, height, width = images.shape
+    grid = images.reshape(
+        batch, channels, height // p, p, width // p, p
+    )  # (B, C, rows, p, cols, p)
+    grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, p, p)
+    return grid.reshape(batch, (height // p) * (width // p), channels * p * p)  # (B, n, C p p)
+
+
+def unpatchify(patches: torch.Tensor, patch_size: int, image_size: tuple[int, int]) -> torch.Tensor:
+    """The inverse of patchify: (B, (H/p)(W/p), C p p) -> (B, C, H, W) for image_size (H, W)."""
+    validation.tensor(patches, "patches", "(B, n, C p p)")
+    p = validation.whole_number(patch_size, "patch_size")
+    if not isinstance(image_size, tuple | list) or len(image_size) != 2:
+        raise ValueError(f"image_size must be (H, W), got {image_size!r}")
+    height, width = (validation.whole_number(size, "image_size") for size in image_size)
+    if height % p or width % p:
+        raise ValueError(
+            f"the image's height {height} and width {width} must be multiples of patch_size {p}"
+        )
+    rows, cols = height // p, width // p
+    if patches.dim() != 3 or patches.shape[1] != rows * cols or patches.shape[2] % (p * p):
+        raise ValueError(
+            f"patches must be (B, {rows * cols}, C * {p * p}) for {height} x {width} images cut "
+            f"into {p} x {p} patches, got {tuple(patches.shape)}"
+        )
+    batch, channels = patches.shape[0], patches.shape[2] // (p * p)
+    grid = patches.reshape(batch, rows, cols, channels, p, p)  # (B, rows, cols, C, p, p)
+    grid = grid.permute(0, 3, 1, 4, 2, 5)  # (B, C, rows, p, cols, p)
+    return grid.reshape(batch, channels, height, width)
+
+
+def sinusoidal_2d(rows: int, cols: int, d_model: int) -> torch.Tensor:
+    """(rows * cols, d_model), in patchify's order: the first half of each vector is chapter 05's
+    1-D encoding of the patch's row, the second half that of its column (d_model / 2 each)."""
+    rows = validation.whole_number(rows, "rows")
+    cols = validation.whole_number(cols, "cols")
+    d_model = validation.whole_number(d_model, "d_model")
+    if d_model % 4:
+        raise ValueError(
+            f"d_model ({d_model}) must be a multiple of 4: two halves of sin/cos pairs"
+        )
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(
+        rows, cols, half
+    )  # (rows, cols, d/2)
+    by_col = sinusoidal_encoding(cols, half)[None, :, :].expand(rows, cols, half)
+    return torch.cat([by_row, by_col], dim=-1).reshape(rows * cols, d_model)
+
+
+# Canvases: digits in the cells of a grid
+
+
+@dataclass(frozen=True)
+class Canvases:
+    """images (B, 1, grid*8, grid*8); digits (B, grid*grid) int64, the label in each cell in
+    reading order, -1 where the cell is empty."""
+
+    images: torch.Tensor
+    digits: torch.Tensor
+    grid: int
+
+    def __len__(self) -> int:
+        return len(self.digits)
+
+
+def make_canvases(
+    source: Digits,
+    count: int,
+    digits_per_canvas: int | tuple[int, int] = 3,
+    grid: int = 3,
+    distinct: bool = True,
+    generator: torch.Generator | None = None,
+) -> Canvases:
+    """`count` canvases of grid x grid cells of 8 x 8 pixels, each holding digits_per_canvas
+    images of `source` (a number, or a (fewest, most) range) in random cells, the rest black.
+    distinct: no two digits of a canvas share a label (so "find the seven" has one answer)."""
+    if not isinstance(source, Digits):
+        raise TypeError(f"source must be Digits (load_digits()), got {type(source).__name__}")
+    count = validation.whole_number(count, "count")
+    grid = validation.whole_number(grid, "grid")
+    distinct = validation.flag(distinct, "distinct")
+    fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+    size = grid * PIXELS
+    images = torch.zeros(count, 1, size, size)
+    digits = torch.full((count, grid * grid), -1, dtype=torch.long)
+    for index in range(count):
+        how_many = int(torch.randint(fewest, most + 1, (1,), generator=generator))
+        cells = torch.randperm(grid * grid, generator=generator)[:how_many]
+        for cell in cells.tolist():
+            choice = _pick(source, digits[index], distinct, generator)
+            row, col = divmod(cell, grid)
+            images[
+                index, :, row * PIXELS : (row + 1) * PIXELS, col * PIXELS : (col + 1) * PIXELS
+            ] = source.images[choice]
+            digits[index, cell] = source.labels[choice]
+    return Canvases(images, digits, grid)
+
+
+def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple[int, int]:
+    if isinstance(digits_per_canvas, tuple | list) and len(digits_per_canvas) == 2:
+        fewest, most = (validation.whole_number(n, "digits_per_canvas") for n in digits_per_canvas)
+    else:
+        fewest = most = validation.whole_number(digits_per_canvas, "digits_per_canvas")
+    limit = min(cells, 10) if distinct else cells
+    if not fewest <= most <= limit:
+        raise ValueError(
+            f"digits_per_canvas must be a number or a (fewest, most) range within 1..{limit} "
+            f"(cells {cells}{', distinct labels' if distinct else ''}), got {digits_per_canvas!r}"
+        )
+    return fewest, most
+
+
+def _pick(source: Digits, taken: torch.Tensor, distinct: bool, generator) -> int:
+    """The index of a random image of source, of a label not in `taken` if distinct."""
+    allowed = torch.ones(len(source), dtype=torch.bool)
+    if distinct:
+        allowed = ~torch.isin(source.labels, taken[taken >= 0])
+    candidates = allowed.nonzero().flatten()
+    return int(candidates[torch.randint(len(candidates), (1,), generator=generator)])
+
+
+def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:
+    """The indices (in patchify's order) of the patches inside one cell of the grid."""
+    grid = validation.whole_number(grid, "grid")
+    cell = validation.whole_number(cell, "cell", minimum=0)
+    p = validation.whole_number(patch_size, "patch_size")
+    if cell >= grid * grid or PIXELS % p:
+        raise ValueError(
+            f"cell must be in 0..{grid * grid - 1} and patch_size divide {PIXELS}, got cell "
+            f"{cell}, patch_size {p}"
+        )
+    per_cell, cols = PIXELS // p, grid * PIXELS // p  # patches across a cell, across the canvas
+    row, col = divmod(cell, grid)
+    rows = torch.arange(row * per_cell, (row + 1) * per_cell)
+    columns = torch.arange(col * per_cell, (col + 1) * per_cell)
+    return (rows[:, None] * cols + columns[None, :]).flatten()  # (per_cell ** 2,)
