@@ -1,0 +1,385 @@
+"""Chapter 14's exercises: images as sequences of patches, and where attention looks in them.
+
+1. check_patchify: (B, C, H, W) images cut into p x p patches, (B, (H/p)(W/p), C p p), in
+   helpers.vision.patchify's order.
+2. check_sinusoidal_2d: the 2-D sinusoidal encoding of a rows x cols grid of patches, the row
+   in the first half of each vector and the column in the second.
+3. check_attention_centroid: where in the image a query looks, in pixel coordinates: the
+   weighted mean of the patches' centres.
+"""
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from helpers.exercises.ch13_induction_heads import _Answers
+from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
+from helpers.positional import sinusoidal_encoding
+from helpers.vision import patchify, sinusoidal_2d
+
+__all__ = ["check_attention_centroid", "check_patchify", "check_sinusoidal_2d"]
+
+
+def _merged(mistakes: dict) -> dict:
+    """The mistakes with those that give one and the same answer in this case named together
+    (e.g. on a square grid, (x, y) order and column-major patches)."""
+    merged: dict = {}
+    for diagnosis, answer in mistakes.items():
+        same = next(
+            (
+                named
+                for named, other in merged.items()
+                if other.shape == answer.shape
+                and torch.allclose(other.double(), answer.double(), rtol=0, atol=1e-9)
+            ),
+            None,
+        )
+        if same is None:
+            merged[diagnosis] = answer
+        else:
+            merged[f"{same}; or {diagnosis}"] = merged.pop(same)
+    return merged
+
+
+def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
+    """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
+    `words` in it (e.g. what the learner's function raised)."""
+    if failures and failures[-1].startswith(f"{name}: {failure}") and words in failures[-1]:
+        failures[-1] += f"; {advice}"
+
+
+# 1. Patchify
+
+
+def patchify_cases() -> list[tuple[str, torch.Tensor, int]]:
+    """(name, images (B, C, H, W), patch_size) for every case the checker runs."""
+    generator = torch.Generator().manual_seed(140)
+
+    def images(*shape, dtype=torch.float32):
+        return torch.rand(*shape, generator=generator, dtype=torch.float64).to(dtype)
+
+    return [
+        ("two digits (B=2, C=1, 8 x 8), p = 4", images(2, 1, 8, 8), 4),
+        ("one colour image (1, 3, 8, 12), p = 4: wider than tall", images(1, 3, 8, 12), 4),
+        (
+            "float64 (3, 3, 6, 4), p = 2: taller than wide",
+            images(3, 3, 6, 4, dtype=torch.float64),
+            2,
+        ),
+        (
+            "(2, 3, 4, 8), p = 2, stored channels last (a permuted view, not contiguous)",
+            images(2, 4, 8, 3).permute(0, 3, 1, 2),
+            2,
+        ),
+        ("(2, 2, 4, 4), p = 4: one patch per image", images(2, 2, 4, 4), 4),
+        ("(1, 2, 2, 3), p = 1: every pixel a patch", images(1, 2, 2, 3), 1),
+    ]
+
+
+def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
+    batch, channels, height, width = images.shape
+    rows, cols = height // p, width // p
+    grid = images.reshape(batch, channels, rows, p, cols, p)  # (B, C, rows, p, cols, p)
+
+    def flattened(order):
+        return grid.permute(order).reshape(batch, rows * cols, channels * p * p)
+
+    mistakes = {
+        "the patches run top to bottom first (down each column of patches): patchify's order "
+        "runs left to right along a row of patches, then the next row, patch r * cols + c "
+        "(permute to (B, rows, cols, C, p, p))": flattened((0, 4, 2, 1, 3, 5)),
+        "each patch is flattened in (p, p, C) order, channels last: flatten it in (C, p, p) "
+        "order, the layout of F.unfold (permute to (B, rows, cols, C, p, p))": flattened(
+            (0, 2, 4, 3, 5, 1)
+        ),
+        "each patch is flattened column by column (its two pixel axes swapped): keep the "
+        "patch's rows first, as in the image, (C, p, p) = (channel, row, column)": flattened(
+            (0, 2, 4, 1, 5, 3)
+        ),
+        "a plain reshape without the permute: images.reshape(B, -1, C*p*p) cuts the pixels "
+        "in memory order (whole rows of the image), not into p x p squares; reshape to (B, C, "
+        "H/p, p, W/p, p), then permute to (B, H/p, W/p, C, p, p)": images.reshape(
+            batch, -1, channels * p * p
+        ),
+        "F.unfold's (B, C*p*p, n) without the transpose: unfold puts the patches along the "
+        "last axis; .transpose(1, 2) makes them the sequence": F.unfold(images, p, stride=p),
+        "the reshape splits each side as (p, H/p), not (H/p, p): each 'patch' then gathers "
+        "pixels H/p apart across the whole image; split a side into (patch row, pixel row "
+        "within the patch)": images.reshape(batch, channels, p, rows, p, cols)
+        .permute(0, 3, 5, 1, 2, 4)
+        .reshape(batch, rows * cols, channels * p * p),
+    }
+    mistakes[
+        "returns the grid of patches (B, rows, cols, C*p*p): flatten rows and cols into one "
+        "sequence axis of (H/p)(W/p) patches"
+    ] = flattened((0, 2, 4, 1, 3, 5)).reshape(batch, rows, cols, -1)
+    if p > 1:
+        mistakes[
+            "F.unfold without stride=p slides the window one pixel at a time: overlapping "
+            "patches, (H-p+1)(W-p+1) of them; pass stride=p"
+        ] = F.unfold(images, p).transpose(1, 2)
+    return _merged(mistakes)
+
+
+@exercise_checker
+def check_patchify(learner_patchify: Callable) -> bool:
+    """learner_patchify(images, patch_size) -> (B, (H/p)(W/p), C p p): images (B, C, H, W)
+    float32 or float64 (C = 1 or 3, H and W multiples of p, not always contiguous), patch_size
+    p an int. The patches left to right, then top to bottom; each flattened in (C, p, p)
+    order, the layout of F.unfold(images, p, stride=p).transpose(1, 2); in the images' dtype,
+    with gradients. Without helpers.vision's patchify."""
+    failures, passed, answers = [], 0, _Answers(learner_patchify)
+    for name, images, p in patchify_cases():
+        passed += run_case(
+            name,
+            lambda x, p=p: answers(x, p),
+            (images,),
+            lambda x, p=p: patchify(x, p),
+            failures,
+            1e-6,
+            "patch r * cols + c holds images[b, :, r*p:(r+1)*p, c*p:(c+1)*p] flattened",
+            wrong_only(_patchify_mistakes(images, p), patchify(images, p)),
+            forbidden={"helpers.vision.patchify": patchify},
+            names=("images",),
+        )
+        _advise(
+            failures,
+            name,
+            "your function raised",
+            "view",
+            ".view needs memory laid out in order, which a permuted or channels-last tensor "
+            "is not: .reshape copies when it must",
+        )
+    return report(failures, passed)
+
+
+# 2. The 2-D sinusoidal encoding
+
+SINUSOIDAL_2D_SIZES = [(2, 3, 8), (3, 3, 16), (4, 2, 12), (1, 5, 8), (6, 6, 32)]
+
+
+def _halves(rows: int, cols: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, cols, width) twice: the encoding of each patch's row, and of its column, each
+    a width-wide 1-D sinusoidal encoding."""
+    by_row = sinusoidal_encoding(rows, width)[:, None, :].expand(rows, cols, width)
+    by_col = sinusoidal_encoding(cols, width)[None, :, :].expand(rows, cols, width)
+    return by_row, by_col
+
+
+def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
+    half = d_model // 2
+    n = rows * cols
+    by_row, by_col = _halves(rows, cols, half)
+    wide_row, wide_col = _halves(rows, cols, d_model)
+    pairs = torch.stack(
+        [by_row.unflatten(-1, (half // 2, 2)), by_col.unflatten(-1, (half // 2, 2))]
+    )
+    mistakes = {
+        "the halves are swapped: the first half encodes the patch's row, the second its "
+        "column": torch.cat([by_col, by_row], -1).reshape(n, d_model),
+        "chapter 05's 1-D encoding of the patch's index r * cols + c: the patch below is then "
+        "cols positions away, further than the one beside it; encode the row in the first "
+        "half and the column in the second": sinusoidal_encoding(n, d_model),
+        "the row's and the column's (sin, cos) pairs are interleaved (a pair of the row, then "
+        "one of the column, ...): put the row's d_model/2 numbers in the first half and the "
+        "column's in the second": pairs.permute(1, 2, 3, 0, 4).reshape(n, d_model),
+        "each half uses the frequencies of a d_model-wide encoding, 10000^(-2j/d_model), and "
+        "so only the fastest half of them: each half is an encoding of width d_model/2 of its "
+        "own, sinusoidal_encoding(rows, d_model // 2)": torch.cat(
+            [wide_row[..., :half], wide_col[..., :half]], -1
+        ).reshape(n, d_model),
+        "the patches are in column-major order (down each column first): patchify's order "
+        "runs along each row of patches, patch r * cols + c": torch.cat([by_row, by_col], -1)
+        .transpose(0, 1)
+        .reshape(n, d_model),
+        "adds a d_model-wide encoding of the row to one of the column: the row and the column "
+        "sit side by side, each in its own half": (wide_row + wide_col).reshape(n, d_model),
+        "returns the grid (rows, cols, d_model): flatten it to rows * cols vectors, in "
+        "patchify's order": torch.cat([by_row, by_col], -1),
+    }
+    return _merged(mistakes)
+
+
+def _float32_only(answers: Callable) -> Callable:
+    def call(*sizes):
+        got = answers(*sizes)
+        if isinstance(got, torch.Tensor) and got.dtype == torch.float64:
+            raise Refused(
+                "returned float64: return float32, the dtype of chapter 05's "
+                "sinusoidal_encoding and of the embeddings it is added to (compute in float64 "
+                "if you like, then .float())"
+            )
+        return got
+
+    return call
+
+
+@exercise_checker
+def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
+    """learner_encoding(rows, cols, d_model) -> (rows * cols, d_model) float32: rows, cols and
+    d_model ints, d_model a multiple of 4. Row r * cols + c (patchify's order) is the encoding
+    of the patch in row r, column c: its first d_model/2 numbers are chapter 05's encoding of
+    position r, sinusoidal_encoding(rows, d_model // 2)[r], the last d_model/2 that of
+    position c. Without helpers.vision's sinusoidal_2d (chapter 05's sinusoidal_encoding may
+    be used)."""
+    failures, passed = [], 0
+    answers = _float32_only(_Answers(learner_encoding))
+    for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
+        right = sinusoidal_2d(rows, cols, d_model)
+        passed += run_case(
+            f"{rows} x {cols} patches, d_model = {d_model}",
+            lambda rows=rows, cols=cols, d_model=d_model: answers(rows, cols, d_model),
+            (),
+            lambda right=right: right,
+            failures,
+            1e-5,
+            "the row's encoding (width d_model/2) then the column's, for patch r * cols + c",
+            wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model), right),
+            forbidden={"helpers.vision.sinusoidal_2d": sinusoidal_2d},
+        )
+    return report(failures, passed)
+
+
+# 3. The attention's centroid
+
+
+def _patch_centres(grid_size: tuple[int, int], p: int, dtype: torch.dtype) -> torch.Tensor:
+    """(rows * cols, 2): the (row, column) of each patch's centre in pixels, patchify's order."""
+    rows, cols = grid_size
+    patch_row = torch.arange(rows, dtype=dtype).repeat_interleave(cols)  # patch k in row k // cols
+    patch_col = torch.arange(cols, dtype=dtype).repeat(rows)
+    return torch.stack([patch_row, patch_col], -1) * p + (p - 1) / 2
+
+
+def attention_centroid(weights: torch.Tensor, grid_size: tuple[int, int], p: int) -> torch.Tensor:
+    """The checker's reference: (..., 2), the weighted mean of the patches' centres."""
+    centres = _patch_centres(grid_size, p, weights.dtype)
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_cases() -> list[tuple[str, torch.Tensor, tuple[int, int], int]]:
+    """(name, weights (..., n), grid_size (rows, cols), patch_size) for every case."""
+    generator = torch.Generator().manual_seed(142)
+
+    def softmax(*leading, n, dtype=torch.float32):
+        scores = 2 * torch.randn(*leading, n, generator=generator, dtype=torch.float64)
+        return scores.softmax(-1).to(dtype)
+
+    return [
+        ("one query over 2 x 3 patches of 4 x 4 pixels", softmax(n=6), (2, 3), 4),
+        (
+            "(B=2, heads=3, queries=4) over a canvas's 6 x 6 patches of 4 x 4 pixels",
+            softmax(2, 3, 4, n=36),
+            (6, 6),
+            4,
+        ),
+        (
+            "one-hot weights (5, 8) over 2 x 4 patches of 4 x 4: each the centre of one patch",
+            torch.eye(8)[[0, 3, 4, 6, 7]],
+            (2, 4),
+            4,
+        ),
+        (
+            "weights that do not sum to one (3, 6), 3 x 2 patches of 2 x 2 pixels",
+            3 * torch.rand(3, 6, generator=generator) + 0.1,
+            (3, 2),
+            2,
+        ),
+        (
+            "float64 (2, 12) summing to 0.5 (a cell's share), 4 x 3 patches of 2 x 2",
+            0.5 * softmax(2, n=12, dtype=torch.float64),
+            (4, 3),
+            2,
+        ),
+        ("(4, 16), 4 x 4 patches of one pixel each", softmax(4, n=16), (4, 4), 1),
+    ]
+
+
+def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int) -> dict:
+    rows, cols = grid_size
+    w = weights.double()
+    total = w.sum(-1, keepdim=True)
+    centres = _patch_centres(grid_size, p, torch.float64)
+    indices = _patch_centres(grid_size, 1, torch.float64)  # (r, c) of each patch
+    column_major = torch.stack(
+        [torch.arange(rows * cols) % rows, torch.arange(rows * cols) // rows], -1
+    ).double()
+
+    def mean_of(points):
+        return (w @ points / total).to(weights.dtype)
+
+    mistakes = {
+        "returns (x, y), the column first: the centroid is (row, column), the order an image "
+        "is indexed in, image[row, column]": mean_of(centres.flip(-1)),
+        "places each patch at its top-left corner (r*p, c*p): its centre lies (p - 1)/2 "
+        "further on, at r*p + (p - 1)/2": mean_of(centres - (p - 1) / 2),
+        "places each patch's centre at r*p + p/2, half a pixel too far: pixel i covers "
+        "i - 0.5 .. i + 0.5, so the p pixels r*p .. r*p + p - 1 have their centre at "
+        "r*p + (p - 1)/2": mean_of(centres + 0.5),
+        "returns patch indices (r, c), not pixels: a patch's centre in pixels is "
+        "r*p + (p - 1)/2, c*p + (p - 1)/2": mean_of(indices),
+        "reads the patches in column-major order (down each column first): patchify's patch k "
+        "lies in row k // cols, column k % cols": mean_of(column_major * p + (p - 1) / 2),
+        "does not divide by the total weight: these weights do not sum to one, so their "
+        "weighted sum of the centres is not a mean; divide by weights.sum(-1)": (w @ centres).to(
+            weights.dtype
+        ),
+        "divides by the number of patches: a weighted mean divides by the sum of the weights": (
+            w @ centres / w.shape[-1]
+        ).to(weights.dtype),
+        "ignores the weights: the plain mean of the centres, the middle of the image": (
+            torch.ones_like(total) * centres.mean(0)
+        ).to(weights.dtype),
+    }
+    mistakes[
+        "stacks (row, column) along the first axis: each centroid's pair belongs on the last "
+        "axis, (..., 2), e.g. torch.stack([row, col], dim=-1)"
+    ] = mean_of(centres).movedim(-1, 0)
+    if rows != cols:
+        mistakes[
+            "reads grid_size as (cols, rows): it is (rows, cols), the patches down and across"
+        ] = mean_of(_patch_centres((cols, rows), p, torch.float64))
+    return _merged(mistakes)
+
+
+@exercise_checker
+def check_attention_centroid(learner_centroid: Callable) -> bool:
+    """learner_centroid(weights, grid_size, patch_size) -> (..., 2): weights (..., n) attention
+    weights over the n = rows * cols patches of an image in patchify's order, float32 or
+    float64, non-negative, with a positive total; grid_size (rows, cols) the patches down and
+    across; patch_size p an int. The weighted mean of the patches' centres in pixels, (row,
+    column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
+    weights need not sum to one (e.g. the attention on one cell only, or several heads'
+    weights added): divide by their total. In the weights' dtype, with gradients."""
+    failures, passed, answers = [], 0, _Answers(learner_centroid)
+    for name, weights, grid_size, p in centroid_cases():
+        right = attention_centroid(weights, grid_size, p)
+        passed += run_case(
+            name,
+            lambda w, grid_size=grid_size, p=p: answers(w, grid_size, p),
+            (weights,),
+            lambda w, grid_size=grid_size, p=p: attention_centroid(w, grid_size, p),
+            failures,
+            1e-5,
+            "sum over patches of weight * (r*p + (p-1)/2, c*p + (p-1)/2), over the total weight",
+            wrong_only(_centroid_mistakes(weights, grid_size, p), right),
+            names=("weights",),
+        )
+        _advise(
+            failures,
+            name,
+            "your function raised",
+            "dtype",
+            "this case's weights are float64: build the centres with dtype=weights.dtype",
+        )
+        _advise(
+            failures,
+            name,
+            "the values are right but the gradient",
+            "",
+            "where the weights sum to one, dividing by weights.sum(-1) changes no value but "
+            "does change the gradient: the centroid moves when the weights shift between "
+            "patches, not when they all grow together",
+        )
+    return report(failures, passed)

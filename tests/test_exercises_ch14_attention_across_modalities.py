@@ -1,0 +1,537 @@
+"""Chapter 14's checkers: its solutions, right answers written in other styles, and typical
+wrong answers, each refused with the message that names its mistake."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.exercises import check_attention_centroid, check_patchify, check_sinusoidal_2d
+from helpers.exercises.ch14_attention_across_modalities import (
+    SINUSOIDAL_2D_SIZES,
+    _centroid_mistakes,
+    _patchify_mistakes,
+    _sinusoidal_2d_mistakes,
+    centroid_cases,
+    patchify_cases,
+)
+from helpers.exercises.ch14_attention_across_modalities import (
+    attention_centroid as reference_centroid,
+)
+from helpers.positional import sinusoidal_encoding
+from helpers.vision import patchify as helpers_patchify
+from helpers.vision import sinusoidal_2d as helpers_sinusoidal_2d
+from solutions.ch14_attention_across_modalities import (
+    attention_centroid,
+    patchify,
+    sinusoidal_2d,
+)
+
+CHECKERS = {
+    "patchify": (check_patchify, patchify),
+    "2-D sinusoidal encoding": (check_sinusoidal_2d, sinusoidal_2d),
+    "attention centroid": (check_attention_centroid, attention_centroid),
+}
+
+
+# 1. Patchify: typical wrong answers
+
+
+def _grid(images, p):
+    """(B, C, rows, p, cols, p) and the sizes."""
+    batch, channels, height, width = images.shape
+    return images.reshape(batch, channels, height // p, p, width // p, p), batch, channels
+
+
+def patchify_down_the_columns_first(images, p):
+    grid, batch, channels = _grid(images, p)
+    return grid.permute(0, 4, 2, 1, 3, 5).reshape(batch, -1, channels * p * p)
+
+
+def patchify_channels_last(images, p):
+    grid, batch, channels = _grid(images, p)
+    return grid.permute(0, 2, 4, 3, 5, 1).reshape(batch, -1, channels * p * p)
+
+
+def patchify_column_by_column_within_a_patch(images, p):
+    grid, batch, channels = _grid(images, p)
+    return grid.permute(0, 2, 4, 1, 5, 3).reshape(batch, -1, channels * p * p)
+
+
+def patchify_by_a_plain_reshape(images, p):
+    batch, channels = images.shape[:2]
+    return images.reshape(batch, -1, channels * p * p)
+
+
+def patchify_by_unfold_without_the_transpose(images, p):
+    return F.unfold(images, p, stride=p)
+
+
+def patchify_by_unfold_without_the_stride(images, p):
+    return F.unfold(images, p).transpose(1, 2)
+
+
+def patchify_splitting_each_side_the_wrong_way(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, p, height // p, p, width // p)
+    return grid.permute(0, 3, 5, 1, 2, 4).reshape(batch, -1, channels * p * p)
+
+
+def patchify_as_a_grid(images, p):
+    grid, batch, channels = _grid(images, p)
+    return grid.permute(0, 2, 4, 1, 3, 5).flatten(3)
+
+
+def patchify_with_view_after_the_permute(images, p):
+    grid, batch, channels = _grid(images, p)
+    return grid.permute(0, 2, 4, 1, 3, 5).view(batch, -1, channels * p * p)
+
+
+def patchify_with_the_helper(images, p):
+    return helpers_patchify(images, p)
+
+
+def patchify_clamping_in_place(images, p):
+    return patchify(images.clamp_(0, 1), p)
+
+
+def patchify_detached(images, p):
+    return patchify(images.detach(), p)
+
+
+def patchify_in_float32(images, p):
+    return patchify(images.float(), p)
+
+
+# 2. The 2-D sinusoidal encoding: typical wrong answers
+
+
+def _row_and_column(rows, cols):
+    return torch.arange(rows).repeat_interleave(cols), torch.arange(cols).repeat(rows)
+
+
+def sinusoidal_2d_column_first(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    return torch.cat(
+        [sinusoidal_encoding(cols, half)[col], sinusoidal_encoding(rows, half)[row]], 1
+    )
+
+
+def sinusoidal_2d_of_the_flattened_index(rows, cols, d_model):
+    return sinusoidal_encoding(rows * cols, d_model)
+
+
+def sinusoidal_2d_interleaved(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    encoding = torch.empty(rows * cols, d_model)
+    by_row, by_col = sinusoidal_encoding(rows, half)[row], sinusoidal_encoding(cols, half)[col]
+    encoding[:, 0::4], encoding[:, 1::4] = by_row[:, 0::2], by_row[:, 1::2]  # row's (sin, cos)
+    encoding[:, 2::4], encoding[:, 3::4] = by_col[:, 0::2], by_col[:, 1::2]  # column's
+    return encoding
+
+
+def sinusoidal_2d_with_the_full_width_frequencies(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    frequencies = 10000 ** (-torch.arange(0, half, 2) / d_model)  # BUG: d_model, not d_model/2
+
+    def encode(positions):
+        angles = positions[:, None] * frequencies  # (n, half / 2)
+        return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
+
+    return torch.cat([encode(row), encode(col)], 1).float()
+
+
+def sinusoidal_2d_down_the_columns_first(rows, cols, d_model):
+    col, row = _row_and_column(cols, rows)  # BUG: patch k in row k % rows
+    half = d_model // 2
+    return torch.cat(
+        [sinusoidal_encoding(rows, half)[row], sinusoidal_encoding(cols, half)[col]], 1
+    )
+
+
+def sinusoidal_2d_added(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    return sinusoidal_encoding(rows, d_model)[row] + sinusoidal_encoding(cols, d_model)[col]
+
+
+def sinusoidal_2d_as_a_grid(rows, cols, d_model):
+    return sinusoidal_2d(rows, cols, d_model).reshape(rows, cols, d_model)
+
+
+def sinusoidal_2d_in_float64(rows, cols, d_model):
+    return sinusoidal_2d(rows, cols, d_model).double()
+
+
+def sinusoidal_2d_with_the_helper(rows, cols, d_model):
+    return helpers_sinusoidal_2d(rows, cols, d_model)
+
+
+# 3. The attention's centroid: typical wrong answers
+
+
+def _centres(grid_size, p, dtype, offset=None):
+    rows, cols = grid_size
+    row, col = _row_and_column(rows, cols)
+    offset = (p - 1) / 2 if offset is None else offset
+    return torch.stack([row, col], -1).to(dtype) * p + offset
+
+
+def centroid_as_x_y(weights, grid_size, p):
+    return attention_centroid(weights, grid_size, p)[..., [1, 0]]
+
+
+def centroid_of_the_corners(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, weights.dtype, 0) / weights.sum(-1, keepdim=True)
+
+
+def centroid_half_a_pixel_too_far(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, weights.dtype, p / 2) / weights.sum(-1, keepdim=True)
+
+
+def centroid_of_the_patch_indices(weights, grid_size, p):
+    return weights @ _centres(grid_size, 1, weights.dtype, 0) / weights.sum(-1, keepdim=True)
+
+
+def centroid_in_column_major_order(weights, grid_size, p):
+    rows, cols = grid_size
+    index = torch.arange(rows * cols)
+    centres = torch.stack([index % rows, index // rows], -1).to(weights.dtype) * p + (p - 1) / 2
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_not_divided_by_the_total(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, weights.dtype)
+
+
+def centroid_as_a_plain_mean(weights, grid_size, p):
+    return (weights[..., None] * _centres(grid_size, p, weights.dtype)).mean(-2)
+
+
+def centroid_of_the_centres_alone(weights, grid_size, p):
+    centre = _centres(grid_size, p, weights.dtype).mean(0)
+    return centre.expand(*weights.shape[:-1], 2) + 0 * weights.sum(-1, keepdim=True)
+
+
+def centroid_with_the_grid_read_as_cols_rows(weights, grid_size, p):
+    cols, rows = grid_size
+    return attention_centroid(weights, (rows, cols), p)
+
+
+def centroid_stacked_first(weights, grid_size, p):
+    centroid = attention_centroid(weights, grid_size, p)
+    return torch.stack([centroid[..., 0], centroid[..., 1]])
+
+
+def centroid_with_float32_centres(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, torch.float32) / weights.sum(-1, keepdim=True)
+
+
+def centroid_normalising_in_place(weights, grid_size, p):
+    weights /= weights.sum(-1, keepdim=True)
+    return weights @ _centres(grid_size, p, weights.dtype)
+
+
+def centroid_through_numpy(weights, grid_size, p):
+    centres = _centres(grid_size, p, torch.float64).numpy()
+    w = weights.detach().numpy()
+    return torch.from_numpy(w @ centres / w.sum(-1, keepdims=True)).to(weights.dtype)
+
+
+WRONG = [
+    ("patchify", patchify_down_the_columns_first, "the patches run top to bottom first"),
+    ("patchify", patchify_channels_last, "flattened in (p, p, C) order, channels last"),
+    ("patchify", patchify_column_by_column_within_a_patch, "flattened column by column"),
+    ("patchify", patchify_by_a_plain_reshape, "a plain reshape without the permute"),
+    ("patchify", patchify_by_unfold_without_the_transpose, "F.unfold's (B, C*p*p, n) without"),
+    ("patchify", patchify_by_unfold_without_the_stride, "F.unfold without stride=p slides"),
+    ("patchify", patchify_splitting_each_side_the_wrong_way, "splits each side as (p, H/p)"),
+    ("patchify", patchify_as_a_grid, "returns the grid of patches (B, rows, cols, C*p*p)"),
+    ("patchify", patchify_with_view_after_the_permute, ".view needs memory laid out in order"),
+    ("patchify", patchify_with_the_helper, "calls helpers.vision.patchify"),
+    ("patchify", patchify_clamping_in_place, "changes its input `images` in place"),
+    ("patchify", patchify_detached, "no gradient flows back to the inputs"),
+    ("patchify", patchify_in_float32, "dtype torch.float32, expected torch.float64"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_column_first, "the halves are swapped"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_of_the_flattened_index,
+        "chapter 05's 1-D encoding of the patch's index r * cols + c",
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_interleaved, "(sin, cos) pairs are interleaved"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_with_the_full_width_frequencies,
+        "each half uses the frequencies of a d_model-wide encoding",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_down_the_columns_first,
+        "(the patches are in column-major order",  # named alone where the grid is not square
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_added, "adds a d_model-wide encoding of the row"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_as_a_grid, "returns the grid (rows, cols, d_"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_in_float64, "returned float64: return float32"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_with_the_helper, "calls helpers.vision.sinusoidal"),
+    ("attention centroid", centroid_as_x_y, "returns (x, y), the column first"),
+    ("attention centroid", centroid_of_the_corners, "places each patch at its top-left corner"),
+    ("attention centroid", centroid_half_a_pixel_too_far, "at r*p + p/2, half a pixel too far"),
+    ("attention centroid", centroid_of_the_patch_indices, "returns patch indices (r, c)"),
+    (
+        "attention centroid",
+        centroid_in_column_major_order,
+        "(reads the patches in column-major order",  # named alone where the grid is not square
+    ),
+    ("attention centroid", centroid_not_divided_by_the_total, "does not divide by the total"),
+    ("attention centroid", centroid_not_divided_by_the_total, "changes no value but does change"),
+    ("attention centroid", centroid_as_a_plain_mean, "divides by the number of patches"),
+    ("attention centroid", centroid_of_the_centres_alone, "ignores the weights"),
+    ("attention centroid", centroid_with_the_grid_read_as_cols_rows, "reads grid_size as (cols"),
+    ("attention centroid", centroid_stacked_first, "stacks (row, column) along the first axis"),
+    ("attention centroid", centroid_with_float32_centres, "build the centres with dtype=weights"),
+    ("attention centroid", centroid_normalising_in_place, "changes its input `weights` in place"),
+    ("attention centroid", centroid_through_numpy, "no gradient flows back to the inputs"),
+]
+
+
+# Right answers written in other styles: each must be accepted.
+
+
+def patchify_by_unfold(images, p):
+    return F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)
+
+
+def patchify_by_a_loop(images, p):
+    height, width = images.shape[-2:]
+    patches = [
+        images[:, :, top : top + p, left : left + p].flatten(1)  # (B, C p p)
+        for top in range(0, height, p)
+        for left in range(0, width, p)
+    ]
+    return torch.stack(patches, dim=1)
+
+
+def patchify_by_tensor_unfold(images, p):
+    windows = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, rows, cols, p, p)
+    return windows.permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
+
+
+def patchify_by_einsum_and_flatten(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, height // p, p, width // p, p)
+    return torch.einsum("bcrhsw->brschw", grid).flatten(3).flatten(1, 2)
+
+
+def sinusoidal_2d_from_the_formula(rows, cols, d_model):
+    half = d_model // 2
+    row, col = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    frequencies = 10000 ** (-torch.arange(0, half, 2, dtype=torch.float64) / half)
+
+    def encode(positions):  # (n,) -> (n, half), sin and cos alternating
+        angles = positions.flatten()[:, None].double() * frequencies
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
+
+    return torch.cat([encode(row), encode(col)], dim=1).float()
+
+
+def sinusoidal_2d_by_a_loop(rows, cols, d_model):
+    half = d_model // 2
+    by_row, by_col = sinusoidal_encoding(rows, half), sinusoidal_encoding(cols, half)
+    encoding = torch.zeros(rows * cols, d_model)
+    for r in range(rows):
+        for c in range(cols):
+            encoding[r * cols + c, :half] = by_row[r]
+            encoding[r * cols + c, half:] = by_col[c]
+    return encoding
+
+
+def sinusoidal_2d_by_expanding(rows, cols, d_model):
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(-1, cols, -1)
+    by_col = sinusoidal_encoding(cols, half)[None, :, :].expand(rows, -1, -1)
+    return torch.cat([by_row, by_col], dim=-1).reshape(rows * cols, d_model)
+
+
+def centroid_by_a_loop(weights, grid_size, p):
+    rows, cols = grid_size
+    total = torch.zeros(*weights.shape[:-1], 2, dtype=weights.dtype)
+    for k in range(rows * cols):
+        r, c = divmod(k, cols)
+        centre = torch.tensor([r * p + (p - 1) / 2, c * p + (p - 1) / 2], dtype=weights.dtype)
+        total = total + weights[..., k, None] * centre
+    return total / weights.sum(-1, keepdim=True)
+
+
+def centroid_by_einsum_after_normalising(weights, grid_size, p):
+    rows, cols = grid_size
+    weights = weights / weights.sum(-1, keepdim=True)
+    grid = weights.unflatten(-1, (rows, cols))  # (..., rows, cols)
+    centre_rows = torch.arange(rows, dtype=weights.dtype) * p + (p - 1) / 2
+    centre_cols = torch.arange(cols, dtype=weights.dtype) * p + (p - 1) / 2
+    return torch.stack(
+        [
+            torch.einsum("...rc,r->...", grid, centre_rows),
+            torch.einsum("...rc,c->...", grid, centre_cols),
+        ],
+        dim=-1,
+    )
+
+
+def centroid_over_the_pixels(weights, grid_size, p):
+    """The weights spread over each patch's pixels, then the mean of the pixels' coordinates."""
+    rows, cols = grid_size
+    pixels = weights.unflatten(-1, (rows, cols))
+    pixels = pixels.repeat_interleave(p, dim=-2).repeat_interleave(p, dim=-1)  # (..., H, W)
+    y = torch.arange(rows * p, dtype=weights.dtype)
+    x = torch.arange(cols * p, dtype=weights.dtype)
+    total = pixels.sum((-2, -1))
+    return torch.stack(
+        [(pixels.sum(-1) * y).sum(-1) / total, (pixels.sum(-2) * x).sum(-1) / total], dim=-1
+    )
+
+
+RIGHT = [
+    ("patchify", patchify_by_unfold),
+    ("patchify", patchify_by_a_loop),
+    ("patchify", patchify_by_tensor_unfold),
+    ("patchify", patchify_by_einsum_and_flatten),
+    ("2-D sinusoidal encoding", sinusoidal_2d_from_the_formula),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_a_loop),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_expanding),
+    ("attention centroid", centroid_by_a_loop),
+    ("attention centroid", centroid_by_einsum_after_normalising),
+    ("attention centroid", centroid_over_the_pixels),
+]
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_the_solution_passes_its_checker(exercise, run_checker):
+    checker, solution = CHECKERS[exercise]
+    verdict, out = run_checker(checker, solution)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+@pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
+def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"), WRONG, ids=[f"{e}: {a.__name__}" for e, a, _ in WRONG]
+)
+def test_a_typical_wrong_answer_is_named(exercise, answer, words, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and out.startswith("Not yet") and words in out, out
+
+
+def test_mistakes_that_coincide_in_a_case_are_named_together(run_checker):
+    """On a square grid, (x, y) order and column-major patches give the same centroid."""
+    _, out = run_checker(check_attention_centroid, centroid_as_x_y)
+    assert "(x, y), the column first" in out
+    assert "column first: the centroid is (row, column), the order an image is indexed in, " in out
+    square = next(line for line in out.splitlines() if "6 x 6 patches" in line)
+    assert "; or reads the patches in column-major order" in square, square
+
+
+# The cases themselves: every named mistake is either the right answer in that case (then the
+# checker leaves it out) or far from it, so no wrong answer passes by rounding.
+
+
+def far_or_equal(mistakes: dict, right: torch.Tensor) -> None:
+    for diagnosis, answer in mistakes.items():
+        if answer.shape == right.shape:
+            error = (answer.double() - right.double()).abs().max()
+            same = torch.allclose(answer.double(), right.double(), atol=1e-7)  # as wrong_only
+            assert same or error > 1e-3, diagnosis
+
+
+@pytest.mark.parametrize("case", patchify_cases(), ids=lambda case: case[0])
+def test_every_patchify_mistake_is_far_from_the_right_answer(case):
+    _, images, p = case
+    far_or_equal(_patchify_mistakes(images, p), helpers_patchify(images, p))
+
+
+@pytest.mark.parametrize("sizes", SINUSOIDAL_2D_SIZES, ids=str)
+def test_every_sinusoidal_2d_mistake_is_far_from_the_right_answer(sizes):
+    far_or_equal(_sinusoidal_2d_mistakes(*sizes), helpers_sinusoidal_2d(*sizes))
+
+
+@pytest.mark.parametrize("case", centroid_cases(), ids=lambda case: case[0])
+def test_every_centroid_mistake_is_far_from_the_right_answer(case):
+    _, weights, grid_size, p = case
+    far_or_equal(
+        _centroid_mistakes(weights, grid_size, p), reference_centroid(weights, grid_size, p)
+    )
+
+
+def test_the_cases_cover_what_the_docstrings_promise():
+    shapes = [images.shape for _, images, _ in patchify_cases()]
+    assert {shape[1] for shape in shapes} >= {1, 3}
+    assert any(shape[2] != shape[3] for shape in shapes)
+    assert any(not images.is_contiguous() for _, images, _ in patchify_cases())
+    totals = [weights.sum(-1) for _, weights, _, _ in centroid_cases()]
+    assert any((total - 1).abs().max() > 0.1 for total in totals)  # not every row sums to one
+    assert any(rows != cols for _, _, (rows, cols), _ in centroid_cases())
+
+
+def test_the_reference_centroid_of_one_patch_is_its_centre():
+    one_hot = torch.zeros(6)
+    one_hot[4] = 1.0  # row 1, column 1 of a 2 x 3 grid
+    assert reference_centroid(one_hot, (2, 3), 4).tolist() == [5.5, 5.5]
+    assert reference_centroid(3 * one_hot, (2, 3), 4).tolist() == [5.5, 5.5]
+
+
+# Answers that are not answers (until tests/test_exercises.py lists chapter 14 with its notebook)
+
+
+def not_written_yet(*args):
+    raise NotImplementedError  # your code here
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (lambda *args: None, "returned None: did the function forget to `return`"),
+        (lambda *args: 0.5, "returned a Python float, 0.5"),
+        (lambda *args: np.zeros(3), "returned a numpy value"),
+        (lambda *args: "patches", "returned a str, expected a tensor"),
+        (lambda *args: torch.zeros(2, 3, dtype=torch.complex64), "complex tensor"),
+    ],
+    ids=["None", "float", "numpy", "str", "complex"],
+)
+def test_an_answer_that_is_not_a_tensor_is_refused_by_what_it_is(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and out.startswith("Not yet") and words in out, out
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_a_function_not_written_yet_gets_one_friendly_line(exercise, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], not_written_yet)
+    assert verdict is False
+    assert out == "Not yet: `not_written_yet` is not written yet (it raised NotImplementedError).\n"
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_a_slow_answer_is_refused_and_the_other_cases_are_not_run(
+    exercise, run_checker, monkeypatch
+):
+    monkeypatch.setattr("helpers.exercises.ch13_induction_heads.SLOWEST_CALL_SECONDS", 0.05)
+    calls = []
+    solution = CHECKERS[exercise][1]
+
+    def slow(*inputs):
+        calls.append(1)
+        time.sleep(0.1)
+        return solution(*inputs)
+
+    verdict, out = run_checker(CHECKERS[exercise][0], slow)
+    assert verdict is False and "one case took 0.1 s, where the reference takes milliseconds" in out
+    assert len(calls) == 1 and out.count("not run: one case took") >= 4, out
