@@ -1,0 +1,569 @@
+"""Chapter 14's explorer: words that look at pictures. A canvas of digits (one of the first test
+canvases, or one composed by typing nine cells), and either a word to find ("seven": the digit
+finder's one cross-attention query over the canvas's 36 patches) or a step through what the
+canvas reader writes (its cross-attention as each token is written), the attention painted over
+the image next to the model's answer."""
+
+import copy
+import re
+import textwrap
+from collections import OrderedDict
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from helpers import validation, vision_models
+from helpers.vision import DIGIT_WORDS, PIXELS, cell_patches, load_digits, unpatchify
+from helpers.vision_models import (
+    BOS,
+    EOS,
+    GRID,
+    PAD,
+    PATCH,
+    CanvasReader,
+    DigitFinder,
+    finder_test_set,
+    read_canvas,
+)
+from helpers.widgets.base import Explorer
+
+__all__ = ["CanvasExplorer"]
+
+MODES = ("find", "read")
+SOURCES = ("test", "composed")
+TEST_CANVASES = 50  # the slider's canvases: the first of helpers.vision_models.finder_test_set
+DEFAULT_LAYOUT = "7 . . . 3 . . . 1"
+CELLS = GRID * GRID
+SIDE = GRID * PIXELS  # pixels across a canvas
+COLOUR_LIMITS = (0.1, 0.25, 0.5, 1.0)  # the weight scale: the smallest that holds the largest
+KEPT_BACKGROUNDS = 8  # one per mode and colour limit: switching back costs no redraw
+COLOURS = {"answer": "tab:blue", "truth": "tab:green", "current": "gold"}
+LEGENDS = {
+    "find": ("the model's answer", "where the word's digit is"),
+    "read": ("the cell with the most attention", "the cell this digit came from"),
+}
+TOKEN_NAMES = {BOS: "<bos>", EOS: "<eos>", PAD: "<pad>"}
+
+
+class CanvasExplorer(Explorer):
+    """Chapter 14: choose a test canvas or compose one (nine cells in reading order, a digit or
+    "." for an empty cell), and a mode. "find": a word is the digit finder's query; see its
+    attention over the canvas's patches, the cell it answers and the cell that holds the digit.
+    "read": step through the tokens the canvas reader writes; see its cross-attention as each is
+    written and the share of it on the cell that digit came from."""
+
+    def __init__(
+        self,
+        canvas: int = 0,
+        word: str = "seven",
+        mode: str = "find",
+        layout: str | None = None,
+        models: dict | None = None,
+        token: int = 0,
+    ):
+        """canvas: one of the first 50 test canvases, 0..49 (shown unless layout is given);
+        layout: nine cells in reading order separated by spaces, each a digit 0-9 or "." for
+        an empty cell, e.g. "7 . . . 3 . . . 1", filled with the first test image of each
+        digit; token: the read-out token shown in "read" mode, 0 the first digit written;
+        models: the dict helpers.vision_models.load_vision_models() returns, or one holding a
+        "finder" (DigitFinder) and a "reader" (CanvasReader) (default: loaded from data/)."""
+        canvas = validation.whole_number(canvas, "canvas", minimum=0)
+        if canvas >= TEST_CANVASES:
+            raise ValueError(
+                f"canvas must be one of the first {TEST_CANVASES} test canvases, "
+                f"0..{TEST_CANVASES - 1}, got {canvas}"
+            )
+        if word not in DIGIT_WORDS:
+            raise ValueError(f"word must be one of {list(DIGIT_WORDS)}, got {word!r:.80}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r:.80}")
+        if layout is not None and not isinstance(layout, str):
+            raise TypeError(
+                f"layout must be text (a str) of nine cells such as {DEFAULT_LAYOUT!r}, got "
+                f"{type(layout).__name__}"
+            )
+        token = validation.whole_number(token, "token", minimum=0)
+        finder, reader = _checked_models(
+            vision_models.load_vision_models() if models is None else models
+        )
+        self.finder, self.reader = _float64_copy(finder), _float64_copy(reader)
+        self.canvases = finder_test_set(TEST_CANVASES)[0]
+        self._first_images = first_test_images()
+        self._readings, self._syncing = {}, False
+        self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their key
+        source = "test" if layout is None else "composed"
+        layout = DEFAULT_LAYOUT if layout is None else layout
+        try:
+            written = self._written_count(source, canvas, layout)
+        except ValueError:  # a layout the figure answers with a message
+            written = token + 1
+        if token >= written:
+            raise ValueError(
+                f"token {token} is beyond the read-out: the reader writes {written} tokens on "
+                f"this canvas, 0..{written - 1}"
+            )
+        controls = {
+            "mode": widgets.ToggleButtons(options=MODES, value=mode, description="mode"),
+            "word": widgets.Dropdown(options=DIGIT_WORDS, value=word, description="find the word"),
+            "token": widgets.IntSlider(
+                value=token, min=0, max=written - 1, description="read-out token"
+            ),
+            "source": widgets.ToggleButtons(options=SOURCES, value=source, description="canvas"),
+            "canvas": widgets.IntSlider(
+                value=canvas, min=0, max=TEST_CANVASES - 1, description="test canvas"
+            ),
+            "layout": widgets.Text(
+                value=layout,
+                description="compose",
+                placeholder=f"nine cells: a digit 0-9 or '.', e.g. {DEFAULT_LAYOUT}",
+                continuous_update=False,
+                layout=widgets.Layout(width="35%"),
+            ),
+        }
+        figure = self._build_figure()
+        dynamic = [
+            self._digits_image,
+            self._overlay,
+            self._answer_box,
+            self._truth_box,
+            *self._cell_lines,
+            *self._cell_texts,
+            *self._token_texts,
+            self._image_ax.title,
+            self._tokens_ax.title,
+        ]
+        super().__init__(controls, figure, dynamic)
+        self._enable_for(mode)
+        self.widget.children = (
+            widgets.HBox([controls[name] for name in ("mode", "word", "token")]),
+            widgets.HBox([controls[name] for name in ("source", "canvas", "layout")]),
+            self.image,
+        )
+
+    # What the controls may choose
+
+    def _on_change(self, change):
+        if self._syncing:  # a control set by _follow: one redraw, after all of them are set
+            return
+        self._syncing = True
+        try:
+            self._follow(change["owner"])
+        finally:
+            self._syncing = False
+        self.update()
+
+    def _follow(self, control) -> None:
+        """Moving the canvas slider shows a test canvas, typing a layout shows it; the token
+        slider spans the tokens written on the canvas shown; a mode enables its own control."""
+        controls = self.controls
+        if control is controls["canvas"]:
+            controls["source"].value = "test"
+        elif control is controls["layout"]:
+            controls["source"].value = "composed"
+        elif control is controls["mode"]:
+            self._enable_for(controls["mode"].value)
+        values = self.values()
+        try:
+            written = self._written_count(values["source"], values["canvas"], values["layout"])
+        except ValueError:  # a layout the figure answers with a message: the slider stays
+            return
+        token = controls["token"]
+        token.value = min(token.value, written - 1)
+        token.max = written - 1
+
+    def _enable_for(self, mode: str) -> None:
+        self.controls["word"].disabled = mode != "find"
+        self.controls["token"].disabled = mode != "read"
+
+    # The figure
+
+    def _build_figure(self) -> Figure:
+        figure = Figure(figsize=(7.6, 6.6))
+        self._image_ax = figure.add_axes((0.14, 0.25, 0.52, 0.6))  # first: errors go here
+        self._tokens_ax = figure.add_axes((0.04, 0.03, 0.92, 0.07))
+        colour_ax = figure.add_axes((0.7, 0.25, 0.025, 0.6))
+        ax = self._image_ax
+        self._digits_image = ax.imshow(
+            np.zeros((SIDE, SIDE)), cmap="gray_r", vmin=0, vmax=1, interpolation="nearest"
+        )
+        self._overlay = ax.imshow(
+            np.zeros((SIDE, SIDE)), cmap="Reds", vmin=0, vmax=COLOUR_LIMITS[0],
+            interpolation="nearest",
+        )  # fmt: skip
+        self._colour_bar = figure.colorbar(
+            self._overlay, cax=colour_ax, label="attention weight of each patch"
+        )
+        self._cell_lines = []  # the cells' borders and numbers, drawn over the images
+        for edge in range(PIXELS, SIDE, PIXELS):
+            self._cell_lines.append(ax.axhline(edge - 0.5, color="0.6", lw=0.8))
+            self._cell_lines.append(ax.axvline(edge - 0.5, color="0.6", lw=0.8))
+        centres = [PIXELS * i + PIXELS / 2 - 0.5 for i in range(GRID)]
+        ax.set_xticks(centres, [str(i) for i in range(GRID)])
+        ax.set_yticks(centres, [str(i) for i in range(GRID)])
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+        self._answer_box = ax.add_patch(_cell_box(COLOURS["answer"], "-"))
+        self._truth_box = ax.add_patch(_cell_box(COLOURS["truth"], "--"))
+        self._cell_texts = []
+        for cell in range(CELLS):
+            row, col = divmod(cell, GRID)
+            number = ax.text(
+                col * PIXELS - 0.2, row * PIXELS - 0.2, f"cell {cell}",
+                fontsize=7, color="0.45", va="top", ha="left",
+            )  # fmt: skip
+            self._cell_lines.append(number)
+            self._cell_texts.append(
+                ax.text(  # the attention on the cell, redrawn
+                    (col + 1) * PIXELS - 0.8,
+                    (row + 1) * PIXELS - 0.8,
+                    "",
+                    fontsize=8,
+                    color="black",
+                    va="bottom",
+                    ha="right",
+                )  # fmt: skip
+            )
+        self._tokens_ax.set_axis_off()
+        self._tokens_ax.set_xlim(0, CELLS + 1)
+        self._token_texts = [
+            self._tokens_ax.text(index + 0.5, 0.5, "", ha="center", va="center", fontsize=12)
+            for index in range(CELLS + 1)
+        ]
+        self._set_legend("find")
+        return figure
+
+    def _set_legend(self, mode: str) -> None:
+        """The outlines' legend names what they mean in the mode (part of the background)."""
+        answer, truth = LEGENDS[mode]
+        handles = [
+            Line2D([], [], color=COLOURS["answer"], lw=2, label=answer),
+            Line2D([], [], color=COLOURS["truth"], lw=2, ls="--", label=truth),
+        ]
+        self._image_ax.legend(
+            handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=2, fontsize=8
+        )
+        self._legend_mode = mode
+
+    def render_png(self) -> bytes:
+        """The base class's PNG, with a background drawn before for the same mode and colour
+        scale reused instead of drawn again (the legend and the colour bar differ)."""
+        key = (self._legend_mode, self._overlay.norm.vmax)
+        if self._background is None and key in self._backgrounds:
+            self._background = self._backgrounds[key]
+        png = super().render_png()
+        self._backgrounds[key] = self._background
+        self._backgrounds.move_to_end(key)
+        if len(self._backgrounds) > KEPT_BACKGROUNDS:
+            self._backgrounds.popitem(last=False)
+        return png
+
+    # The numbers, each from helpers
+
+    def canvas_shown(self, source: str, canvas: int, layout: str) -> tuple:
+        """(image (1, 1, 24, 24) float64, digits (9,) labels in reading order, -1 where empty)
+        of the test canvas or of the typed layout (a ValueError says what to type instead)."""
+        if source == "test":
+            return self.canvases.images[canvas : canvas + 1].double(), self.canvases.digits[canvas]
+        digits = parse_layout(layout)
+        return compose_canvas(digits, self._first_images), digits
+
+    def _written_count(self, source: str, canvas: int, layout: str) -> int:
+        image, digits = self.canvas_shown(source, canvas, layout)
+        return len(self.reading(image, digits)["written"])
+
+    @torch.no_grad()
+    def finding(self, image: torch.Tensor, word: int) -> dict:
+        """The finder on the canvas for the word: its cell probabilities (9,) and its
+        attention weights over the canvas's patches (36,)."""
+        probabilities = self.finder(image, torch.tensor([word])).softmax(-1)[0]  # (9,)
+        return {
+            "probabilities": probabilities,
+            "attention": self.finder.attention.attention_weights[0, 0, 0],  # (36,)
+        }
+
+    @torch.no_grad()
+    def reading(self, image: torch.Tensor, digits: torch.Tensor) -> dict:
+        """What the reader writes on the canvas (greedy: the digits, then <eos>, its first
+        <eos> the last token) and its cross-attention as each is written (tokens, 36): the last
+        decoder block's, averaged over its heads (how helpers.vision_models measures it)."""
+        key = tuple(digits.tolist()) + (float(image.sum()),)
+        if key not in self._readings:
+            tokens = read_canvas(self.reader, image)[0].tolist()
+            end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
+            written = tokens[:end]
+            self.reader(image, torch.tensor([[BOS, *written[:-1]]]))
+            attention = self.reader.decoder[-1].cross_attention.attention_weights[0].mean(0)
+            if len(self._readings) > 2 * TEST_CANVASES:
+                self._readings.clear()
+            self._readings[key] = {"written": written, "attention": attention}  # (T, 36)
+        return self._readings[key]
+
+    def draw(self, mode, word, token, source, canvas, layout) -> None:
+        try:
+            image, digits = self.canvas_shown(source, canvas, layout)
+            if mode == "find":
+                _check_distinct(digits)
+        except ValueError as problem:
+            self._show_problem(problem)
+            return
+        self.state = {
+            "mode": mode,
+            "source": source,
+            "canvas": canvas if source == "test" else None,
+            "digits": digits.tolist(),
+            "image": image[0, 0],
+        }
+        if mode == "find":
+            self._find(image, digits, DIGIT_WORDS.index(word))
+        else:
+            self._read(image, digits, token)
+        self._draw_image(mode)
+
+    def _find(self, image: torch.Tensor, digits: torch.Tensor, word: int) -> None:
+        found = self.finding(image, word)
+        attention = found["attention"]
+        answer = int(found["probabilities"].argmax())
+        cells = (digits == word).nonzero().flatten().tolist()
+        truth = cells[0] if cells else None
+        self.state.update(
+            word=DIGIT_WORDS[word],
+            attention=attention,
+            probabilities=found["probabilities"],
+            answer=answer,
+            true_cell=truth,
+            mass_on_true_cell=None if truth is None else cell_mass(attention, truth),
+            mass_on_answer=cell_mass(attention, answer),
+        )
+        self._tokens_ax.set_title("")
+        for text in self._token_texts:
+            text.set_visible(False)
+
+    def _read(self, image: torch.Tensor, digits: torch.Tensor, token: int) -> None:
+        reading = self.reading(image, digits)
+        written = reading["written"]
+        if token >= len(written):
+            raise ValueError(  # the slider spans the read-out: only a direct call gets here
+                f"token {token} is beyond the read-out: the reader writes {len(written)} tokens "
+                f"on this canvas, 0..{len(written) - 1}"
+            )
+        attention = reading["attention"][token]
+        filled = (digits >= 0).nonzero().flatten().tolist()  # the cells in reading order
+        is_digit = 0 <= written[token] <= 9
+        source = filled[token] if is_digit and token < len(filled) else None
+        self.state.update(
+            written=written,
+            token=token,
+            attention=attention,
+            filled_cells=filled,
+            source_cell=source,
+            share_on_source=None if source is None else cell_mass(attention, source),
+            answer=most_attended_cell(attention),
+        )
+        self._draw_tokens(written, token)
+
+    def _draw_tokens(self, written: list[int], token: int) -> None:
+        for index, text in enumerate(self._token_texts):
+            text.set_visible(index < len(written))
+            if index >= len(written):
+                continue
+            text.set_text(TOKEN_NAMES.get(written[index], str(written[index])))
+            text.set_color("black" if index <= token else "0.7")  # written so far, or later
+            text.set_bbox(
+                {"facecolor": COLOURS["current"], "edgecolor": "none"} if index == token else None
+            )
+        self._tokens_ax.set_title(
+            "what the reader writes (greedy), in reading order; the highlighted token is shown",
+            fontsize=9, color="black", parse_math=False,
+        )  # fmt: skip
+
+    def _draw_image(self, mode: str) -> None:
+        state = self.state
+        attention = state["attention"]
+        painted = unpatchify(
+            attention[None, :, None].expand(1, -1, PATCH * PATCH), PATCH, (SIDE, SIDE)
+        )[0, 0]  # (24, 24): each patch's weight over its 4 x 4 pixels
+        state["painted"] = painted
+        self._digits_image.set_data(state["image"].numpy())
+        self._digits_image.set_visible(True)
+        top = next((limit for limit in COLOUR_LIMITS if float(painted.max()) <= limit), 1.0)
+        if self._overlay.norm.vmax != top:
+            self._overlay.set_clim(0, top)
+            self.redraw_background()
+        self._overlay.set_data(painted.numpy())
+        self._overlay.set_alpha(0.25 + 0.6 * np.clip(painted.numpy() / top, 0, 1))
+        self._overlay.set_visible(True)
+        _place(self._answer_box, state["answer"])
+        _place(self._truth_box, state["true_cell"] if mode == "find" else state["source_cell"])
+        for cell, text in enumerate(self._cell_texts):
+            text.set_text(f"{cell_mass(attention, cell):.0%}")
+            text.set_visible(True)
+        if self._legend_mode != mode:
+            self._set_legend(mode)
+            self.redraw_background()
+        caption = _find_caption(state) if mode == "find" else _read_caption(state)
+        self._image_ax.set_title(caption, color="black", fontsize=10, parse_math=False)
+
+    def _show_problem(self, problem: Exception) -> None:
+        self.state = {"error": str(problem)}
+        for artist in (self._digits_image, self._overlay, self._answer_box, self._truth_box):
+            artist.set_visible(False)
+        for text in (*self._cell_texts, *self._token_texts):
+            text.set_visible(False)
+        self._tokens_ax.set_title("")
+        self.show_error(self._image_ax, textwrap.fill(str(problem), 80))
+
+
+def first_test_images() -> torch.Tensor:
+    """(10, 1, 8, 8): the first test image of each digit, what a composed canvas is made of."""
+    test = load_digits()[1]
+    return torch.stack([test.images[(test.labels == digit).nonzero()[0, 0]] for digit in range(10)])
+
+
+def parse_layout(text: str) -> torch.Tensor:
+    """Nine typed cells in reading order (a digit 0-9 or "." for an empty cell, separated by
+    spaces) as (9,) labels, -1 where empty; or a ValueError that says what to type instead."""
+    example = (
+        f"type {CELLS} cells in reading order, each a digit 0-9 or '.' for an empty cell, "
+        f"separated by spaces, e.g. {DEFAULT_LAYOUT}"
+    )
+    if not isinstance(text, str):
+        raise ValueError(f"{example}; got {type(text).__name__}")
+    cells = text.split()
+    for cell in cells:
+        if not re.fullmatch(r"[0-9.]", cell):
+            raise ValueError(f"{cell[:20]!r} is not a digit 0-9 or '.': {example}")
+    if len(cells) != CELLS:
+        raise ValueError(f"{len(cells)} cells, not {CELLS}: {example}")
+    digits = torch.tensor([-1 if cell == "." else int(cell) for cell in cells])
+    if (digits < 0).all():
+        raise ValueError("an empty canvas: put at least one digit in it")
+    return digits
+
+
+def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """(1, 1, 24, 24) float64: images[d] (the digit d's image, (10, 1, 8, 8)) in each cell
+    whose label is d, black where it is -1."""
+    canvas = torch.zeros(1, 1, SIDE, SIDE, dtype=torch.float64)
+    for cell, digit in enumerate(digits.tolist()):
+        if digit >= 0:
+            row, col = divmod(cell, GRID)
+            rows, cols = (
+                slice(row * PIXELS, (row + 1) * PIXELS),
+                slice(col * PIXELS, (col + 1) * PIXELS),
+            )
+            canvas[0, :, rows, cols] = images[digit]
+    return canvas
+
+
+def _check_distinct(digits: torch.Tensor) -> None:
+    labels = digits[digits >= 0].tolist()
+    twice = next((digit for digit in labels if labels.count(digit) > 1), None)
+    if twice is not None:
+        raise ValueError(
+            f"the digit {twice} is on the canvas twice: to find a word's digit, each digit may "
+            "be there once (read mode reads repeats)"
+        )
+
+
+def cell_mass(attention: torch.Tensor, cell: int) -> float:
+    """The attention weight (36,) on the patches of one cell (helpers.vision.cell_patches)."""
+    return float(attention[cell_patches(cell, GRID, PATCH)].sum())
+
+
+def most_attended_cell(attention: torch.Tensor) -> int:
+    return max(range(CELLS), key=lambda cell: cell_mass(attention, cell))
+
+
+def _cell_name(cell: int) -> str:
+    row, col = divmod(cell, GRID)
+    return f"cell {cell} (row {row}, column {col})"
+
+
+def _find_caption(state: dict) -> str:
+    word, answer = state["word"], state["answer"]
+    said = f"the finder answers {_cell_name(answer)}, p = {state['probabilities'][answer]:.2f}"
+    if state["true_cell"] is None:
+        return (
+            f"no {word} on this canvas, yet {said}\nwith {state['mass_on_answer']:.0%} of the "
+            "query's attention on that cell"
+        )
+    verdict = "right" if answer == state["true_cell"] else "wrong"
+    return (
+        f'"{word}": {state["mass_on_true_cell"]:.0%} of the query\'s attention on '
+        f"{_cell_name(state['true_cell'])}, where it is\n{said}: {verdict}"
+    )
+
+
+def _read_caption(state: dict) -> str:
+    written, token = state["written"], state["token"]
+    digits = [state["digits"][cell] for cell in state["filled_cells"]]
+    step = f"token {token + 1} of {len(written)}"
+    most = f"most attention on {_cell_name(state['answer'])}"
+    if written[token] == EOS:
+        read = f"after {token} of the canvas's {len(digits)} digits"
+        return f"{step}: <eos>, the end, {read}\n{most}"
+    if not 0 <= written[token] <= 9:
+        return f"{step}: writes {TOKEN_NAMES[written[token]]}, not a digit: no cell\n{most}"
+    if token >= len(digits):
+        return (
+            f"{step}: writes {written[token]}, but the canvas holds only {len(digits)} "
+            f"digits: no cell it came from\n{most}"
+        )
+    source, true_digit = state["source_cell"], digits[token]
+    if written[token] == true_digit:
+        what = f"writes {true_digit}, from {_cell_name(source)}"
+    else:
+        what = (
+            f"writes {written[token]} where the canvas's digit is {true_digit}, "
+            f"{_cell_name(source)}"
+        )
+    return f"{step}: {what}\n{state['share_on_source']:.0%} of its attention on that cell; {most}"
+
+
+def _cell_box(colour: str, style: str) -> Rectangle:
+    return Rectangle((0, 0), PIXELS, PIXELS, fill=False, edgecolor=colour, lw=2.5, ls=style)
+
+
+def _place(box: Rectangle, cell: int | None) -> None:
+    """Outline the cell, or hide the outline for None."""
+    box.set_visible(cell is not None)
+    if cell is not None:
+        row, col = divmod(cell, GRID)
+        box.set_xy((col * PIXELS - 0.5, row * PIXELS - 0.5))
+
+
+def _float64_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy in eval mode, as helpers.vision_models measures: the same numbers on
+    any thread count, and the learner's model left as it was."""
+    return copy.deepcopy(model).double().eval()
+
+
+def _checked_models(models: object) -> tuple[DigitFinder, CanvasReader]:
+    """The finder and the reader of models (load_vision_models()'s dict), each for 3 x 3
+    canvases."""
+    if not isinstance(models, dict):
+        raise TypeError(
+            "models must be the dict helpers.vision_models.load_vision_models() returns, got "
+            f"{type(models).__name__}"
+        )
+    missing = [name for name in ("finder", "reader") if name not in models]
+    if missing:
+        raise ValueError(
+            f"models lacks {missing}: it must hold a 'finder' (DigitFinder) and a 'reader' "
+            "(CanvasReader)"
+        )
+    for name, kind in (("finder", DigitFinder), ("reader", CanvasReader)):
+        if not isinstance(models[name], kind):
+            raise TypeError(
+                f"models[{name!r}] must be a {kind.__name__}, got {type(models[name]).__name__}"
+            )
+        if models[name].grid != GRID:
+            raise ValueError(
+                f"models[{name!r}] reads {models[name].grid} x {models[name].grid} canvases; "
+                f"the explorer shows {GRID} x {GRID}"
+            )
+    return models["finder"], models["reader"]
