@@ -50,7 +50,8 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
         raise ValueError(f"{path}: each row must hold 64 pixels and a label, got {values.shape}")
     pixels, labels = values[:, :-1], values[:, -1]
     if (
-        pixels.min() < 0
+        pixels.isnan().any()
+        or pixels.min() < 0
         or pixels.max() > MAX_INK
         or not torch.isin(labels, torch.arange(10.0)).all()
     ):
@@ -166,6 +167,7 @@ def make_canvases(
     grid = validation.whole_number(grid, "grid")
     distinct = validation.flag(distinct, "distinct")
     fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
+    _check_source(source, most, distinct)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
     size = grid * PIXELS
@@ -196,6 +198,23 @@ def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple
             f"(cells {cells}{', distinct labels' if distinct else ''}), got {digits_per_canvas!r}"
         )
     return fewest, most
+
+
+def _check_source(source: Digits, most: int, distinct: bool) -> None:
+    """The source's images are (N, 1, 8, 8) with N labels, enough of them to fill a canvas."""
+    images, labels = source.images, source.labels
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"source.images must be (N, 1, 8, 8), got {got}")
+    if not isinstance(labels, torch.Tensor) or labels.shape != (len(images),):
+        raise ValueError(f"source.labels must be ({len(images)},), one label per image")
+    needed = most if distinct else 1
+    available = len(labels.unique()) if distinct else len(labels)
+    if available < needed:
+        raise ValueError(
+            f"source has {available} {'distinct labels' if distinct else 'images'}, too few "
+            f"for digits_per_canvas {most}{' with distinct labels' if distinct else ''}"
+        )
 
 
 def _pick(source: Digits, taken: torch.Tensor, distinct: bool, generator) -> int:

@@ -284,11 +284,6 @@ def test_a_damaged_file_is_a_value_error(tmp_path, damage, words):
         load_digits(_damaged_copy(tmp_path, damage))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helpers/vision.py load_digits checks pixels.min() < 0 and pixels.max() > 16, both "
-    "false for NaN: a file with a pixel 'nan' is read, and its image holds NaN",
-)
 def test_a_pixel_that_is_not_a_number_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="pixels must lie in 0..16"):
         load_digits(_damaged_copy(tmp_path, _set(5, 10, "nan")))
@@ -400,12 +395,6 @@ def test_make_canvases_refuses_bad_arguments_by_name(test_digits, arguments, err
         make_canvases(**arguments)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helpers/vision.py make_canvases (_pick) draws torch.randint(len(candidates)) with no "
-    "candidate left when the source holds fewer distinct labels than digits_per_canvas (or no "
-    "image at all): torch's RuntimeError 'random_ expects from < to', not a ValueError",
-)
 @pytest.mark.parametrize("size", [0, 1], ids=["an empty source", "one label, two digits"])
 def test_a_source_without_enough_labels_is_refused_by_name(size):
     source = Digits(torch.rand(size, 1, 8, 8), torch.full((size,), 3))
@@ -413,11 +402,6 @@ def test_a_source_without_enough_labels_is_refused_by_name(size):
         make_canvases(source, 1, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helpers/vision.py make_canvases never checks the source's images are (N, 1, 8, 8): "
-    "16 x 16 images reach torch's 'expanded size ... must match' RuntimeError",
-)
 def test_a_source_of_images_that_are_not_8_by_8_is_refused_by_name():
     source = Digits(torch.rand(3, 1, 16, 16), torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="8"):
