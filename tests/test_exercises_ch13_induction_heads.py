@@ -637,7 +637,7 @@ def test_an_answer_that_is_not_a_tensor_is_refused_by_what_it_is(
 def test_a_slow_answer_is_refused_and_the_other_cases_are_not_run(
     exercise, run_checker, monkeypatch
 ):
-    monkeypatch.setattr("helpers.exercises.ch13_induction_heads.SLOWEST_CALL_SECONDS", 0.05)
+    monkeypatch.setattr("helpers.exercises.framework.SLOWEST_CALL_SECONDS", 0.05)
     calls = []
     solution = CHECKERS[exercise][1]
 

@@ -523,7 +523,7 @@ def test_a_function_not_written_yet_gets_one_friendly_line(exercise, run_checker
 def test_a_slow_answer_is_refused_and_the_other_cases_are_not_run(
     exercise, run_checker, monkeypatch
 ):
-    monkeypatch.setattr("helpers.exercises.ch13_induction_heads.SLOWEST_CALL_SECONDS", 0.05)
+    monkeypatch.setattr("helpers.exercises.framework.SLOWEST_CALL_SECONDS", 0.05)
     calls = []
     solution = CHECKERS[exercise][1]
 

@@ -8,15 +8,19 @@
 """
 
 import copy
-import numbers
-import time
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch import nn
 
-from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
+from helpers.exercises.framework import (
+    Refused,
+    TimedAnswers,
+    exercise_checker,
+    report,
+    run_case,
+    wrong_only,
+)
 from helpers.gpt import GPT, GPTConfig
 from helpers.induction import (
     induction_score,
@@ -27,52 +31,6 @@ from helpers.induction import (
 )
 
 __all__ = ["check_induction_score", "check_logits_with_head_zeroed", "check_previous_token_score"]
-
-SLOWEST_CALL_SECONDS = 5.0  # per case; the reference answers each in milliseconds
-
-
-class _Answers:
-    """Calls the learner's function for each case: refuses an answer that is not a tensor
-    (before the framework reads a number, an array or a list as one) and one that ran longer
-    than SLOWEST_CALL_SECONDS, after which the remaining cases are not run."""
-
-    def __init__(self, learner: Callable):
-        self.learner, self.too_slow = learner, None
-
-    def __call__(self, *inputs):
-        if self.too_slow is not None:
-            raise Refused(f"not run: {self.too_slow}")
-        start = time.perf_counter()
-        got = self.learner(*inputs)
-        seconds = time.perf_counter() - start
-        if seconds > SLOWEST_CALL_SECONDS:
-            self.too_slow = (
-                f"one case took {seconds:.1f} s, where the reference takes milliseconds: look for "
-                f"a Python loop over every entry, or the model run again for each query"
-            )
-            raise Refused(self.too_slow)
-        _refuse_a_non_tensor(got)
-        return got
-
-
-def _refuse_a_non_tensor(got: object) -> None:
-    """None and sequences of tensors are left to the framework, which names them."""
-    if got is None or isinstance(got, torch.Tensor):
-        return
-    if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
-        return
-    if isinstance(got, np.ndarray | np.generic):
-        how = "a numpy value (.numpy() leaves torch)"
-    elif isinstance(got, numbers.Number):
-        how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
-    elif isinstance(got, list | tuple):
-        how = f"a {type(got).__name__} (.tolist() leaves torch)"
-    else:
-        how = f"a {type(got).__name__}"
-    raise Refused(
-        f"returned {how}, expected a tensor: keep the result in torch, where its dtype, "
-        f"its shape and the gradients flowing back are kept"
-    )
 
 
 def _causal_weights(generator, *leading: int, n: int, dtype=torch.float32, stripe=None):
@@ -164,7 +122,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
     matrix, in the weights' dtype, with gradients. Without helpers.induction's
     previous_token_score."""
-    failures, passed, answers = [], 0, _Answers(learner_score)
+    failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights in previous_token_cases():
         passed += run_case(
             name,
@@ -249,7 +207,7 @@ def check_induction_score(learner_score: Callable) -> bool:
     weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
     Without helpers.induction's induction_score."""
-    failures, passed, answers = [], 0, _Answers(learner_score)
+    failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights, length in induction_cases():
 
         def learner(w, length=length):
@@ -548,7 +506,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     ablation measures a trained model, nothing is learned through it. Each case must take
     under SLOWEST_CALL_SECONDS. Without helpers.induction's zeroed_heads and
     logits_with_heads_zeroed."""
-    failures, passed, answers = [], 0, _Answers(learner_logits)
+    failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     for name, model, ids, layer, head in head_zeroed_cases():
 
         def reference(i, model=model, layer=layer, head=head):

@@ -5,9 +5,12 @@ report "Correct" or "Not yet" with the reason. Nothing here raises at a wrong an
 import contextlib
 import functools
 import io
+import numbers
 import sys
+import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 
@@ -373,3 +376,50 @@ def wrong_only(mistakes: dict, right: torch.Tensor) -> dict:
         if answer.shape != right.shape
         or not torch.allclose(answer.detach().double(), right.detach().double(), atol=1e-7)
     }
+
+
+SLOWEST_CALL_SECONDS = 5.0  # per case; the reference answers each in milliseconds
+
+
+class TimedAnswers:
+    """Calls the learner's function for each case: refuses an answer that is not a tensor
+    (before the framework reads a number, an array or a list as one) and one that ran longer
+    than SLOWEST_CALL_SECONDS, after which the remaining cases are not run."""
+
+    def __init__(self, learner: Callable):
+        self.learner, self.too_slow = learner, None
+
+    def __call__(self, *inputs):
+        if self.too_slow is not None:
+            raise Refused(f"not run: {self.too_slow}")
+        start = time.perf_counter()
+        got = self.learner(*inputs)
+        seconds = time.perf_counter() - start
+        if seconds > SLOWEST_CALL_SECONDS:
+            self.too_slow = (
+                f"one case took {seconds:.1f} s, where the reference takes milliseconds: look for "
+                f"a Python loop over every entry, or the model run again for each query"
+            )
+            raise Refused(self.too_slow)
+        _refuse_a_non_tensor(got)
+        return got
+
+
+def _refuse_a_non_tensor(got: object) -> None:
+    """None and sequences of tensors are left to the framework, which names them."""
+    if got is None or isinstance(got, torch.Tensor):
+        return
+    if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
+        return
+    if isinstance(got, np.ndarray | np.generic):
+        how = "a numpy value (.numpy() leaves torch)"
+    elif isinstance(got, numbers.Number):
+        how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
+    elif isinstance(got, list | tuple):
+        how = f"a {type(got).__name__} (.tolist() leaves torch)"
+    else:
+        how = f"a {type(got).__name__}"
+    raise Refused(
+        f"returned {how}, expected a tensor: keep the result in torch, where its dtype, "
+        f"its shape and the gradients flowing back are kept"
+    )
