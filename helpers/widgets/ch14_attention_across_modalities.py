@@ -29,7 +29,7 @@ from helpers.vision_models import (
     finder_test_set,
     read_canvas,
 )
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, one_torch_thread
 
 __all__ = ["CanvasExplorer"]
 
@@ -77,9 +77,9 @@ class CanvasExplorer(Explorer):
                 f"canvas must be one of the first {TEST_CANVASES} test canvases, "
                 f"0..{TEST_CANVASES - 1}, got {canvas}"
             )
-        if word not in DIGIT_WORDS:
+        if not isinstance(word, str) or word not in DIGIT_WORDS:
             raise ValueError(f"word must be one of {list(DIGIT_WORDS)}, got {word!r:.80}")
-        if mode not in MODES:
+        if not isinstance(mode, str) or mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r:.80}")
         if layout is not None and not isinstance(layout, str):
             raise TypeError(
@@ -98,7 +98,8 @@ class CanvasExplorer(Explorer):
         source = "test" if layout is None else "composed"
         layout = DEFAULT_LAYOUT if layout is None else layout
         try:
-            written = self._written_count(source, canvas, layout)
+            with one_torch_thread():
+                written = self._written_count(source, canvas, layout)
         except ValueError:  # a layout the figure answers with a message
             written = token + 1
         if token >= written:
@@ -151,7 +152,8 @@ class CanvasExplorer(Explorer):
             return
         self._syncing = True
         try:
-            self._follow(change["owner"])
+            with one_torch_thread():  # the token slider's range: the reader reads the canvas
+                self._follow(change["owner"])
         finally:
             self._syncing = False
         self.update()
@@ -273,7 +275,7 @@ class CanvasExplorer(Explorer):
 
     def _written_count(self, source: str, canvas: int, layout: str) -> int:
         image, digits = self.canvas_shown(source, canvas, layout)
-        return len(self.reading(image, digits)["written"])
+        return len(self.reading(image)["written"])
 
     @torch.no_grad()
     def finding(self, image: torch.Tensor, word: int) -> dict:
@@ -286,11 +288,11 @@ class CanvasExplorer(Explorer):
         }
 
     @torch.no_grad()
-    def reading(self, image: torch.Tensor, digits: torch.Tensor) -> dict:
+    def reading(self, image: torch.Tensor) -> dict:
         """What the reader writes on the canvas (greedy: the digits, then <eos>, its first
         <eos> the last token) and its cross-attention as each is written (tokens, 36): the last
         decoder block's, averaged over its heads (how helpers.vision_models measures it)."""
-        key = tuple(digits.tolist()) + (float(image.sum()),)
+        key = image.numpy().tobytes()
         if key not in self._readings:
             tokens = read_canvas(self.reader, image)[0].tolist()
             end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
@@ -343,7 +345,7 @@ class CanvasExplorer(Explorer):
             text.set_visible(False)
 
     def _read(self, image: torch.Tensor, digits: torch.Tensor, token: int) -> None:
-        reading = self.reading(image, digits)
+        reading = self.reading(image)
         written = reading["written"]
         if token >= len(written):
             raise ValueError(  # the slider spans the read-out: only a direct call gets here
@@ -394,7 +396,7 @@ class CanvasExplorer(Explorer):
             self._overlay.set_clim(0, top)
             self.redraw_background()
         self._overlay.set_data(painted.numpy())
-        self._overlay.set_alpha(0.25 + 0.6 * np.clip(painted.numpy() / top, 0, 1))
+        self._overlay.set_alpha(0.2 + 0.45 * np.clip(painted.numpy() / top, 0, 1))
         self._overlay.set_visible(True)
         _place(self._answer_box, state["answer"])
         _place(self._truth_box, state["true_cell"] if mode == "find" else state["source_cell"])
