@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models readme-figure clean
+.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models vision-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
@@ -34,6 +34,7 @@ help:
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
 	@echo "make induction-models  retrain chapter 13's two attention-only models (about 2 minutes)"
+	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -143,6 +144,13 @@ long-context-models: setup
 # the same file.
 induction-models: setup
 	$(PY) -c "from helpers.induction import train_and_save; \
+		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
+
+# Chapter 14's small Vision Transformer, find-the-digit and read-the-canvas models, with
+# helpers.vision_models' recipes. Each trains on one thread, so a rerun on the same machine gives
+# the same file.
+vision-models: setup
+	$(PY) -c "from helpers.vision_models import train_and_save; \
 		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
 
 translation-bleu: setup

@@ -1,0 +1,789 @@
+"""Chapter 14's three models: a small Vision Transformer, find-the-digit and read-the-canvas.
+
+Every model sees an image as a sequence of 4 x 4 patches (helpers.vision.patchify), each
+projected by one linear layer, plus the fixed 2-D sinusoidal position of its row and column
+(helpers.vision.sinusoidal_2d). A digit (8 x 8) is then 2 x 2 = 4 patches; a 3 x 3 canvas
+(24 x 24) is 6 x 6 = 36 patches, 4 in each cell (helpers.vision.cell_patches).
+
+- VisionTransformer: a [class] token and pre-norm encoder blocks; the class token's output
+  names the digit.
+- DigitFinder: a word ("seven") is ONE query of ONE cross-attention head over the canvas's
+  patches; what it reads names the cell that holds the digit.
+- CanvasReader: a patch encoder and chapter 07's decoder blocks write the canvas's digits in
+  reading order (row by row, left to right), then <eos>.
+
+Training (train_vit, train_finder, train_reader) runs seeded on one thread; the evaluate_*
+functions compute in float64, so the numbers they print are the same on any thread count.
+"""
+
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from helpers import validation
+from helpers.attention import MultiHeadAttention
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
+from helpers.masks import causal_mask
+from helpers.positional import sinusoidal_encoding
+from helpers.transformer import DecoderBlock, EncoderBlock
+from helpers.vision import (
+    PIXELS,
+    Canvases,
+    Digits,
+    cell_patches,
+    load_digits,
+    make_canvases,
+    patchify,
+    sinusoidal_2d,
+)
+
+PATCH = 4  # pixels across a patch: a digit is 2 x 2 patches
+GRID = 3  # cells across a canvas: 24 x 24 pixels, 6 x 6 patches
+NUM_CLASSES = 10  # the digits 0..9, which are also the reader's first ten tokens
+BOS, EOS, PAD = 10, 11, 12  # the reader's other tokens
+READER_VOCAB = 13
+SAVED_MODELS = Path(__file__).parents[1] / "data" / "vision_models.pt"
+REMAKE = "make vision-models"
+LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
+
+
+# Patches in, vectors out
+
+
+class PatchEmbedding(nn.Module):
+    """(B, 1, H, W) images -> (B, (H/4)(W/4), d_model): each 4 x 4 patch through one linear
+    layer, plus the fixed 2-D sinusoidal encoding of its row and column (not learned)."""
+
+    def __init__(self, d_model: int, image_size: int):
+        super().__init__()
+        self.image_size = image_size
+        side = image_size // PATCH  # patches across the image
+        self.project = nn.Linear(PATCH * PATCH, d_model)
+        positions = sinusoidal_2d(side, side, d_model)  # (n, d_model)
+        self.register_buffer("positions", positions, persistent=False)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        patches = patchify(images, PATCH)  # (B, n, 16)
+        return self.project(patches) + self.positions  # (B, n, d_model)
+
+
+def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    d_ff = validation.whole_number(d_ff, "d_ff")
+    if d_model % 4:
+        raise ValueError(
+            f"d_model ({d_model}) must be a multiple of 4: the 2-D encoding's two halves of "
+            f"sin/cos pairs"
+        )
+    if d_model % num_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+    return d_model, num_heads, d_ff
+
+
+def _check_images(model: nn.Module, images: object) -> torch.Tensor:
+    """images (B, 1, S, S) for the model's image size S, in the dtype of its weights."""
+    size = model.embed.image_size
+    validation.tensor(images, "images", f"(B, 1, {size}, {size})")
+    if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+        raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+    weight = model.embed.project.weight
+    if images.dtype != weight.dtype or images.device != weight.device:
+        raise ValueError(
+            f"images are {images.dtype} on {images.device} but the model's weights are "
+            f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
+        )
+    return images
+
+
+def _check_model(model: object, kind: type) -> nn.Module:
+    if not isinstance(model, kind):
+        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
+    return model
+
+
+# 1. A small Vision Transformer
+
+
+class VisionTransformer(nn.Module):
+    """Classifies one 8 x 8 digit: its 4 patches behind a learned [class] token, pre-norm
+    encoder blocks, a linear head on the class token. forward: (B, 1, 8, 8) -> (B, 10) logits.
+    Each block's attention keeps its weights: blocks[i].self_attention.attention_weights
+    (B, heads, 5, 5), query and key 0 the class token."""
+
+    def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int):
+        super().__init__()
+        d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
+        num_layers = validation.whole_number(num_layers, "num_layers")
+        self.sizes = {"d_model": d_model, "num_heads": num_heads, "num_layers": num_layers}
+        self.sizes["d_ff"] = d_ff
+        self.embed = PatchEmbedding(d_model, PIXELS)
+        self.class_token = nn.Parameter(torch.randn(1, 1, d_model) * 0.02)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)  # pre-norm leaves the stream un-normalised
+        self.head = nn.Linear(d_model, NUM_CLASSES)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        _check_images(self, images)
+        patches = self.embed(images)  # (B, 4, d_model)
+        cls = self.class_token.expand(len(images), -1, -1)  # (B, 1, d_model)
+        x = torch.cat([cls, patches], dim=1)  # (B, 5, d_model)
+        for block in self.blocks:
+            x = block(x, None)
+        return self.head(self.norm(x[:, 0]))  # (B, 10)
+
+
+def row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """The entropy in nats of each attention row: (..., k) -> (...)."""
+    return -torch.special.xlogy(weights, weights).sum(-1)
+
+
+@torch.no_grad()
+def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dict:
+    """How spread the class token's attention is: {"entropy": (layers, heads) float64, the mean
+    over images of the entropy (nats) of the class token's row over its keys (itself and the 4
+    patches), "uniform": ln(keys), the entropy of a uniform row, the largest possible}."""
+    model = _float64_copy(_check_model(model, VisionTransformer))
+    model(_check_images(model, _as_float64(images)))
+    rows = [block.self_attention.attention_weights[:, :, 0] for block in model.blocks]
+    entropy = torch.stack([row_entropy(row).mean(0) for row in rows])  # (layers, heads)
+    return {"entropy": entropy, "uniform": math.log(rows[0].shape[-1])}
+
+
+@torch.no_grad()
+def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
+    """{"accuracy": the share of `digits` (e.g. the test split) the model names right}."""
+    _check_model(model, VisionTransformer)
+    if not isinstance(digits, Digits):
+        raise TypeError(f"digits must be Digits (load_digits()), got {type(digits).__name__}")
+    model = _float64_copy(model)
+    predicted = model(digits.images.double()).argmax(-1)  # (N,)
+    return {"accuracy": (predicted == digits.labels).double().mean().item()}
+
+
+def _float64_copy(model: nn.Module) -> nn.Module:
+    """A float64 copy in eval mode: sums in float64 give the same numbers on any thread count.
+    (Rebuilt from its sizes: deepcopy refuses the attention weights a training step keeps.)"""
+    twin = type(model)(**model.sizes)
+    twin.load_state_dict(model.state_dict())
+    return twin.double().eval()
+
+
+def _as_float64(images: object) -> torch.Tensor:
+    validation.tensor(images, "images", "(B, 1, H, W)")
+    if not images.is_floating_point():
+        raise ValueError(f"images must be floating point, got {images.dtype}")
+    return images.double()
+
+
+# 2. Find the digit: a word's query over the canvas
+
+
+class DigitFinder(nn.Module):
+    """A word (a digit's id 0..9) asks where that digit is on a canvas. The word's embedding is
+    the query of one cross-attention head whose keys and values are the canvas's patches; a
+    linear layer reads the cell from the attention's output.
+    forward(images (B, 1, 24, 24), words (B,)) -> (B, 9) logits;
+    attention.attention_weights (B, 1, 1, 36) after it.
+
+    encoder_layers self-attention blocks come first, each LOCAL: a patch attends only to the
+    patches of its own cell (same_cell_mask). A 4 x 4 patch is a quarter of a digit, and one
+    linear map of it, shared by all four quarters, recognises the digit poorly (about 86% in
+    trials); the local blocks tell each patch which digit it is part of, and since nothing
+    moves between cells, the word's attention must land on the cell it answers."""
+
+    def __init__(self, d_model: int, encoder_layers: int = 0, d_ff: int = 64, grid: int = GRID):
+        super().__init__()
+        d_model, _, d_ff = _check_sizes(d_model, 1, d_ff)
+        encoder_layers = validation.whole_number(encoder_layers, "encoder_layers", minimum=0)
+        self.grid = validation.whole_number(grid, "grid")
+        self.sizes = {"d_model": d_model, "encoder_layers": encoder_layers, "d_ff": d_ff}
+        self.sizes["grid"] = self.grid
+        self.embed = PatchEmbedding(d_model, self.grid * PIXELS)
+        self.words = nn.Embedding(NUM_CLASSES, d_model)
+        self.blocks = nn.ModuleList(EncoderBlock(d_model, 1, d_ff) for _ in range(encoder_layers))
+        self.attention = MultiHeadAttention(d_model, num_heads=1)
+        self.head = nn.Linear(d_model, self.grid * self.grid)
+        self.register_buffer("local", same_cell_mask(self.grid), persistent=False)
+
+    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        _check_images(self, images)
+        _check_words(words, len(images))
+        patches = self.embed(images)  # (B, 36, d_model)
+        for block in self.blocks:
+            patches = block(patches, self.local)
+        query = self.words(words)[:, None]  # (B, 1, d_model)
+        found = self.attention(query, patches, patches)  # (B, 1, d_model)
+        return self.head(found[:, 0])  # (B, cells)
+
+
+def _check_words(words: object, batch: int) -> torch.Tensor:
+    validation.token_ids(words, "words", NUM_CLASSES, shape="(B,) digit ids 0..9", dim=1)
+    if len(words) != batch:
+        raise ValueError(f"words must hold one id per canvas ({batch}), got {len(words)}")
+    return words
+
+
+def cell_masks(grid: int = GRID) -> torch.Tensor:
+    """(cells, patches) float: row c is 1 on the patches of cell c, 0 elsewhere."""
+    grid = validation.whole_number(grid, "grid")
+    side = grid * PIXELS // PATCH
+    masks = torch.zeros(grid * grid, side * side, dtype=torch.float64)
+    for cell in range(grid * grid):
+        masks[cell, cell_patches(cell, grid, PATCH)] = 1.0
+    return masks
+
+
+def same_cell_mask(grid: int = GRID) -> torch.Tensor:
+    """(patches, patches) bool, True where two patches lie in one cell (this project's mask
+    convention: True = may attend)."""
+    masks = cell_masks(grid).bool()  # (cells, patches)
+    return (masks[:, :, None] & masks[:, None, :]).any(0)
+
+
+def _check_canvases(canvases: object, grid: int) -> Canvases:
+    if not isinstance(canvases, Canvases):
+        raise TypeError(
+            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
+        )
+    if canvases.grid != grid:
+        raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
+    return canvases
+
+
+def finder_questions(canvases: Canvases, generator: torch.Generator | None = None) -> tuple:
+    """(words (B,), cells (B,)): for each canvas one of its digits, chosen at random, and the
+    cell that holds it. The canvases must hold distinct labels, so each word has one answer."""
+    if not isinstance(canvases, Canvases):
+        raise TypeError(
+            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
+        )
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+    filled = canvases.digits >= 0  # (B, cells)
+    if not filled.any(1).all():
+        raise ValueError("every canvas must hold a digit to ask for")
+    for row in canvases.digits:
+        labels = row[row >= 0]
+        if len(labels.unique()) != len(labels):
+            raise ValueError(
+                "canvases must hold distinct digits (make_canvases(..., distinct=True)): a word "
+                f"must name one cell, got a canvas with {labels.tolist()}"
+            )
+    scores = torch.rand(filled.shape, generator=generator).masked_fill(~filled, -1.0)
+    cells = scores.argmax(1)  # (B,): a random filled cell
+    words = canvases.digits.gather(1, cells[:, None])[:, 0]  # (B,)
+    return words, cells
+
+
+@torch.no_grad()
+def evaluate_finder(
+    model: DigitFinder, canvases: Canvases, words: torch.Tensor, cells: torch.Tensor
+) -> dict:
+    """{"accuracy": the share of questions answered with the right cell, "attention_on_cell":
+    the mean attention mass of the word's query on the 4 patches of the right cell}."""
+    _check_model(model, DigitFinder)
+    _check_canvases(canvases, model.grid)
+    _check_words(words, len(canvases))
+    validation.token_ids(cells, "cells", model.grid**2, shape="(B,) cell indices", dim=1)
+    if len(cells) != len(canvases):
+        raise ValueError(f"cells must hold one cell per canvas ({len(canvases)}), got {len(cells)}")
+    model = _float64_copy(model)
+    predicted = model(canvases.images.double(), words).argmax(-1)  # (B,)
+    weights = model.attention.attention_weights[:, 0, 0]  # (B, patches)
+    on_cell = (weights * cell_masks(model.grid)[cells]).sum(-1)  # (B,)
+    return {
+        "accuracy": (predicted == cells).double().mean().item(),
+        "attention_on_cell": on_cell.mean().item(),
+    }
+
+
+# 3. Read the canvas: a patch encoder and chapter 07's decoder
+
+
+class CanvasReader(nn.Module):
+    """Writes a canvas's digits in reading order (row by row, left to right), then <eos>.
+    Tokens: 0..9 the digits, 10 <bos>, 11 <eos>, 12 <pad>. The encoder is patch embedding,
+    2-D positions and encoder blocks; the decoder is chapter 07's DecoderBlock (causal
+    self-attention, cross-attention over the encoder's output, feed-forward).
+    forward(images (B, 1, 24, 24), tokens (B, T) starting with <bos>) -> (B, T, 13) logits;
+    decoder[i].cross_attention.attention_weights (B, heads, T, 36) after it."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        encoder_layers: int,
+        decoder_layers: int,
+        d_ff: int,
+        grid: int = GRID,
+    ):
+        super().__init__()
+        d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
+        encoder_layers = validation.whole_number(encoder_layers, "encoder_layers")
+        decoder_layers = validation.whole_number(decoder_layers, "decoder_layers")
+        self.grid = validation.whole_number(grid, "grid")
+        self.sizes = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff, "grid": self.grid}
+        self.sizes.update(encoder_layers=encoder_layers, decoder_layers=decoder_layers)
+        self.max_len = self.grid * self.grid + 1  # <bos> and every cell's digit
+        self.embed = PatchEmbedding(d_model, self.grid * PIXELS)
+        self.encoder = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff) for _ in range(encoder_layers)
+        )
+        self.encoder_norm = nn.LayerNorm(d_model)
+        self.tokens = nn.Embedding(READER_VOCAB, d_model)
+        positions = sinusoidal_encoding(self.max_len, d_model)  # (max_len, d_model)
+        self.register_buffer("positions", positions, persistent=False)
+        self.decoder = nn.ModuleList(
+            DecoderBlock(d_model, num_heads, d_ff) for _ in range(decoder_layers)
+        )
+        self.decoder_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, READER_VOCAB)
+
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 1, 24, 24) -> (B, 36, d_model)."""
+        _check_images(self, images)
+        x = self.embed(images)  # (B, 36, d_model)
+        for block in self.encoder:
+            x = block(x, None)
+        return self.encoder_norm(x)
+
+    def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T), memory (B, 36, d_model) -> (B, T, 13) logits."""
+        _check_tokens(tokens, len(memory), self.max_len)
+        length = tokens.shape[1]
+        y = self.tokens(tokens) + self.positions[:length]  # (B, T, d_model)
+        mask = causal_mask(length).to(tokens.device)  # (T, T), True where allowed
+        for block in self.decoder:
+            y = block(y, memory, mask, None)
+        return self.head(self.decoder_norm(y))  # (B, T, 13)
+
+    def forward(self, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        return self.decode(tokens, self.encode(images))
+
+
+def _check_tokens(tokens: object, batch: int, max_len: int) -> torch.Tensor:
+    validation.token_ids(tokens, "tokens", READER_VOCAB, shape="(B, T) ids 0..12")
+    if len(tokens) != batch or not 1 <= tokens.shape[1] <= max_len:
+        raise ValueError(
+            f"tokens must be (B={batch}, T) with 1 <= T <= {max_len}, got {tuple(tokens.shape)}"
+        )
+    return tokens
+
+
+def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cells, counts): cells (B, cells) lists each canvas's filled cells in reading order
+    first (the rest after them), counts (B,) how many are filled."""
+    if not isinstance(canvases, Canvases):
+        raise TypeError(
+            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
+        )
+    filled = canvases.digits >= 0  # (B, cells)
+    index = torch.arange(filled.shape[1])  # (cells,)
+    key = torch.where(filled, index, index + filled.shape[1])  # empty cells sort last
+    return key.argsort(1), filled.sum(1)
+
+
+def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets), each (B, cells + 1): inputs <bos> then the digits in reading order,
+    targets the digits then <eos>; both padded with <pad>. Teacher forcing feeds inputs and
+    asks for targets."""
+    cells, counts = reading_order(canvases)
+    batch, length = len(canvases), canvases.grid**2 + 1
+    digits = canvases.digits.gather(1, cells)  # (B, cells): filled cells' labels first
+    position = torch.arange(length)  # (L,)
+    targets = torch.full((batch, length), PAD, dtype=torch.long)
+    targets[:, :-1] = torch.where(position[:-1] < counts[:, None], digits, PAD)
+    targets[position[None] == counts[:, None]] = EOS
+    inputs = torch.cat([torch.full((batch, 1), BOS), targets[:, :-1]], dim=1)  # (B, L)
+    return inputs.masked_fill(inputs == EOS, PAD), targets
+
+
+@torch.no_grad()
+def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
+    """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
+    after it (a row that never writes <eos> holds cells + 1 digits)."""
+    _check_model(model, CanvasReader)
+    memory = model.encode(images)  # (B, 36, d_model)
+    written = torch.full((len(images), 1), BOS, dtype=torch.long)  # (B, 1)
+    done = torch.zeros(len(images), dtype=torch.bool)
+    for _ in range(model.max_len):
+        next_token = model.decode(written, memory)[:, -1].argmax(-1)  # (B,)
+        next_token = next_token.masked_fill(done, PAD)
+        done |= next_token == EOS
+        written = torch.cat([written, next_token[:, None]], dim=1)
+        if done.all():
+            break
+    tokens = torch.full((len(images), model.max_len), PAD, dtype=torch.long)
+    tokens[:, : written.shape[1] - 1] = written[:, 1:]
+    return tokens
+
+
+@torch.no_grad()
+def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) -> dict:
+    """{"exact_match": the share of canvases read exactly (greedy: every digit in order, then
+    <eos>), "attention_share": the mean over canvases of the mean over their digits of the
+    cross-attention (decoder block `layer`, averaged over heads) on the 4 patches of that
+    digit's cell, as the digit is written (teacher forcing with the true digits)}."""
+    _check_model(model, CanvasReader)
+    _check_canvases(canvases, model.grid)
+    layer = _check_layer(layer, len(model.decoder))
+    model = _float64_copy(model)
+    images = canvases.images.double()
+    inputs, targets = reader_sequences(canvases)
+    exact = (read_canvas(model, images) == targets).all(1)  # (B,)
+    model(images, inputs)
+    weights = model.decoder[layer].cross_attention.attention_weights.mean(1)  # (B, L, 36)
+    cells, counts = reading_order(canvases)
+    on_cells = cell_masks(model.grid)[cells]  # (B, cells, 36): row t, the t-th digit's cell
+    share = (weights[:, :-1] * on_cells).sum(-1)  # (B, cells): as the t-th digit is written
+    written = torch.arange(share.shape[1]) < counts[:, None]  # (B, cells)
+    per_canvas = (share * written).sum(1) / counts.clamp(min=1)  # (B,)
+    return {
+        "exact_match": exact.double().mean().item(),
+        "attention_share": per_canvas[counts > 0].mean().item(),
+    }
+
+
+def _check_layer(layer: object, num_layers: int) -> int:
+    if (
+        isinstance(layer, bool)
+        or not isinstance(layer, int)
+        or not -num_layers <= layer < num_layers
+    ):
+        raise ValueError(
+            f"layer must be a decoder block's index in -{num_layers}..{num_layers - 1}, got "
+            f"{layer!r}"
+        )
+    return layer % num_layers
+
+
+# 4. Recipes, training, the saved file
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a model is trained; each default says why. VitRecipe, FinderRecipe and ReaderRecipe
+    add the sizes of their model."""
+
+    steps: int = 1000
+    batch_size: int = 64
+    learning_rate: float = 3e-3  # small models, pre-norm: a large step trains in seconds
+    weight_decay: float = 0.01
+    log_every: int = 50  # steps between two rows of the log
+    seed: int = 0
+
+    def __post_init__(self):
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.name in ("learning_rate", "weight_decay"):
+                value = validation.positive_number(value, field.name, field.name == "weight_decay")
+            elif field.name == "seed":
+                value = validation.seed(value)
+            else:
+                minimum = 0 if field.name == "encoder_layers" else 1
+                value = validation.whole_number(value, field.name, minimum)
+                if value > LARGEST_SIZE:
+                    raise ValueError(
+                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got {value}"
+                    )
+            object.__setattr__(self, field.name, value)
+
+
+@dataclass(frozen=True)
+class VitRecipe(Recipe):
+    d_model: int = 32  # 4 patches of 16 pixels: 32 dimensions are plenty
+    num_heads: int = 2
+    num_layers: int = 2
+    d_ff: int = 64
+    steps: int = 1500  # about 67 passes over the 1,438 training digits
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_sizes(self.d_model, self.num_heads, self.d_ff)
+
+
+@dataclass(frozen=True)
+class FinderRecipe(Recipe):
+    d_model: int = 32
+    encoder_layers: int = 1  # local (within a cell); without it about 86% accuracy in trials
+    d_ff: int = 64
+    steps: int = 2000  # fresh canvases every step
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_sizes(self.d_model, 1, self.d_ff)
+
+
+@dataclass(frozen=True)
+class ReaderRecipe(Recipe):
+    d_model: int = 64
+    num_heads: int = 4
+    encoder_layers: int = 2  # enough to tell each filled cell how many come before it
+    decoder_layers: int = 2
+    d_ff: int = 128
+    fewest: int = 1  # digits per training and test canvas
+    most: int = 4
+    steps: int = 2000
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_sizes(self.d_model, self.num_heads, self.d_ff)
+        if not self.fewest <= self.most <= GRID * GRID:
+            raise ValueError(
+                f"digits per canvas must satisfy 1 <= fewest ({self.fewest}) <= most "
+                f"({self.most}) <= {GRID * GRID} cells"
+            )
+
+
+MODELS = {"vit": VitRecipe, "finder": FinderRecipe, "reader": ReaderRecipe}
+
+
+def build(recipe: Recipe) -> nn.Module:
+    """The untrained model a recipe describes."""
+    if isinstance(recipe, VitRecipe):
+        return VisionTransformer(recipe.d_model, recipe.num_heads, recipe.num_layers, recipe.d_ff)
+    if isinstance(recipe, FinderRecipe):
+        return DigitFinder(recipe.d_model, recipe.encoder_layers, recipe.d_ff)
+    if isinstance(recipe, ReaderRecipe):
+        return CanvasReader(
+            recipe.d_model,
+            recipe.num_heads,
+            recipe.encoder_layers,
+            recipe.decoder_layers,
+            recipe.d_ff,
+        )
+    raise TypeError(
+        f"recipe must be a VitRecipe, FinderRecipe or ReaderRecipe, got {type(recipe).__name__}"
+    )
+
+
+def vit_loss(
+    model: VisionTransformer, recipe: VitRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
+    """Cross-entropy on a batch of random training digits."""
+    batch = torch.randint(len(digits), (recipe.batch_size,), generator=generator)
+    return F.cross_entropy(model(digits.images[batch]), digits.labels[batch])
+
+
+def finder_loss(
+    model: DigitFinder, recipe: FinderRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
+    """Cross-entropy of the cell, on fresh canvases of 3 distinct training digits."""
+    canvases = make_canvases(digits, recipe.batch_size, 3, model.grid, True, generator)
+    words, cells = finder_questions(canvases, generator)
+    return F.cross_entropy(model(canvases.images, words), cells)
+
+
+def reader_loss(
+    model: CanvasReader, recipe: ReaderRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
+    """Teacher-forced cross-entropy of every written token (not the padding), on fresh canvases
+    of training digits (labels may repeat)."""
+    span = (recipe.fewest, recipe.most)
+    canvases = make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
+    inputs, targets = reader_sequences(canvases)
+    logits = model(canvases.images, inputs)  # (B, L, 13)
+    return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD)
+
+
+LOSSES = {VitRecipe: vit_loss, FinderRecipe: finder_loss, ReaderRecipe: reader_loss}
+
+
+def train(recipe: Recipe, progress: bool = False) -> dict:
+    """Train the model a recipe describes on the training digits; returns {"model" (eval mode),
+    "log": {"step": [...], "loss": [...]} every recipe.log_every steps, "seconds"}. Runs on one
+    thread with its own seeded generators, so a rerun is bit-identical on the same machine and
+    the caller's random numbers stay theirs."""
+    if type(recipe) not in LOSSES:
+        raise TypeError(
+            f"recipe must be a VitRecipe, FinderRecipe or ReaderRecipe, got {type(recipe).__name__}"
+        )
+    progress = validation.flag(progress, "progress")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return _fit(recipe, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit(recipe: Recipe, progress: bool) -> dict:
+    torch.manual_seed(recipe.seed)
+    model = build(recipe)
+    loss_of = LOSSES[type(recipe)]
+    train_digits, _ = load_digits()
+    generator = torch.Generator().manual_seed(recipe.seed + 1)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    log, start = {"step": [], "loss": []}, time.perf_counter()
+    name = type(model).__name__
+    for step in tqdm(range(1, recipe.steps + 1), desc=name, disable=not progress):
+        loss = loss_of(model, recipe, train_digits, generator)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if not loss.isfinite():
+            raise ValueError(
+                f"training {name} diverged at step {step} (loss {loss.item()}): the learning "
+                f"rate {recipe.learning_rate:g} is too large"
+            )
+        if step % recipe.log_every == 0 or step == recipe.steps:
+            log["step"].append(step)
+            log["loss"].append(loss.item())
+    return {"model": model.eval(), "log": log, "seconds": time.perf_counter() - start}
+
+
+def train_vit(recipe: VitRecipe = VitRecipe(), progress: bool = False) -> dict:
+    """train() for the Vision Transformer."""
+    return train(_check_recipe(recipe, VitRecipe), progress)
+
+
+def train_finder(recipe: FinderRecipe = FinderRecipe(), progress: bool = False) -> dict:
+    """train() for the digit finder."""
+    return train(_check_recipe(recipe, FinderRecipe), progress)
+
+
+def train_reader(recipe: ReaderRecipe = ReaderRecipe(), progress: bool = False) -> dict:
+    """train() for the canvas reader."""
+    return train(_check_recipe(recipe, ReaderRecipe), progress)
+
+
+def _check_recipe(recipe: object, kind: type) -> Recipe:
+    if not isinstance(recipe, kind):
+        raise TypeError(f"recipe must be a {kind.__name__}, got {type(recipe).__name__}")
+    return recipe
+
+
+TEST_CANVASES = 1000  # canvases of test digits each measurement uses
+
+
+def finder_test_set(count: int = TEST_CANVASES, seed: int = 1) -> tuple:
+    """(canvases, words, cells): canvases of 3 distinct TEST digits, the word asked of each and
+    the cell that holds it; the same on every call."""
+    count = validation.whole_number(count, "count")
+    generator = torch.Generator().manual_seed(validation.seed(seed))
+    canvases = make_canvases(load_digits()[1], count, 3, GRID, True, generator)
+    return (canvases, *finder_questions(canvases, generator))
+
+
+def reader_test_set(
+    count: int = TEST_CANVASES, seed: int = 2, recipe: ReaderRecipe = ReaderRecipe()
+) -> Canvases:
+    """Canvases of recipe.fewest to recipe.most TEST digits (labels may repeat); the same on
+    every call."""
+    count = validation.whole_number(count, "count")
+    _check_recipe(recipe, ReaderRecipe)
+    generator = torch.Generator().manual_seed(validation.seed(seed))
+    span = (recipe.fewest, recipe.most)
+    return make_canvases(load_digits()[1], count, span, GRID, False, generator)
+
+
+def _check_save_path(path: object) -> Path:
+    """A file path whose folder exists, checked before a minute of training."""
+    path = as_path(path)
+    if path.is_dir():
+        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def train_and_save(path: str | Path = SAVED_MODELS, recipes: dict | None = None) -> dict:
+    """Train the three models (recipes: {"vit", "finder", "reader"} -> their recipes, the
+    defaults if None) and save their weights, recipes and logs in one checksummed file.
+    Returns {name: seconds of training}; the file holds no timings, so a rerun on the same
+    machine writes the same bytes."""
+    path = _check_save_path(path)
+    recipes = _check_recipes(
+        {name: kind() for name, kind in MODELS.items()} if recipes is None else recipes
+    )
+    results = {name: train(recipe, progress=True) for name, recipe in recipes.items()}
+    save_checkpoint(
+        path,
+        {
+            "recipes": {name: asdict(recipe) for name, recipe in recipes.items()},
+            "weights": {name: result["model"].state_dict() for name, result in results.items()},
+            "logs": {name: result["log"] for name, result in results.items()},
+        },
+    )
+    return {name: result["seconds"] for name, result in results.items()}
+
+
+def _check_recipes(recipes: object) -> dict:
+    if not isinstance(recipes, dict) or set(recipes) != set(MODELS):
+        found = sorted(recipes, key=str) if isinstance(recipes, dict) else type(recipes).__name__
+        raise ValueError(f"recipes must be a dict with keys {sorted(MODELS)}, got {found}")
+    for name, kind in MODELS.items():
+        _check_recipe(recipes[name], kind)
+    return {name: recipes[name] for name in MODELS}
+
+
+def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
+    """The saved models (checksum verified, weights_only=True): {"vit": VisionTransformer,
+    "finder": DigitFinder, "reader": CanvasReader} in eval mode, plus "recipes" {name: recipe}
+    and "logs" {name: {"step", "loss"}}."""
+    saved = load_checkpoint(path, ("recipes", "weights", "logs"), REMAKE)
+    for key in ("recipes", "weights", "logs"):
+        if not isinstance(saved[key], dict) or set(saved[key]) != set(MODELS):
+            found = (
+                sorted(saved[key], key=str)
+                if isinstance(saved[key], dict)
+                else type(saved[key]).__name__
+            )
+            raise CheckpointError(f"{path}: its {key} should name {sorted(MODELS)}, found {found}")
+    loaded = {"recipes": {}, "logs": {}}
+    for name, kind in MODELS.items():
+        where = f"{path} ({name})"
+        recipe = _saved_recipe(where, kind, saved["recipes"][name])
+        model = build(recipe)
+        load_weights(model, float_weights(saved["weights"][name], where), where)
+        loaded[name] = model.eval()
+        loaded["recipes"][name] = recipe
+        loaded["logs"][name] = _checked_log(where, saved["logs"][name])
+    return loaded
+
+
+def _saved_recipe(where: str, kind: type, found: object) -> Recipe:
+    expected = {field.name for field in fields(kind)}
+    if not isinstance(found, dict) or set(found) != expected:
+        got = sorted(found, key=str) if isinstance(found, dict) else type(found).__name__
+        raise CheckpointError(f"{where}: its recipe should hold {sorted(expected)}, found {got}")
+    try:
+        return kind(**found)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{where}: its recipe is not a valid one ({error})") from None
+
+
+def _checked_log(where: str, log: object) -> dict:
+    """A log as train writes it: {"step": [...], "loss": [...]}, equally long lists of numbers."""
+    if not isinstance(log, dict) or set(log) != {"step", "loss"}:
+        found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
+        raise CheckpointError(f"{where}: its log should hold ['loss', 'step'], found {found}")
+    columns = [log["step"], log["loss"]]
+    if not all(isinstance(column, list) and column for column in columns) or len(columns[0]) != len(
+        columns[1]
+    ):
+        raise CheckpointError(f"{where}: its log's step and loss should be equally long lists")
+    if not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for column in columns for x in column
+    ):
+        raise CheckpointError(f"{where}: its log should hold numbers only")
+    return log
