@@ -892,3 +892,378 @@ def test_induction_explorer_loads_the_shipped_models_by_default():
     assert state["induction"] == pytest.approx(float(measured["induction"][1, best]))
     assert state["second_copy_loss"] < state["first_copy_loss"] / 2  # the trained circuit
     assert explorer.render_png().startswith(b"\x89PNG")
+
+
+# Chapter 14: the canvas explorer, on tiny untrained models
+
+
+@pytest.fixture(scope="module")
+def tiny_vision_models() -> dict:
+    """An untrained DigitFinder and CanvasReader (d_model 8), shaped as load_vision_models()
+    names them: fast, and enough to check what the explorer draws."""
+    from helpers.vision_models import CanvasReader, DigitFinder
+
+    torch.manual_seed(14)
+    return {"finder": DigitFinder(8), "reader": CanvasReader(8, 2, 1, 1, 8)}
+
+
+@pytest.fixture
+def canvas_explorer(tiny_vision_models):
+    from helpers.widgets import CanvasExplorer
+
+    return CanvasExplorer(models=tiny_vision_models)
+
+
+def _painted(attention: torch.Tensor) -> np.ndarray:
+    """(36,) patch weights -> (24, 24): each patch's weight over its 4 x 4 pixels."""
+    from helpers.vision import unpatchify
+
+    return unpatchify(attention[None, :, None].expand(1, 36, 16), 4, (24, 24))[0, 0].numpy()
+
+
+def _on_cell(attention: torch.Tensor, cell: int) -> float:
+    from helpers.vision import cell_patches
+
+    return float(attention[cell_patches(cell, 3, 4)].sum())
+
+
+def _finder_view(models, image, word):
+    """The float64 finder's cell probabilities (9,) and attention (36,), computed here."""
+    import copy
+
+    finder = copy.deepcopy(models["finder"]).double().eval()
+    with torch.no_grad():
+        probabilities = finder(image, torch.tensor([word])).softmax(-1)[0]
+    return probabilities, finder.attention.attention_weights[0, 0, 0]
+
+
+def _reader_view(models, image):
+    """The float64 reader's greedy tokens up to its first <eos> and its last block's
+    cross-attention averaged over heads as each is written (T, 36), computed here."""
+    import copy
+
+    from helpers.vision_models import BOS, EOS, read_canvas
+
+    reader = copy.deepcopy(models["reader"]).double().eval()
+    with torch.no_grad():
+        tokens = read_canvas(reader, image)[0].tolist()
+        written = tokens[: tokens.index(EOS) + 1] if EOS in tokens else tokens
+        reader(image, torch.tensor([[BOS, *written[:-1]]]))
+    return written, reader.decoder[-1].cross_attention.attention_weights[0].mean(0)
+
+
+def test_canvas_explorer_paints_the_finders_attention_over_the_canvas(
+    canvas_explorer, tiny_vision_models
+):
+    from helpers.vision_models import finder_test_set
+
+    explorer = canvas_explorer
+    assert explorer.values() == {
+        "mode": "find", "word": "seven", "token": 0, "source": "test", "canvas": 0,
+        "layout": "7 . . . 3 . . . 1",
+    }  # fmt: skip
+    canvases = finder_test_set(50)[0]
+    assert torch.equal(explorer.canvases.images, canvases.images)
+    with_seven = next(i for i in range(50) if 7 in canvases.digits[i].tolist())
+    explorer.controls["canvas"].value = with_seven
+    image = canvases.images[with_seven : with_seven + 1].double()
+    probabilities, attention = _finder_view(tiny_vision_models, image, 7)
+    state = explorer.state
+    truth = canvases.digits[with_seven].tolist().index(7)
+    answer = int(probabilities.argmax())
+    torch.testing.assert_close(state["attention"], attention)
+    torch.testing.assert_close(state["probabilities"], probabilities)
+    assert (state["true_cell"], state["answer"]) == (truth, answer)
+    assert state["mass_on_true_cell"] == pytest.approx(_on_cell(attention, truth))
+    # what is drawn: the weights over the image, the digits under them, the outlines, the numbers
+    assert np.allclose(explorer._overlay.get_array(), _painted(attention))
+    assert np.array_equal(explorer._digits_image.get_array(), image[0, 0].numpy())
+    assert explorer._overlay.norm.vmax >= _painted(attention).max()
+    alpha = explorer._overlay.get_alpha()  # see-through, more opaque where the weight is larger
+    assert alpha.min() >= 0.2 and alpha.max() <= 0.65
+    assert alpha.flat[_painted(attention).argmax()] == alpha.max()
+    assert explorer._truth_box.get_xy() == ((truth % 3) * 8 - 0.5, (truth // 3) * 8 - 0.5)
+    assert explorer._answer_box.get_xy() == ((answer % 3) * 8 - 0.5, (answer // 3) * 8 - 0.5)
+    assert [text.get_text() for text in explorer._cell_texts] == [
+        f"{_on_cell(attention, cell):.0%}" for cell in range(9)
+    ]
+    caption = explorer._image_ax.get_title()
+    assert f"{_on_cell(attention, truth):.0%} of the query's attention on cell {truth}" in caption
+    assert f"the finder answers cell {answer}" in caption
+    assert f"p = {probabilities[answer]:.2f}" in caption
+    assert ("right" if answer == truth else "wrong") in caption
+    assert not any(text.get_visible() for text in explorer._token_texts)
+    assert tiny_vision_models["finder"].embed.project.weight.dtype == torch.float32
+    assert explorer.render_png().startswith(b"\x89PNG")
+
+
+def test_canvas_explorer_says_when_the_words_digit_is_not_on_the_canvas(canvas_explorer):
+    explorer = canvas_explorer
+    digits = explorer.canvases.digits
+    without_seven = next(i for i in range(50) if 7 not in digits[i].tolist())
+    explorer.controls["canvas"].value = without_seven
+    state = explorer.state
+    assert state["true_cell"] is None and state["mass_on_true_cell"] is None
+    assert not explorer._truth_box.get_visible() and explorer._answer_box.get_visible()
+    caption = explorer._image_ax.get_title()
+    assert caption.startswith("no seven on this canvas, yet the finder answers cell")
+    assert f"{_on_cell(state['attention'], state['answer']):.0%} of the query's" in caption
+
+
+def test_canvas_explorer_steps_through_what_the_reader_writes(canvas_explorer, tiny_vision_models):
+    from helpers.vision_models import EOS
+
+    explorer = canvas_explorer
+    explorer.controls["mode"].value = "read"
+    assert explorer.controls["word"].disabled and not explorer.controls["token"].disabled
+    image = explorer.canvases.images[:1].double()
+    written, attention = _reader_view(tiny_vision_models, image)
+    assert explorer.state["written"] == written
+    assert explorer.controls["token"].max == len(written) - 1
+    filled = (explorer.canvases.digits[0] >= 0).nonzero().flatten().tolist()
+    for token in range(len(written)):
+        explorer.controls["token"].value = token
+        state = explorer.state
+        torch.testing.assert_close(state["attention"], attention[token])
+        assert np.allclose(explorer._overlay.get_array(), _painted(attention[token]))
+        is_digit = written[token] <= 9 and token < len(filled)
+        assert state["source_cell"] == (filled[token] if is_digit else None)
+        if is_digit:
+            share = _on_cell(attention[token], filled[token])
+            assert state["share_on_source"] == pytest.approx(share)
+            assert f"{share:.0%} of its attention on that cell" in explorer._image_ax.get_title()
+        shown = [text for text in explorer._token_texts if text.get_visible()]
+        assert len(shown) == len(written)
+        highlighted = [i for i, text in enumerate(shown) if text.get_bbox_patch() is not None]
+        assert highlighted == [token]
+        assert [text.get_color() == "black" for text in shown] == [
+            i <= token for i in range(len(written))
+        ]
+        assert f"token {token + 1} of {len(written)}" in explorer._image_ax.get_title()
+    assert EOS not in written[:-1]
+
+
+def test_canvas_explorer_reads_a_trained_like_answer_with_its_captions(tiny_vision_models):
+    """Captions for a reader that writes the canvas's digits, a wrong digit, <eos>: the
+    reading is replaced by what a trained reader would write (the attention stays the model's)."""
+    from helpers.vision_models import EOS
+    from helpers.widgets import CanvasExplorer
+
+    explorer = CanvasExplorer(mode="read", layout="7 . . . 3 . . . 1", models=tiny_vision_models)
+    (reading,) = explorer._readings.values()
+    reading["written"][:] = [7, 5, 1, EOS]  # the attention rows 0..3 stay the model's
+    explorer.update()
+    for token, expected in [
+        (0, "writes 7, from cell 0 (row 0, column 0)"),
+        (1, "writes 5 where the canvas's digit is 3, cell 4 (row 1, column 1)"),
+        (3, "<eos>, the end, after 3 of the canvas's 3 digits"),
+    ]:
+        explorer.controls["token"].value = token
+        assert expected in explorer._image_ax.get_title()
+    assert not explorer._truth_box.get_visible()  # <eos> came from no cell
+
+
+def test_canvas_explorer_composes_a_canvas_from_typed_cells(tiny_vision_models):
+    from helpers.vision import load_digits
+    from helpers.widgets import CanvasExplorer
+
+    explorer = CanvasExplorer(word="three", layout="7 . . . 3 . . . 1", models=tiny_vision_models)
+    assert explorer.values()["source"] == "composed" and explorer.state["canvas"] is None
+    test = load_digits()[1]
+    image = explorer.state["image"]
+    for cell, digit in ((0, 7), (4, 3), (8, 1)):
+        row, col = divmod(cell, 3)
+        first = test.images[(test.labels == digit).nonzero()[0, 0], 0]
+        assert torch.equal(image[row * 8 : row * 8 + 8, col * 8 : col * 8 + 8], first.double())
+    assert image.sum() == pytest.approx(
+        sum(float(test.images[(test.labels == d).nonzero()[0, 0]].sum()) for d in (7, 3, 1))
+    )
+    assert explorer.state["digits"] == [7, -1, -1, -1, 3, -1, -1, -1, 1]
+    assert explorer.state["true_cell"] == 4
+    _, attention = _finder_view(tiny_vision_models, image[None, None], 3)
+    assert np.allclose(explorer._overlay.get_array(), _painted(attention))
+    explorer.controls["canvas"].value = 3  # moving the slider shows that test canvas
+    assert explorer.values()["source"] == "test" and explorer.state["canvas"] == 3
+    explorer.controls["layout"].value = "1 1 . . . . . . ."  # typing shows the typed canvas
+    assert explorer.values()["source"] == "composed"
+    assert "the digit 1 is on the canvas twice" in explorer.state["error"]
+    explorer.controls["mode"].value = "read"  # the reader reads a digit twice
+    assert "error" not in explorer.state and explorer.state["digits"][:2] == [1, 1]
+
+
+def test_canvas_explorer_follows_each_control(canvas_explorer):
+    explorer = canvas_explorer
+    changes = [
+        ("word", "three"),
+        ("canvas", 5),
+        ("layout", "4 . 2 . . . . . 9"),
+        ("source", "test"),
+        ("mode", "read"),
+        ("token", 1),
+    ]
+    for name, value in changes:
+        before = bytes(explorer.image.value)
+        explorer.controls[name].value = value
+        assert "error" not in explorer.state, (name, explorer.state)
+        assert bytes(explorer.image.value) != before, f"{name} did not change the figure"
+    state = explorer.state
+    assert (state["mode"], state["source"], state["canvas"], state["token"]) == (
+        "read",
+        "test",
+        5,
+        1,
+    )
+
+
+def test_canvas_explorer_keeps_a_background_per_mode(canvas_explorer):
+    explorer = canvas_explorer
+    find_view = bytes(explorer.image.value)
+    explorer.controls["mode"].value = "read"
+    full_draws = []
+    draw = explorer.figure.canvas.draw
+    explorer.figure.canvas.draw = lambda: full_draws.append(1) or draw()
+    explorer.controls["mode"].value = "find"  # its background was kept: no full draw
+    assert bytes(explorer.image.value) == find_view and not full_draws
+    explorer._backgrounds.clear()
+    explorer.redraw_background()
+    assert explorer.render_png() == find_view and len(full_draws) == 1  # drawn anew: the same
+
+
+@pytest.mark.parametrize(
+    ("mode", "layout", "message"),
+    [
+        ("find", "", "0 cells, not 9: type 9 cells in reading order, each a digit 0-9 or '.'"),
+        ("find", "1 2 3", "3 cells, not 9"),
+        ("read", ". " * 10, "10 cells, not 9"),
+        ("find", "1 x . . . . . . .", "'x' is not a digit 0-9 or '.'"),
+        ("find", "12 . . . . . . . .", "'12' is not a digit 0-9 or '.'"),
+        ("find", "-1 . . . . . . . .", "'-1' is not a digit 0-9 or '.'"),
+        ("read", "1,2,3,4,5,6,7,8,9", "'1,2,3,4,5,6,7,8,9' is not a digit 0-9 or '.'"),
+        ("read", ". . . . . . . . .", "an empty canvas: put at least one digit in it"),
+        ("find", "5 . . . . . . . 5", "the digit 5 is on the canvas twice"),
+    ],
+)
+def test_canvas_explorer_answers_bad_input_with_a_message(
+    tiny_vision_models, mode, layout, message
+):
+    from helpers.widgets import CanvasExplorer
+
+    explorer = CanvasExplorer(mode=mode, models=tiny_vision_models)
+    before = bytes(explorer.image.value)
+    explorer.controls["layout"].value = layout
+    assert message in explorer.state["error"]
+    title = explorer._image_ax.get_title().replace("\n", " ")
+    assert message in title and explorer._image_ax.title.get_color() == "tab:red"
+    hidden = (explorer._overlay, explorer._digits_image, explorer._answer_box)
+    assert not any(artist.get_visible() for artist in hidden)
+    assert not any(text.get_visible() for text in explorer._token_texts)
+    assert bytes(explorer.image.value) != before
+    explorer.controls["layout"].value = "3 . . . . . . . 4"
+    assert "error" not in explorer.state and explorer.state["digits"][0] == 3
+    bad = CanvasExplorer(mode=mode, layout=layout, models=tiny_vision_models)  # at the start too
+    assert message in bad.state["error"]
+
+
+def _broken_vision_models(change: str, models: dict) -> object:
+    from helpers.vision_models import CanvasReader, DigitFinder
+
+    models = dict(models)
+    if change == "not a dict":
+        return "data/vision_models.pt"
+    if change == "no reader":
+        del models["reader"]
+    elif change == "finder is a reader":
+        models["finder"] = models["reader"]
+    elif change == "a 2 x 2 finder":
+        models["finder"] = DigitFinder(8, grid=2)
+    elif change == "a 4 x 4 reader":
+        models["reader"] = CanvasReader(8, 2, 1, 1, 8, grid=4)
+    return models
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"canvas": 50}, ValueError, "canvas must be one of the first 50 test canvases, 0..49"),
+        ({"canvas": -1}, ValueError, "canvas must be a whole number >= 0, got -1"),
+        ({"canvas": 2.0}, ValueError, "canvas must be a whole number >= 0, got 2.0"),
+        ({"word": "7"}, ValueError, "word must be one of ['zero', 'one', 'two'"),
+        ({"word": "Seven"}, ValueError, "got 'Seven'"),
+        ({"word": np.array([7])}, ValueError, "word must be one of ['zero', 'one', 'two'"),
+        ({"mode": ["find"]}, ValueError, "mode must be one of ['find', 'read'], got ['find']"),
+        ({"mode": "write"}, ValueError, "mode must be one of ['find', 'read'], got 'write'"),
+        ({"layout": [7, -1]}, TypeError, "layout must be text (a str) of nine cells"),
+        ({"token": -1}, ValueError, "token must be a whole number >= 0, got -1"),
+        ({"token": 99}, ValueError, "token 99 is beyond the read-out: the reader writes"),
+        (
+            {"models": "not a dict"},
+            TypeError,
+            "models must be the dict helpers.vision_models.load_vision_models() returns, got str",
+        ),
+        ({"models": "no reader"}, ValueError, "models lacks ['reader']"),
+        (
+            {"models": "finder is a reader"},
+            TypeError,
+            "models['finder'] must be a DigitFinder, got CanvasReader",
+        ),
+        (
+            {"models": "a 2 x 2 finder"},
+            ValueError,
+            "models['finder'] reads 2 x 2 canvases; the explorer shows 3 x 3",
+        ),
+        ({"models": "a 4 x 4 reader"}, ValueError, "models['reader'] reads 4 x 4 canvases"),
+    ],
+)
+def test_canvas_explorer_names_what_it_needs(tiny_vision_models, arguments, error, message):
+    from helpers.widgets import CanvasExplorer
+
+    arguments = dict(arguments)
+    arguments["models"] = _broken_vision_models(arguments.get("models"), tiny_vision_models)
+    with pytest.raises(error, match=re.escape(message)):
+        CanvasExplorer(**arguments)
+
+
+def test_canvas_explorer_reads_on_one_thread_and_gives_the_threads_back(tiny_vision_models):
+    from helpers.widgets import CanvasExplorer
+
+    before = torch.get_num_threads()
+    seen = []
+
+    class Probe(CanvasExplorer):
+        def reading(self, image):
+            seen.append(torch.get_num_threads())
+            return super().reading(image)
+
+    torch.set_num_threads(2)  # two, even where the tests run on one
+    try:
+        explorer = Probe(models=tiny_vision_models)
+        explorer.controls["canvas"].value = 1  # the token slider's range follows the canvas
+        explorer.controls["mode"].value = "read"
+        assert len(seen) >= 3 and set(seen) == {1} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_canvas_explorer_grows_its_colour_scale_and_keeps_each_background(tiny_vision_models):
+    import copy
+
+    from helpers.widgets import CanvasExplorer
+
+    models = dict(tiny_vision_models)
+    models["finder"] = copy.deepcopy(models["finder"])
+    with torch.no_grad():
+        models["finder"].attention.W_q.weight.mul_(300)  # a sharp query: weights near 1
+    explorer = CanvasExplorer(word="three", layout="2 . . . 3 . . . 1", models=tiny_vision_models)
+    assert explorer._overlay.norm.vmax == 0.1  # untrained: weights near 1/36
+    assert explorer.state["attention"].max() < 0.1
+    faint = bytes(explorer.image.value)
+    sharp = CanvasExplorer(word="three", layout="2 . . . 3 . . . 1", models=models)
+    largest = float(sharp.state["attention"].max())
+    expected = next(limit for limit in (0.25, 0.5, 1.0) if largest <= limit)
+    assert largest > 0.1 and sharp._overlay.norm.vmax == expected
+    assert sharp._colour_bar.norm.vmax == expected
+    sharp_view = bytes(sharp.image.value)
+    sharp._backgrounds.clear()
+    sharp.redraw_background()
+    assert sharp.render_png() == sharp_view  # drawn anew: the same picture
+    assert faint != sharp_view

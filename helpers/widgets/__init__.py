@@ -25,3 +25,4 @@ from helpers.widgets.ch10_efficient_attention import *  # noqa: F403
 from helpers.widgets.ch11_long_context import *  # noqa: F403
 from helpers.widgets.ch12_decoder_only import *  # noqa: F403
 from helpers.widgets.ch13_induction_heads import *  # noqa: F403
+from helpers.widgets.ch14_attention_across_modalities import *  # noqa: F403
