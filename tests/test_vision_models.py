@@ -1,0 +1,388 @@
+"""helpers.vision_models: chapter 14's three models, their training, the saved file, and what
+the shipped models do on test digits."""
+
+import math
+
+import pytest
+import torch
+
+from helpers import vision_models
+from helpers.checkpoints import CheckpointError
+from helpers.vision import Canvases, load_digits, make_canvases
+from helpers.vision_models import (
+    BOS,
+    EOS,
+    PAD,
+    CanvasReader,
+    DigitFinder,
+    FinderRecipe,
+    ReaderRecipe,
+    VisionTransformer,
+    VitRecipe,
+    cell_masks,
+    evaluate_finder,
+    evaluate_reader,
+    evaluate_vit,
+    finder_questions,
+    finder_test_set,
+    load_vision_models,
+    read_canvas,
+    reader_sequences,
+    reader_test_set,
+    reading_order,
+    row_entropy,
+    same_cell_mask,
+    train,
+    train_and_save,
+    train_finder,
+    train_reader,
+    train_vit,
+    vit_attention_entropy,
+)
+
+TINY = {
+    "vit": VitRecipe(d_model=8, num_heads=2, num_layers=1, d_ff=8, steps=3, batch_size=8),
+    "finder": FinderRecipe(d_model=8, d_ff=8, steps=3, batch_size=8),
+    "reader": ReaderRecipe(
+        d_model=8, num_heads=2, encoder_layers=1, decoder_layers=1, d_ff=8, steps=3, batch_size=8
+    ),
+}
+# Measured on the shipped file (1,000 test canvases each), less a margin: ViT 0.9805, reader exact
+# match 0.948 and attention share 0.978. The finder's 0.9 is the issue's bar (measured: 0.977 and
+# 0.930).
+VIT_ACCURACY = 0.95
+READER_EXACT = 0.9
+READER_SHARE = 0.9
+
+for recipe in TINY.values():
+    assert recipe.log_every > recipe.steps  # the log then holds the last step only
+
+
+def tiny_vit():
+    return VisionTransformer(d_model=8, num_heads=2, num_layers=2, d_ff=8)
+
+
+def tiny_finder():
+    return DigitFinder(d_model=8, encoder_layers=1, d_ff=8)
+
+
+def tiny_reader():
+    return CanvasReader(d_model=8, num_heads=2, encoder_layers=1, decoder_layers=2, d_ff=8)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits()
+
+
+@pytest.fixture(scope="module")
+def canvases(digits):
+    return make_canvases(digits[1], 6, 3, generator=torch.Generator().manual_seed(0))
+
+
+# The models' shapes and attention
+
+
+def test_vit_classifies_each_digit_and_keeps_the_class_tokens_attention(digits):
+    model = tiny_vit()
+    logits = model(digits[1].images[:5])
+    assert logits.shape == (5, 10)
+    for block in model.blocks:
+        weights = block.self_attention.attention_weights
+        assert weights.shape == (5, 2, 5, 5)  # the class token and 4 patches
+        torch.testing.assert_close(weights.sum(-1), torch.ones(5, 2, 5))
+
+
+def test_the_patch_positions_are_fixed_not_learned():
+    model = tiny_vit()
+    assert not any("positions" in name for name, _ in model.named_parameters())
+    assert "embed.positions" not in model.state_dict()
+
+
+def test_finder_points_one_query_at_the_patches(canvases):
+    model = tiny_finder()
+    words, _ = finder_questions(canvases)
+    logits = model(canvases.images, words)
+    assert logits.shape == (6, 9)
+    weights = model.attention.attention_weights
+    assert weights.shape == (6, 1, 1, 36)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(6, 1, 1))
+
+
+def test_the_finders_self_attention_stays_inside_each_cell(canvases):
+    model = tiny_finder()
+    model(canvases.images, finder_questions(canvases)[0])
+    weights = model.blocks[0].self_attention.attention_weights  # (B, 1, 36, 36)
+    outside = weights * ~same_cell_mask()
+    assert outside.abs().max() == 0
+    assert same_cell_mask().sum(1).eq(4).all()
+
+
+def test_reader_writes_logits_for_every_position_and_keeps_cross_attention(canvases):
+    model = tiny_reader()
+    inputs, _ = reader_sequences(canvases)
+    logits = model(canvases.images, inputs)
+    assert logits.shape == (6, 10, 13)
+    for block in model.decoder:
+        weights = block.cross_attention.attention_weights
+        assert weights.shape == (6, 2, 10, 36)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(6, 2, 10))
+
+
+def test_reader_is_causal(canvases):
+    model = tiny_reader()
+    inputs, _ = reader_sequences(canvases)
+    changed = inputs.clone()
+    changed[:, 3:] = 5
+    torch.testing.assert_close(
+        model(canvases.images, inputs)[:, :3], model(canvases.images, changed)[:, :3]
+    )
+
+
+# The data the tasks ask about
+
+
+def hand_made_canvas() -> Canvases:
+    """A 3 x 3 canvas holding 7 in cell 5 and 2 in cell 1, and an empty one."""
+    digits = torch.full((2, 9), -1)
+    digits[0, 5], digits[0, 1] = 7, 2
+    return Canvases(torch.zeros(2, 1, 24, 24), digits, 3)
+
+
+def test_reading_order_lists_the_filled_cells_row_by_row():
+    cells, counts = reading_order(hand_made_canvas())
+    assert counts.tolist() == [2, 0]
+    assert cells[0, :2].tolist() == [1, 5]
+
+
+def test_reader_sequences_put_bos_first_and_eos_after_the_digits():
+    inputs, targets = reader_sequences(hand_made_canvas())
+    assert inputs[0].tolist() == [BOS, 2, 7] + [PAD] * 7
+    assert targets[0].tolist() == [2, 7, EOS] + [PAD] * 7
+    assert inputs[1].tolist() == [BOS] + [PAD] * 9
+    assert targets[1].tolist() == [EOS] + [PAD] * 9
+
+
+def test_finder_questions_name_a_digit_of_the_canvas_and_its_cell(canvases):
+    words, cells = finder_questions(canvases, torch.Generator().manual_seed(1))
+    assert (canvases.digits.gather(1, cells[:, None])[:, 0] == words).all()
+
+
+def test_cell_masks_mark_the_four_patches_of_each_cell():
+    masks = cell_masks()
+    assert masks.shape == (9, 36)
+    assert masks.sum(1).eq(4).all() and masks.sum(0).eq(1).all()
+    assert masks[4].nonzero().flatten().tolist() == [14, 15, 20, 21]
+
+
+def test_read_canvas_pads_after_eos(canvases):
+    tokens = read_canvas(tiny_reader(), canvases.images)
+    assert tokens.shape == (6, 10)
+    for row in tokens.tolist():
+        if EOS in row:
+            assert set(row[row.index(EOS) + 1 :]) <= {PAD}
+
+
+# Measurements
+
+
+def test_row_entropy_of_a_uniform_row_is_ln_of_the_keys():
+    assert row_entropy(torch.full((3, 5), 0.2)).tolist() == pytest.approx([math.log(5)] * 3)
+    assert row_entropy(torch.tensor([[1.0, 0.0, 0.0]])).item() == 0
+
+
+def test_vit_attention_entropy_is_per_layer_and_head_and_at_most_uniform(digits):
+    found = vit_attention_entropy(tiny_vit(), digits[1].images[:20])
+    assert found["entropy"].shape == (2, 2) and found["entropy"].dtype == torch.float64
+    assert found["uniform"] == pytest.approx(math.log(5))
+    assert (found["entropy"] <= found["uniform"] + 1e-12).all()
+
+
+def test_evaluations_are_shares(digits, canvases):
+    assert 0 <= evaluate_vit(tiny_vit(), digits[1])["accuracy"] <= 1
+    found = evaluate_finder(tiny_finder(), canvases, *finder_questions(canvases))
+    assert 0 <= found["accuracy"] <= 1 and 0 <= found["attention_on_cell"] <= 1
+    read = evaluate_reader(tiny_reader(), canvases)
+    assert 0 <= read["exact_match"] <= 1 and 0 <= read["attention_share"] <= 1
+
+
+def test_a_perfect_reader_attention_scores_one(monkeypatch):
+    """evaluate_reader's share, checked on weights put exactly on each digit's cell (by a hook
+    on the model itself, not the float64 copy it evaluates)."""
+    monkeypatch.setattr(vision_models, "_float64_copy", lambda model: model.double().eval())
+    canvases = hand_made_canvas()
+    model = tiny_reader()
+    masks = cell_masks()
+
+    def on_the_right_cells(module, inputs, output):
+        weights = torch.zeros(2, 2, 10, 36, dtype=torch.float64)
+        weights[0, :, 0], weights[0, :, 1] = masks[1] / 4, masks[5] / 4
+        module.attention.attention_weights = weights
+
+    model.decoder[-1].cross_attention.register_forward_hook(on_the_right_cells)
+    assert evaluate_reader(model, canvases)["attention_share"] == 1.0
+
+
+def test_the_test_sets_are_the_same_on_every_call():
+    first, second = finder_test_set(20), finder_test_set(20)
+    for a, b in zip(first[1:], second[1:], strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(first[0].images, second[0].images)
+    assert torch.equal(reader_test_set(20).digits, reader_test_set(20).digits)
+
+
+# Training and the saved file
+
+
+@pytest.mark.parametrize(
+    "trainer, name", [(train_vit, "vit"), (train_finder, "finder"), (train_reader, "reader")]
+)
+def test_training_twice_gives_identical_weights(trainer, name):
+    first, second = trainer(TINY[name]), trainer(TINY[name])
+    for key, value in first["model"].state_dict().items():
+        assert torch.equal(value, second["model"].state_dict()[key]), key
+    assert first["log"]["step"] == [3] and first["log"] == second["log"]
+    assert not first["model"].training
+
+
+def test_training_leaves_the_callers_random_numbers_and_threads_alone():
+    threads = torch.get_num_threads()
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    train_vit(TINY["vit"])
+    assert torch.equal(torch.rand(3), expected)
+    assert torch.get_num_threads() == threads
+
+
+def test_save_and_load_round_trip(tmp_path):
+    path = tmp_path / "vision.pt"
+    seconds = train_and_save(path, TINY)
+    assert set(seconds) == {"vit", "finder", "reader"}
+    loaded = load_vision_models(path)
+    assert loaded["recipes"] == TINY
+    assert isinstance(loaded["vit"], VisionTransformer) and not loaded["vit"].training
+    assert isinstance(loaded["finder"], DigitFinder) and isinstance(loaded["reader"], CanvasReader)
+    assert loaded["logs"]["reader"]["step"] == [3]
+    (tmp_path / "again").mkdir()
+    again = tmp_path / "again" / "vision.pt"  # torch writes the name into the file
+    train_and_save(again, TINY)
+    assert again.read_bytes() == path.read_bytes()  # no timings in the file
+
+
+def test_a_damaged_file_is_refused(tmp_path):
+    path = tmp_path / "vision.pt"
+    train_and_save(path, TINY)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_vision_models(path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_vision_models(tmp_path / "missing.pt")
+
+
+# Bad input, refused by name
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: tiny_vit()(torch.zeros(2, 1, 24, 24)), r"images must be \(B, 1, 8, 8\)"),
+        (lambda: tiny_vit()(torch.zeros(2, 1, 8, 8).numpy()), "numpy"),
+        (lambda: tiny_vit()(torch.zeros(2, 1, 8, 8, dtype=torch.float64)), "float64"),
+        (lambda: tiny_finder()(torch.zeros(2, 1, 24, 24), torch.tensor([1, 10])), "outside"),
+        (lambda: tiny_finder()(torch.zeros(2, 1, 24, 24), torch.tensor([1])), "one id per"),
+        (lambda: tiny_finder()(torch.zeros(2, 1, 24, 24), torch.tensor([1.0, 2.0])), "integer"),
+        (lambda: tiny_reader()(torch.zeros(2, 1, 24, 24), torch.full((2, 11), BOS)), "T <= 10"),
+        (lambda: tiny_reader()(torch.zeros(2, 1, 24, 24), torch.full((2, 3), 13)), "outside"),
+        (lambda: VisionTransformer(10, 2, 1, 8), "multiple of 4"),
+        (lambda: VisionTransformer(12, 8, 1, 8), "divisible by num_heads"),
+        (lambda: CanvasReader(8, 2, 0, 1, 8), "encoder_layers"),
+        (lambda: VitRecipe(steps=0), "steps"),
+        (lambda: VitRecipe(learning_rate=-1.0), "learning_rate"),
+        (lambda: VitRecipe(d_model=6), "multiple of 4"),
+        (lambda: FinderRecipe(d_ff=2.0), "d_ff"),
+        (lambda: ReaderRecipe(fewest=3, most=2), "fewest"),
+        (lambda: ReaderRecipe(most=10), "fewest"),
+        (lambda: evaluate_reader(tiny_reader(), hand_made_canvas(), layer=2), "layer"),
+        (lambda: evaluate_reader(tiny_reader(), hand_made_canvas(), layer=True), "layer"),
+        (
+            lambda: evaluate_finder(
+                tiny_finder(), hand_made_canvas(), torch.tensor([2, 2]), torch.tensor([1, 9])
+            ),
+            "outside",
+        ),
+        (lambda: vit_attention_entropy(tiny_vit(), torch.zeros(2, 8, 8)), r"\(B, 1, 8, 8\)"),
+        (
+            lambda: vit_attention_entropy(tiny_vit(), torch.zeros(2, 1, 8, 8, dtype=torch.long)),
+            "floating",
+        ),
+        (lambda: finder_questions(hand_made_canvas()), "every canvas must hold a digit"),
+        (lambda: finder_test_set(0), "count"),
+        (lambda: train_and_save("/no/such/folder/x.pt", TINY), "does not exist"),
+        (lambda: train_and_save(".", TINY), "folder"),
+        (lambda: train_and_save("x.pt", {"vit": TINY["vit"]}), "keys"),
+        (lambda: train_vit(progress="yes"), "progress"),
+    ],
+)
+def test_bad_input_is_refused_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: train_vit(TINY["finder"]), "VitRecipe"),
+        (lambda: train({"steps": 3}), "VitRecipe, FinderRecipe or ReaderRecipe"),
+        (lambda: evaluate_vit(tiny_finder(), load_digits()[1]), "VisionTransformer"),
+        (lambda: evaluate_vit(tiny_vit(), torch.zeros(2, 1, 8, 8)), "Digits"),
+        (lambda: evaluate_reader(tiny_reader(), torch.zeros(2, 1, 24, 24)), "Canvases"),
+        (lambda: reading_order([1, 2]), "Canvases"),
+        (lambda: finder_questions(hand_made_canvas(), generator=3), "generator"),
+        (lambda: read_canvas(tiny_vit(), torch.zeros(1, 1, 24, 24)), "CanvasReader"),
+        (lambda: train_and_save(3, TINY), "file path"),
+        (lambda: train_and_save("x.pt", {**TINY, "vit": TINY["reader"]}), "VitRecipe"),
+    ],
+)
+def test_the_wrong_kind_of_object_is_refused_by_name(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_repeated_labels_are_refused_by_the_finder():
+    canvas = hand_made_canvas()
+    digits = canvas.digits.clone()
+    digits[:, 0] = digits[:, 1] = 3
+    with pytest.raises(ValueError, match="distinct"):
+        finder_questions(Canvases(canvas.images, digits, 3))
+
+
+# The shipped models, on test digits only
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_vision_models()
+
+
+def test_the_shipped_vit_names_the_test_digits(shipped, digits):
+    assert evaluate_vit(shipped["vit"], digits[1])["accuracy"] >= VIT_ACCURACY
+
+
+def test_the_shipped_vits_attention_is_measured_against_uniform(shipped, digits):
+    found = vit_attention_entropy(shipped["vit"], digits[1].images)
+    assert (found["entropy"] < found["uniform"]).all()
+
+
+def test_the_shipped_finder_finds_the_digit_and_looks_at_it(shipped):
+    found = evaluate_finder(shipped["finder"], *finder_test_set())
+    assert found["accuracy"] >= 0.9
+    assert found["attention_on_cell"] >= 0.9
+
+
+def test_the_shipped_reader_reads_the_canvas_and_looks_at_each_digit(shipped):
+    found = evaluate_reader(shipped["reader"], reader_test_set())
+    assert found["exact_match"] >= READER_EXACT
+    assert found["attention_share"] >= READER_SHARE
