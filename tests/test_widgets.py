@@ -1267,3 +1267,26 @@ def test_canvas_explorer_grows_its_colour_scale_and_keeps_each_background(tiny_v
     sharp.redraw_background()
     assert sharp.render_png() == sharp_view  # drawn anew: the same picture
     assert faint != sharp_view
+
+
+def test_canvas_explorer_loads_the_shipped_models_by_default():
+    from helpers.vision_models import EOS, load_vision_models
+    from helpers.widgets import CanvasExplorer
+
+    explorer = CanvasExplorer()
+    models = load_vision_models()
+    canvases = explorer.canvases
+    assert "error" not in explorer.state and explorer.values()["word"] == "seven"
+    _, attention = _finder_view(models, canvases.images[:1].double(), 7)
+    torch.testing.assert_close(explorer.state["attention"], attention)
+    with_seven = [i for i in range(50) if 7 in canvases.digits[i].tolist()]
+    explorer.controls["canvas"].value = with_seven[0]
+    state = explorer.state  # the trained finder looks at the seven and answers its cell
+    assert state["answer"] == state["true_cell"] and state["mass_on_true_cell"] > 0.9
+    explorer.controls["mode"].value = "read"
+    digits = [digit for digit in canvases.digits[with_seven[0]].tolist() if digit >= 0]
+    assert explorer.state["written"] == [*digits, EOS]  # the trained reader reads it
+    for token in range(len(digits)):
+        explorer.controls["token"].value = token
+        assert explorer.state["share_on_source"] > 0.9
+    assert explorer.render_png().startswith(b"\x89PNG")
