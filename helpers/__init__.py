@@ -31,6 +31,9 @@ Modules, by the chapter that introduces them:
 - 13 ``induction``: random tokens with a repeated block, the previous-token and induction
   scores of attention patterns, zeroing heads, the training recipe with its logs and snapshots,
   and the two saved attention-only models (``gpt.GPTConfig(attention_only=True)``).
+- 14 ``vision``: the UCI digits, patchify and unpatchify, 2-D sinusoidal positions, canvases of
+  digits in a grid; ``vision_models``: a small ViT, the digit finder (a word's cross-attention
+  over a canvas) and the canvas reader (patch encoder and chapter 07's decoder), their saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``

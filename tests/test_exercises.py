@@ -21,9 +21,10 @@ import test_exercises_ch10_efficient_attention as ch10
 import test_exercises_ch11_long_context as ch11
 import test_exercises_ch12_decoder_only as ch12
 import test_exercises_ch13_induction_heads as ch13
+import test_exercises_ch14_attention_across_modalities as ch14
 import torch
 
-CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13)
+CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14)
 CHECKERS = {name: pair for chapter in CHAPTERS for name, pair in chapter.CHECKERS.items()}
 WRONG = [wrong for chapter in CHAPTERS for wrong in chapter.WRONG]
 SCALAR_ANSWERS = {name for chapter in CHAPTERS for name in getattr(chapter, "SCALAR_ANSWERS", ())}

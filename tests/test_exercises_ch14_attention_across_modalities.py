@@ -486,7 +486,7 @@ def test_the_reference_centroid_of_one_patch_is_its_centre():
     assert reference_centroid(3 * one_hot, (2, 3), 4).tolist() == [5.5, 5.5]
 
 
-# Answers that are not answers (until tests/test_exercises.py lists chapter 14 with its notebook)
+# Answers that are not answers
 
 
 def not_written_yet(*args):
