@@ -206,6 +206,8 @@ def _controls(explorer):
     """Each control as (description, function that changes it once)."""
     controls = []
     for handle in explorer.locator(".noUi-handle").all():
+        if handle.evaluate("h => h.closest('[disabled]') !== null"):
+            continue  # a disabled control drives nothing until the explorer enables it
 
         def move(handle=handle):
             at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
@@ -214,6 +216,8 @@ def _controls(explorer):
 
         controls.append(("slider", move))
     for select in explorer.locator("select").all():
+        if select.is_disabled():
+            continue
 
         def choose(select=select):
             options = select.locator("option").all_inner_texts()
@@ -245,11 +249,13 @@ def exercise_explorer(page, explorer, timeout_ms: int = 10_000) -> list[str]:
     explorer.scroll_into_view_if_needed()
     controls = _controls(explorer)
     # labelled controls sit in a .widget-inline-hbox; toggle-button groups and lone toggle
-    # buttons do not (querySelectorAll counts an element matching several selectors once)
+    # buttons do not (querySelectorAll counts an element matching several selectors once);
+    # a disabled control is not counted, nor moved
     present = explorer.evaluate(
-        """element => element.querySelectorAll(
+        """element => [...element.querySelectorAll(
             '.widget-inline-hbox, .widget-toggle-buttons, '
-            + '.widget-toggle-button:not(.widget-toggle-buttons *)').length"""
+            + '.widget-toggle-button:not(.widget-toggle-buttons *)')]
+            .filter(control => !control.querySelector('[disabled]')).length"""
     )
     if len(controls) != present:
         return [f"{present} controls, but the test knows how to move only {len(controls)}"]
