@@ -22,7 +22,7 @@ help:
 	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
-	@echo "              and every notebook's run (budget: 30 s; chapters 07 to 09: 60 s; 12: 45 s)"
+	@echo "              and every notebook's run (budget: 30 s; chapters 07 to 09: 60 s; 12 and 14: 45 s)"
 	@echo "              and a training step of chapter 12's GPT against torch's own layers"
 	@echo "              (goal: at most 1.2x; alone, with --steps and --threads: see its --help)"
 	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"

@@ -20,6 +20,7 @@ BUDGETS_S = {  # chapters that load trained models
     "08_bahdanau_attention.ipynb": 60,
     "09_transformer_translation.ipynb": 60,
     "12_decoder_only.ipynb": 45,
+    "14_attention_across_modalities.ipynb": 45,
 }
 REPEATS = 3
 
