@@ -14,12 +14,14 @@ from pathlib import Path
 import torch
 
 from helpers import validation
+from helpers.checkpoints import as_path
 from helpers.positional import sinusoidal_encoding
 
 DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
 PIXELS = 8  # each digit is 8 x 8
 MAX_INK = 16.0  # pixel values run 0..16
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+LARGEST_TENSOR = 2**28  # numbers in one tensor a function here builds (1 GiB of float32)
 
 
 # The digits
@@ -39,7 +41,7 @@ class Digits:
 def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     """(train, test): the 1,797 digits, split once by a fixed permutation (seed 0) into 1,438
     training and 359 test images. Each row of the file is 64 pixels (0..16) and the label."""
-    path = Path(path)
+    path = as_path(path)
     try:
         with gzip.open(path, "rt") as file:
             rows = [line.strip().split(",") for line in file if line.strip()]
@@ -62,6 +64,46 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     test, train = order[:test_size], order[test_size:]
     labels = labels.long()
     return Digits(images[train], labels[train]), Digits(images[test], labels[test])
+
+
+def check_digits(digits: object, name: str = "digits") -> Digits:
+    """digits itself if it is Digits as load_digits makes them: images (N, 1, 8, 8) of finite
+    floating-point pixels and labels (N,) integers 0..9; otherwise an error naming what is wrong."""
+    if not isinstance(digits, Digits):
+        raise TypeError(f"{name} must be Digits (load_digits()), got {type(digits).__name__}")
+    images, labels = digits.images, digits.labels
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"{name}.images must be a tensor (N, 1, 8, 8), got {got}")
+    if not images.is_floating_point() or not images.isfinite().all():
+        problem = images.dtype if not images.is_floating_point() else "NaN or inf"
+        raise ValueError(f"{name}.images must hold finite floating-point pixels, got {problem}")
+    if not isinstance(labels, torch.Tensor) or labels.shape != (len(images),):
+        got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(
+            f"{name}.labels must be a tensor ({len(images)},), one per image, got {got}"
+        )
+    _check_labels(labels, f"{name}.labels", lowest=0)
+    return digits
+
+
+def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
+    """Integer labels lowest..9 (-1 marks an empty cell of a canvas)."""
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer digit labels, got {labels.dtype}")
+    if labels.numel() and (labels.min() < lowest or labels.max() > 9):
+        raise ValueError(
+            f"{name} must lie in {lowest}..9, got {labels.min().item()}..{labels.max().item()}"
+        )
+
+
+def _check_size(numbers: int, what: str) -> None:
+    """A tensor of this many numbers fits in memory; more is a typing mistake."""
+    if numbers > LARGEST_TENSOR:
+        raise ValueError(
+            f"{what} would hold {numbers:,} numbers, more than 2^28 = {LARGEST_TENSOR:,} (1 GiB "
+            "of float32): a smaller size was meant"
+        )
 
 
 # Images as sequences of patches
@@ -126,6 +168,7 @@ def sinusoidal_2d(rows: int, cols: int, d_model: int) -> torch.Tensor:
         raise ValueError(
             f"d_model ({d_model}) must be a multiple of 4: two halves of sin/cos pairs"
         )
+    _check_size(rows * cols * d_model, f"a {rows} x {cols} encoding of d_model {d_model}")
     half = d_model // 2
     by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(
         rows, cols, half
@@ -161,8 +204,7 @@ def make_canvases(
     """`count` canvases of grid x grid cells of 8 x 8 pixels, each holding digits_per_canvas
     images of `source` (a number, or a (fewest, most) range) in random cells, the rest black.
     distinct: no two digits of a canvas share a label (so "find the seven" has one answer)."""
-    if not isinstance(source, Digits):
-        raise TypeError(f"source must be Digits (load_digits()), got {type(source).__name__}")
+    check_digits(source, "source")
     count = validation.whole_number(count, "count")
     grid = validation.whole_number(grid, "grid")
     distinct = validation.flag(distinct, "distinct")
@@ -171,6 +213,7 @@ def make_canvases(
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
     size = grid * PIXELS
+    _check_size(count * size * size, f"{count} canvases of {size} x {size} pixels")
     images = torch.zeros(count, 1, size, size)
     digits = torch.full((count, grid * grid), -1, dtype=torch.long)
     for index in range(count):
@@ -201,13 +244,8 @@ def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple
 
 
 def _check_source(source: Digits, most: int, distinct: bool) -> None:
-    """The source's images are (N, 1, 8, 8) with N labels, enough of them to fill a canvas."""
-    images, labels = source.images, source.labels
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
-        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
-        raise ValueError(f"source.images must be (N, 1, 8, 8), got {got}")
-    if not isinstance(labels, torch.Tensor) or labels.shape != (len(images),):
-        raise ValueError(f"source.labels must be ({len(images)},), one label per image")
+    """The source (checked Digits) holds enough images, or labels, to fill a canvas."""
+    labels = source.labels
     needed = most if distinct else 1
     available = len(labels.unique()) if distinct else len(labels)
     if available < needed:
@@ -224,6 +262,32 @@ def _pick(source: Digits, taken: torch.Tensor, distinct: bool, generator) -> int
         allowed = ~torch.isin(source.labels, taken[taken >= 0])
     candidates = allowed.nonzero().flatten()
     return int(candidates[torch.randint(len(candidates), (1,), generator=generator)])
+
+
+def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
+    """canvases itself if it is Canvases as make_canvases makes them: images (B, 1, grid*8,
+    grid*8) of finite floating-point pixels and digits (B, grid*grid) integers -1..9; otherwise
+    an error naming what is wrong."""
+    if not isinstance(canvases, Canvases):
+        raise TypeError(f"{name} must be Canvases (make_canvases()), got {type(canvases).__name__}")
+    grid = validation.whole_number(canvases.grid, f"{name}.grid")
+    images, digits, side = canvases.images, canvases.digits, grid * PIXELS
+    if not isinstance(digits, torch.Tensor) or digits.dim() != 2 or digits.shape[1] != grid**2:
+        got = tuple(digits.shape) if isinstance(digits, torch.Tensor) else type(digits).__name__
+        raise ValueError(
+            f"{name}.digits must be a tensor (B, {grid**2}), a label per cell, got {got}"
+        )
+    _check_labels(digits, f"{name}.digits", lowest=-1)
+    expected = (len(digits), 1, side, side)
+    if not isinstance(images, torch.Tensor) or tuple(images.shape) != expected:
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(
+            f"{name}.images must be a tensor {expected}, one per row of digits, got {got}"
+        )
+    if not images.is_floating_point() or not images.isfinite().all():
+        problem = images.dtype if not images.is_floating_point() else "NaN or inf"
+        raise ValueError(f"{name}.images must hold finite floating-point pixels, got {problem}")
+    return canvases
 
 
 def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:

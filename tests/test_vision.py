@@ -15,6 +15,8 @@ from helpers.vision import (
     Canvases,
     Digits,
     cell_patches,
+    check_canvases,
+    check_digits,
     load_digits,
     make_canvases,
     patchify,
@@ -440,3 +442,88 @@ def test_cell_patches_names_exactly_the_patches_inside_each_cell(patch_size):
 def test_cell_patches_refuses_bad_arguments_by_name(cell, grid, patch_size, words):
     with pytest.raises(ValueError, match=words):
         cell_patches(cell, grid, patch_size)
+
+
+# Hostile input (issue 24's review): each refused early, by name
+
+
+@pytest.mark.parametrize("path", [None, 5, ["data/digits.csv.gz"]], ids=str)
+def test_load_digits_refuses_a_path_that_is_not_one_by_name(path):
+    with pytest.raises(TypeError, match="path must be a file path"):
+        load_digits(path)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "d_model"), [(10**12, 10**12, 8), (2, 2, 10**15), (10**6, 10**6, 4)]
+)
+def test_sinusoidal_2d_refuses_sizes_beyond_memory_before_building(rows, cols, d_model):
+    with pytest.raises(ValueError, match=r"more than 2\^28"):
+        sinusoidal_2d(rows, cols, d_model)
+
+
+def _four_digits(images=None, labels=None) -> Digits:
+    images = torch.rand(4, 1, 8, 8) if images is None else images
+    return Digits(images, torch.tensor([1, 2, 3, 4]) if labels is None else labels)
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        (_four_digits(labels=torch.tensor([0.5, 1.5, 2.5, 3.5])), "integer digit labels"),
+        (_four_digits(labels=torch.tensor([10, 11, 12, 13])), r"0..9, got 10..13"),
+        (_four_digits(labels=torch.tensor([-1, 2, 3, 4])), r"0..9, got -1..4"),
+        (_four_digits(labels=torch.tensor([True, False, True, False])), "integer digit labels"),
+        (_four_digits(labels=[1, 2, 3, 4]), r"labels must be a tensor \(4,\)"),
+        (_four_digits(images=torch.full((4, 1, 8, 8), float("nan"))), "NaN or inf"),
+        (_four_digits(images=torch.ones(4, 1, 8, 8, dtype=torch.complex64)), "complex64"),
+        (_four_digits(images=torch.ones(4, 1, 8, 8, dtype=torch.long)), "int64"),
+        (_four_digits(images=np.zeros((4, 1, 8, 8))), r"images must be a tensor \(N, 1, 8, 8\)"),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+def test_a_damaged_source_is_refused_before_it_makes_canvases(source, words):
+    with pytest.raises(ValueError, match=words):
+        make_canvases(source, 2, 3, distinct=False)
+    with pytest.raises(ValueError, match=words):
+        check_digits(source)
+
+
+@pytest.mark.parametrize(("count", "grid"), [(10**15, 3), (2, 10**7)])
+def test_canvases_beyond_memory_are_refused_before_building(test_digits, count, grid):
+    with pytest.raises(ValueError, match=r"more than 2\^28"):
+        make_canvases(test_digits, count, 1, grid)
+
+
+def test_check_canvases_takes_what_make_canvases_makes(test_digits):
+    canvases = make_canvases(test_digits, 3, (1, 4), generator=torch.Generator().manual_seed(0))
+    assert check_canvases(canvases) is canvases
+    assert check_digits(test_digits) is test_digits
+
+
+def _damaged_canvases(**change) -> Canvases:
+    digits = torch.full((2, 9), -1)
+    digits[:, 4] = 7
+    parts = {"images": torch.zeros(2, 1, 24, 24), "digits": digits, "grid": 3, **change}
+    return Canvases(parts["images"], parts["digits"], parts["grid"])
+
+
+@pytest.mark.parametrize(
+    ("canvases", "error", "words"),
+    [
+        ((torch.zeros(2, 1, 24, 24), torch.zeros(2, 9)), TypeError, "must be Canvases"),
+        (_damaged_canvases(grid=3.0), ValueError, "canvases.grid must be a whole number"),
+        (_damaged_canvases(grid=2), ValueError, r"digits must be a tensor \(B, 4\)"),
+        (_damaged_canvases(digits=torch.zeros(9)), ValueError, r"digits must be a tensor \(B, 9\)"),
+        (_damaged_canvases(digits=torch.zeros(2, 9)), ValueError, "integer digit labels"),
+        (_damaged_canvases(digits=torch.full((2, 9), 10)), ValueError, r"-1..9, got 10..10"),
+        (_damaged_canvases(digits=torch.full((2, 9), -5)), ValueError, r"-1..9, got -5..-5"),
+        (_damaged_canvases(images=torch.zeros(1, 1, 24, 24)), ValueError, r"\(2, 1, 24, 24\)"),
+        (_damaged_canvases(images=torch.zeros(2, 1, 24, 24).numpy()), ValueError, "tensor"),
+        (_damaged_canvases(images=torch.zeros(2, 1, 24, 24).long()), ValueError, "int64"),
+        (_damaged_canvases(images=torch.full((2, 1, 24, 24), float("inf"))), ValueError, "NaN"),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+def test_check_canvases_names_what_is_damaged(canvases, error, words):
+    with pytest.raises(error, match=words):
+        check_canvases(canvases)
