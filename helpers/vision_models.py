@@ -44,6 +44,8 @@ from helpers.vision import (
     Canvases,
     Digits,
     cell_patches,
+    check_canvases,
+    check_digits,
     load_digits,
     make_canvases,
     patchify,
@@ -58,6 +60,8 @@ READER_VOCAB = 13
 SAVED_MODELS = Path(__file__).parents[1] / "data" / "vision_models.pt"
 REMAKE = "make vision-models"
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
+LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
+LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
 
 
 # Patches in, vectors out
@@ -69,6 +73,11 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, d_model: int, image_size: int):
         super().__init__()
+        image_size = validation.whole_number(image_size, "image_size")
+        if image_size % PATCH:
+            raise ValueError(
+                f"image_size ({image_size}) must be a multiple of the patch size {PATCH}"
+            )
         self.image_size = image_size
         side = image_size // PATCH  # patches across the image
         self.project = nn.Linear(PATCH * PATCH, d_model)
@@ -76,6 +85,7 @@ class PatchEmbedding(nn.Module):
         self.register_buffer("positions", positions, persistent=False)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        _check_images(self, images)
         patches = patchify(images, PATCH)  # (B, n, 16)
         return self.project(patches) + self.positions  # (B, n, d_model)
 
@@ -94,18 +104,42 @@ def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int,
     return d_model, num_heads, d_ff
 
 
-def _check_images(model: nn.Module, images: object) -> torch.Tensor:
-    """images (B, 1, S, S) for the model's image size S, in the dtype of its weights."""
-    size = model.embed.image_size
+def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int = 0) -> None:
+    """A model of these sizes (blocks of attention and feed-forward, decoder blocks with a
+    second attention) has at most LARGEST_MODEL parameters: more is a typing mistake, and
+    building it would exhaust the memory."""
+    per_block = 4 * d_model * d_model + 2 * d_model * d_ff  # (W_q, W_k, W_v, W_o) and the FFN
+    estimate = (blocks + decoder_blocks) * per_block + decoder_blocks * 4 * d_model * d_model
+    if estimate > LARGEST_MODEL:
+        raise ValueError(
+            f"d_model {d_model}, d_ff {d_ff} and {blocks + decoder_blocks} blocks make about "
+            f"{estimate:,} parameters, more than 2^26 = {LARGEST_MODEL:,}: a smaller model was "
+            "meant"
+        )
+
+
+def _check_grid(grid: object) -> int:
+    grid = validation.whole_number(grid, "grid")
+    if grid > LARGEST_GRID:
+        raise ValueError(f"grid must be at most {LARGEST_GRID} cells across, got {grid}")
+    return grid
+
+
+def _check_images(embed: PatchEmbedding, images: object) -> torch.Tensor:
+    """images (B, 1, S, S) for the embedding's image size S, finite, in the dtype of its
+    weights."""
+    size = embed.image_size
     validation.tensor(images, "images", f"(B, 1, {size}, {size})")
     if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
         raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
-    weight = model.embed.project.weight
+    weight = embed.project.weight
     if images.dtype != weight.dtype or images.device != weight.device:
         raise ValueError(
             f"images are {images.dtype} on {images.device} but the model's weights are "
             f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
         )
+    if not images.isfinite().all():
+        raise ValueError("images hold NaN or inf: every pixel must be a finite number")
     return images
 
 
@@ -128,6 +162,7 @@ class VisionTransformer(nn.Module):
         super().__init__()
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
         num_layers = validation.whole_number(num_layers, "num_layers")
+        _check_parameters(d_model, d_ff, num_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "num_layers": num_layers}
         self.sizes["d_ff"] = d_ff
         self.embed = PatchEmbedding(d_model, PIXELS)
@@ -139,8 +174,7 @@ class VisionTransformer(nn.Module):
         self.head = nn.Linear(d_model, NUM_CLASSES)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        _check_images(self, images)
-        patches = self.embed(images)  # (B, 4, d_model)
+        patches = self.embed(images)  # (B, 4, d_model): the images checked there
         cls = self.class_token.expand(len(images), -1, -1)  # (B, 1, d_model)
         x = torch.cat([cls, patches], dim=1)  # (B, 5, d_model)
         for block in self.blocks:
@@ -150,6 +184,17 @@ class VisionTransformer(nn.Module):
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     """The entropy in nats of each attention row: (..., k) -> (...)."""
+    validation.tensor(weights, "weights", "(..., k) attention weights")
+    if weights.dim() == 0 or not weights.is_floating_point():
+        raise ValueError(
+            f"weights must be floating-point attention rows (..., k), got {weights.dtype} of "
+            f"shape {tuple(weights.shape)}"
+        )
+    if weights.numel() and not ((weights >= 0) & (weights <= 1)).all():  # NaN fails too
+        raise ValueError(
+            "weights must be attention weights, each in 0..1, got values from "
+            f"{weights.min().item()} to {weights.max().item()} (or NaN)"
+        )
     return -torch.special.xlogy(weights, weights).sum(-1)
 
 
@@ -159,7 +204,10 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
     over images of the entropy (nats) of the class token's row over its keys (itself and the 4
     patches), "uniform": ln(keys), the entropy of a uniform row, the largest possible}."""
     model = _float64_copy(_check_model(model, VisionTransformer))
-    model(_check_images(model, _as_float64(images)))
+    images = _check_images(model.embed, _as_float64(images))
+    if not len(images):
+        raise ValueError("images must hold at least one digit: the mean over none is undefined")
+    model(images)
     rows = [block.self_attention.attention_weights[:, :, 0] for block in model.blocks]
     entropy = torch.stack([row_entropy(row).mean(0) for row in rows])  # (layers, heads)
     return {"entropy": entropy, "uniform": math.log(rows[0].shape[-1])}
@@ -169,8 +217,8 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
 def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
     """{"accuracy": the share of `digits` (e.g. the test split) the model names right}."""
     _check_model(model, VisionTransformer)
-    if not isinstance(digits, Digits):
-        raise TypeError(f"digits must be Digits (load_digits()), got {type(digits).__name__}")
+    if not len(check_digits(digits)):
+        raise ValueError("digits must hold at least one image: an accuracy over none is undefined")
     model = _float64_copy(model)
     predicted = model(digits.images.double()).argmax(-1)  # (N,)
     return {"accuracy": (predicted == digits.labels).double().mean().item()}
@@ -211,7 +259,8 @@ class DigitFinder(nn.Module):
         super().__init__()
         d_model, _, d_ff = _check_sizes(d_model, 1, d_ff)
         encoder_layers = validation.whole_number(encoder_layers, "encoder_layers", minimum=0)
-        self.grid = validation.whole_number(grid, "grid")
+        self.grid = _check_grid(grid)
+        _check_parameters(d_model, d_ff, encoder_layers + 1)  # + the word's cross-attention
         self.sizes = {"d_model": d_model, "encoder_layers": encoder_layers, "d_ff": d_ff}
         self.sizes["grid"] = self.grid
         self.embed = PatchEmbedding(d_model, self.grid * PIXELS)
@@ -222,7 +271,7 @@ class DigitFinder(nn.Module):
         self.register_buffer("local", same_cell_mask(self.grid), persistent=False)
 
     def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        _check_images(self, images)
+        _check_images(self.embed, images)
         _check_words(words, len(images))
         patches = self.embed(images)  # (B, 36, d_model)
         for block in self.blocks:
@@ -241,7 +290,7 @@ def _check_words(words: object, batch: int) -> torch.Tensor:
 
 def cell_masks(grid: int = GRID) -> torch.Tensor:
     """(cells, patches) float: row c is 1 on the patches of cell c, 0 elsewhere."""
-    grid = validation.whole_number(grid, "grid")
+    grid = _check_grid(grid)
     side = grid * PIXELS // PATCH
     masks = torch.zeros(grid * grid, side * side, dtype=torch.float64)
     for cell in range(grid * grid):
@@ -252,27 +301,24 @@ def cell_masks(grid: int = GRID) -> torch.Tensor:
 def same_cell_mask(grid: int = GRID) -> torch.Tensor:
     """(patches, patches) bool, True where two patches lie in one cell (this project's mask
     convention: True = may attend)."""
-    masks = cell_masks(grid).bool()  # (cells, patches)
-    return (masks[:, :, None] & masks[:, None, :]).any(0)
+    cell_of = cell_masks(grid).argmax(0)  # (patches,): the cell each patch lies in
+    return cell_of[:, None] == cell_of[None, :]
 
 
 def _check_canvases(canvases: object, grid: int) -> Canvases:
-    if not isinstance(canvases, Canvases):
-        raise TypeError(
-            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
-        )
+    """Canvases of at least one canvas, for a model that reads grid x grid cells."""
+    check_canvases(canvases)
     if canvases.grid != grid:
         raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
+    if not len(canvases):
+        raise ValueError("canvases must hold at least one canvas: a share of none is undefined")
     return canvases
 
 
 def finder_questions(canvases: Canvases, generator: torch.Generator | None = None) -> tuple:
     """(words (B,), cells (B,)): for each canvas one of its digits, chosen at random, and the
     cell that holds it. The canvases must hold distinct labels, so each word has one answer."""
-    if not isinstance(canvases, Canvases):
-        raise TypeError(
-            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
-        )
+    check_canvases(canvases)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
     filled = canvases.digits >= 0  # (B, cells)
@@ -303,6 +349,13 @@ def evaluate_finder(
     validation.token_ids(cells, "cells", model.grid**2, shape="(B,) cell indices", dim=1)
     if len(cells) != len(canvases):
         raise ValueError(f"cells must hold one cell per canvas ({len(canvases)}), got {len(cells)}")
+    asked = canvases.digits.gather(1, cells[:, None].long())[:, 0]  # (B,): the digit in each cell
+    if not torch.equal(asked, words.long()):
+        wrong = int((asked != words).nonzero()[0, 0])
+        raise ValueError(
+            f"cells must hold the words' digits (finder_questions()): canvas {wrong} asks for "
+            f"{int(words[wrong])} at cell {int(cells[wrong])}, which holds {int(asked[wrong])}"
+        )
     model = _float64_copy(model)
     predicted = model(canvases.images.double(), words).argmax(-1)  # (B,)
     weights = model.attention.attention_weights[:, 0, 0]  # (B, patches)
@@ -337,7 +390,8 @@ class CanvasReader(nn.Module):
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
         encoder_layers = validation.whole_number(encoder_layers, "encoder_layers")
         decoder_layers = validation.whole_number(decoder_layers, "decoder_layers")
-        self.grid = validation.whole_number(grid, "grid")
+        self.grid = _check_grid(grid)
+        _check_parameters(d_model, d_ff, encoder_layers, decoder_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff, "grid": self.grid}
         self.sizes.update(encoder_layers=encoder_layers, decoder_layers=decoder_layers)
         self.max_len = self.grid * self.grid + 1  # <bos> and every cell's digit
@@ -357,14 +411,14 @@ class CanvasReader(nn.Module):
 
     def encode(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 1, 24, 24) -> (B, 36, d_model)."""
-        _check_images(self, images)
-        x = self.embed(images)  # (B, 36, d_model)
+        x = self.embed(images)  # (B, 36, d_model): the images checked there
         for block in self.encoder:
             x = block(x, None)
         return self.encoder_norm(x)
 
     def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
         """tokens (B, T), memory (B, 36, d_model) -> (B, T, 13) logits."""
+        _check_memory(memory, self.head.weight)
         _check_tokens(tokens, len(memory), self.max_len)
         length = tokens.shape[1]
         y = self.tokens(tokens) + self.positions[:length]  # (B, T, d_model)
@@ -375,6 +429,24 @@ class CanvasReader(nn.Module):
 
     def forward(self, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         return self.decode(tokens, self.encode(images))
+
+
+def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:
+    """The encoder's output (B, n, d_model), finite, in the dtype of the decoder's weights."""
+    d_model = weight.shape[1]
+    validation.tensor(memory, "memory", f"(B, n, {d_model}) from encode()")
+    if memory.dim() != 3 or memory.shape[-1] != d_model:
+        raise ValueError(
+            f"memory must be (B, n, {d_model}) from encode(), got {tuple(memory.shape)}"
+        )
+    if memory.dtype != weight.dtype or memory.device != weight.device:
+        raise ValueError(
+            f"memory is {memory.dtype} on {memory.device} but the model's weights are "
+            f"{weight.dtype} on {weight.device}: convert it with memory.to(...)"
+        )
+    if not memory.isfinite().all():
+        raise ValueError("memory holds NaN or inf: it must be encode()'s finite output")
+    return memory
 
 
 def _check_tokens(tokens: object, batch: int, max_len: int) -> torch.Tensor:
@@ -389,10 +461,7 @@ def _check_tokens(tokens: object, batch: int, max_len: int) -> torch.Tensor:
 def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(cells, counts): cells (B, cells) lists each canvas's filled cells in reading order
     first (the rest after them), counts (B,) how many are filled."""
-    if not isinstance(canvases, Canvases):
-        raise TypeError(
-            f"canvases must be Canvases (make_canvases()), got {type(canvases).__name__}"
-        )
+    check_canvases(canvases)
     filled = canvases.digits >= 0  # (B, cells)
     index = torch.arange(filled.shape[1])  # (cells,)
     key = torch.where(filled, index, index + filled.shape[1])  # empty cells sort last
@@ -442,6 +511,8 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     digit's cell, as the digit is written (teacher forcing with the true digits)}."""
     _check_model(model, CanvasReader)
     _check_canvases(canvases, model.grid)
+    if not (canvases.digits >= 0).any():
+        raise ValueError("canvases must hold at least one digit to read: every cell is empty")
     layer = _check_layer(layer, len(model.decoder))
     model = _float64_copy(model)
     images = canvases.images.double()
@@ -461,16 +532,14 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
 
 
 def _check_layer(layer: object, num_layers: int) -> int:
-    if (
-        isinstance(layer, bool)
-        or not isinstance(layer, int)
-        or not -num_layers <= layer < num_layers
-    ):
-        raise ValueError(
-            f"layer must be a decoder block's index in -{num_layers}..{num_layers - 1}, got "
-            f"{layer!r}"
-        )
-    return layer % num_layers
+    expected = f"layer must be a decoder block's index in -{num_layers}..{num_layers - 1}"
+    try:
+        index = validation.whole_number(layer, "layer", minimum=-num_layers)
+    except ValueError:
+        raise ValueError(f"{expected}, got {layer!r}") from None
+    if index >= num_layers:
+        raise ValueError(f"{expected}, got {layer!r}")
+    return index % num_layers
 
 
 # 4. Recipes, training, the saved file
@@ -516,6 +585,7 @@ class VitRecipe(Recipe):
     def __post_init__(self):
         super().__post_init__()
         _check_sizes(self.d_model, self.num_heads, self.d_ff)
+        _check_parameters(self.d_model, self.d_ff, self.num_layers)
 
 
 @dataclass(frozen=True)
@@ -528,6 +598,7 @@ class FinderRecipe(Recipe):
     def __post_init__(self):
         super().__post_init__()
         _check_sizes(self.d_model, 1, self.d_ff)
+        _check_parameters(self.d_model, self.d_ff, self.encoder_layers + 1)
 
 
 @dataclass(frozen=True)
@@ -544,6 +615,12 @@ class ReaderRecipe(Recipe):
     def __post_init__(self):
         super().__post_init__()
         _check_sizes(self.d_model, self.num_heads, self.d_ff)
+        if self.encoder_layers < 1:
+            raise ValueError(
+                f"encoder_layers must be a whole number >= 1 (the reader's encoder), got "
+                f"{self.encoder_layers}"
+            )
+        _check_parameters(self.d_model, self.d_ff, self.encoder_layers, self.decoder_layers)
         if not self.fewest <= self.most <= GRID * GRID:
             raise ValueError(
                 f"digits per canvas must satisfy 1 <= fewest ({self.fewest}) <= most "

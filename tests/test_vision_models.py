@@ -3,12 +3,13 @@ the shipped models do on test digits."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from helpers import vision_models
 from helpers.checkpoints import CheckpointError
-from helpers.vision import Canvases, load_digits, make_canvases
+from helpers.vision import Canvases, Digits, load_digits, make_canvases
 from helpers.vision_models import (
     BOS,
     EOS,
@@ -386,3 +387,178 @@ def test_the_shipped_reader_reads_the_canvas_and_looks_at_each_digit(shipped):
     found = evaluate_reader(shipped["reader"], reader_test_set())
     assert found["exact_match"] >= READER_EXACT
     assert found["attention_share"] >= READER_SHARE
+
+
+# Hostile input (issue 24's review): each refused early, by name, never NaN
+
+
+def _non_finite_images(size: int) -> list[torch.Tensor]:
+    return [torch.full((2, 1, size, size), value) for value in (float("nan"), float("inf"))]
+
+
+@pytest.mark.parametrize("bad", [0, 1], ids=["NaN", "inf"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda images: tiny_vit()(images[:, :, :8, :8]),
+        lambda images: vit_attention_entropy(tiny_vit(), images[:, :, :8, :8]),
+        lambda images: tiny_finder()(images, torch.tensor([1, 2])),
+        lambda images: tiny_reader()(images, torch.full((2, 1), BOS)),
+        lambda images: read_canvas(tiny_reader(), images),
+        lambda images: vision_models.PatchEmbedding(8, 24)(images),
+    ],
+    ids=["vit", "entropy", "finder", "reader", "read_canvas", "patch embedding"],
+)
+def test_images_that_are_not_finite_are_refused_not_answered_with_nan(call, bad):
+    with pytest.raises(ValueError, match="NaN or inf"):
+        call(_non_finite_images(24)[bad])
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: vision_models.PatchEmbedding(8, 10), r"image_size \(10\) must be a multiple"),
+        (lambda: vision_models.PatchEmbedding(8, "24"), "image_size must be a whole number"),
+        (lambda: vision_models.PatchEmbedding(8, 8)(torch.zeros(2, 1, 24, 24)), r"\(B, 1, 8, 8\)"),
+        (lambda: vision_models.PatchEmbedding(8, 8)(torch.zeros(2, 3, 8, 8)), r"\(B, 1, 8, 8\)"),
+        (lambda: vision_models.PatchEmbedding(8, 8)(torch.zeros(2, 1, 8, 8).double()), "float64"),
+        (lambda: row_entropy(torch.tensor([[-0.5, 1.5]])), "each in 0..1"),
+        (lambda: row_entropy(torch.tensor([[float("nan"), 0.5]])), "each in 0..1"),
+        (lambda: row_entropy(torch.tensor(0.5)), r"attention rows \(..., k\)"),
+        (lambda: row_entropy(torch.full((1, 2), 0.5).to(torch.complex64)), "complex64"),
+        (lambda: row_entropy([[0.5, 0.5]]), "torch.Tensor"),
+        (lambda: vit_attention_entropy(tiny_vit(), torch.zeros(0, 1, 8, 8)), "at least one"),
+        (
+            lambda: evaluate_vit(
+                tiny_vit(), Digits(torch.zeros(0, 1, 8, 8), torch.zeros(0).long())
+            ),
+            "at least one",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_vit(
+                tiny_vit(), Digits(torch.zeros(4, 1, 8, 8), torch.zeros(1).long())
+            ),
+            r"labels must be a tensor \(4,\)",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_vit(
+                tiny_vit(), Digits(torch.zeros(4, 1, 8, 8), torch.zeros(4, 1).long())
+            ),
+            r"labels must be a tensor \(4,\)",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_vit(tiny_vit(), Digits(torch.zeros(4, 1, 8, 8), torch.full((4,), 10))),
+            r"0..9, got 10..10",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_vit(
+                tiny_vit(), Digits(torch.zeros(4, 1, 8, 8).long(), torch.zeros(4).long())
+            ),
+            "int64",
+        ),  # fmt: skip
+        (
+            lambda: finder_questions(Canvases(torch.zeros(2, 1, 24, 24), torch.zeros(9).long(), 3)),
+            r"digits must be a tensor \(B, 9\)",
+        ),  # fmt: skip
+        (
+            lambda: reading_order(Canvases(torch.zeros(2, 1, 24, 24), torch.full((2, 9), 10), 3)),
+            r"-1..9",
+        ),  # fmt: skip
+        (
+            lambda: reader_sequences(
+                Canvases(torch.zeros(2, 1, 24, 24), torch.zeros(2, 8).long(), 3)
+            ),
+            r"\(B, 9\)",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_reader(
+                tiny_reader(), Canvases(torch.zeros(1, 1, 24, 24), torch.full((1, 9), -1), 3)
+            ),
+            "at least one digit",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_reader(
+                tiny_reader(), Canvases(torch.zeros(0, 1, 24, 24), torch.zeros(0, 9).long(), 3)
+            ),
+            "at least one canvas",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_reader(
+                tiny_reader(),
+                Canvases(torch.zeros(2, 1, 24, 24).numpy(), hand_made_canvas().digits, 3),
+            ),
+            "tensor",
+        ),  # fmt: skip
+        (
+            lambda: evaluate_finder(
+                tiny_finder(), hand_made_canvas(), torch.tensor([7, 2]), torch.tensor([1, 1])
+            ),
+            "cells must hold the words' digits",
+        ),  # fmt: skip
+        (
+            lambda: tiny_reader().decode(
+                torch.full((2, 1), BOS), torch.full((2, 36, 8), float("nan"))
+            ),
+            "memory holds NaN",
+        ),  # fmt: skip
+        (
+            lambda: tiny_reader().decode(torch.full((2, 1), BOS), torch.zeros(2, 36, 6)),
+            r"memory must be \(B, n, 8\)",
+        ),  # fmt: skip
+        (
+            lambda: tiny_reader().decode(torch.full((2, 1), BOS), torch.zeros(2, 36, 8).double()),
+            "float64",
+        ),  # fmt: skip
+        (lambda: ReaderRecipe(encoder_layers=0), "encoder_layers must be a whole number >= 1"),
+        (lambda: VitRecipe(d_model=2**31 - 4, num_heads=1), r"more than 2\^26"),
+        (lambda: VitRecipe(num_layers=2**30), r"more than 2\^26"),
+        (lambda: FinderRecipe(d_ff=2**31 - 1), r"more than 2\^26"),
+        (lambda: VisionTransformer(8, 2, 10**12, 8), r"more than 2\^26"),
+        (lambda: VisionTransformer(2**40, 2, 1, 8), r"more than 2\^26"),
+        (lambda: CanvasReader(8, 2, 1, 1, 8, 10**5), "grid must be at most 32"),
+        (lambda: DigitFinder(8, 1, 8, 33), "grid must be at most 32"),
+        (lambda: vision_models.cell_masks(10**6), "grid must be at most 32"),
+    ],
+    ids=lambda value: "" if callable(value) else str(value)[:40],
+)
+def test_hostile_input_is_refused_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("layer", [0, -1, torch.tensor(0), np.int64(-1)], ids=str)
+def test_a_layer_may_be_any_whole_number_in_range(layer):
+    canvases = Canvases(torch.rand(1, 1, 24, 24), hand_made_canvas().digits[:1], 3)
+    one_layer = CanvasReader(d_model=8, num_heads=2, encoder_layers=1, decoder_layers=1, d_ff=8)
+    assert set(evaluate_reader(one_layer, canvases, layer)) == {"exact_match", "attention_share"}
+
+
+@pytest.mark.parametrize("grid", [1, 2, 3, 4])
+def test_same_cell_mask_is_true_exactly_within_a_cell(grid):
+    masks = cell_masks(grid)  # (cells, patches)
+    torch.testing.assert_close(same_cell_mask(grid), (masks.T @ masks) > 0, rtol=0, atol=0)
+
+
+def test_same_cell_mask_of_the_largest_grid_is_built_without_a_cube():
+    assert same_cell_mask(32).shape == (4096, 4096)  # (cells, patches, patches): 17 GB
+
+
+def test_models_after_a_training_step_are_evaluated_in_eval_mode_and_left_alone(canvases):
+    finder = tiny_finder().train()
+    words, cells = finder_questions(canvases, torch.Generator().manual_seed(0))
+    finder(canvases.images, words).sum().backward()  # its attention weights now need grad
+    before = {key: value.clone() for key, value in finder.state_dict().items()}
+    assert 0 <= evaluate_finder(finder, canvases, words, cells)["accuracy"] <= 1
+    assert finder.training
+    for key, value in finder.state_dict().items():
+        assert torch.equal(value, before[key])
+
+
+def test_a_saved_recipe_too_large_to_build_is_a_checkpoint_error(tmp_path):
+    from helpers.checkpoints import save_checkpoint
+
+    contents = torch.load(vision_models.SAVED_MODELS, weights_only=True)
+    contents["recipes"]["vit"]["num_layers"] = 2**30
+    save_checkpoint(tmp_path / "huge.pt", contents)
+    with pytest.raises(CheckpointError, match=r"recipe is not a valid one .*more than 2\^26"):
+        load_vision_models(tmp_path / "huge.pt")
