@@ -1290,3 +1290,69 @@ def test_canvas_explorer_loads_the_shipped_models_by_default():
         explorer.controls["token"].value = token
         assert explorer.state["share_on_source"] > 0.9
     assert explorer.render_png().startswith(b"\x89PNG")
+
+
+# Chapter 14's explorer under hostile input (issue 24's review)
+
+
+def test_canvas_explorer_takes_models_right_after_a_training_step():
+    import copy
+
+    from helpers.vision_models import BOS, CanvasReader, DigitFinder
+    from helpers.widgets import CanvasExplorer
+
+    torch.manual_seed(0)
+    models = {"finder": DigitFinder(8).train(), "reader": CanvasReader(8, 2, 1, 1, 8).train()}
+    images = torch.rand(2, 1, 24, 24)
+    models["finder"](images, torch.tensor([1, 2])).sum().backward()  # weights kept with grad
+    models["reader"](images, torch.full((2, 1), BOS)).sum().backward()
+    before = {name: copy.deepcopy(model.state_dict()) for name, model in models.items()}
+    explorer = CanvasExplorer(models=models)  # deepcopy refused these models
+    assert "error" not in explorer.state
+    for name, model in models.items():
+        assert model.training and model.state_dict().keys() == before[name].keys()
+        for key, value in model.state_dict().items():
+            assert torch.equal(value, before[name][key])
+
+
+def test_canvas_explorer_refuses_models_with_nan_weights(tiny_vision_models):
+    import copy
+
+    from helpers.widgets import CanvasExplorer
+
+    broken = dict(tiny_vision_models, finder=copy.deepcopy(tiny_vision_models["finder"]))
+    with torch.no_grad():
+        broken["finder"].attention.W_q.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"models\['finder'\] holds NaN or inf in attention.W_q"):
+        CanvasExplorer(models=broken)
+
+
+@pytest.mark.parametrize("token", [10, 10**9])
+def test_canvas_explorer_refuses_a_token_beyond_any_read_out_under_a_bad_layout(
+    tiny_vision_models, token
+):
+    from helpers.widgets import CanvasExplorer
+
+    with pytest.raises(ValueError, match=rf"token must be a read-out token 0..9: .* got {token}"):
+        CanvasExplorer(token=token, layout="1 2", models=tiny_vision_models)
+    explorer = CanvasExplorer(token=9, layout="1 2", models=tiny_vision_models)
+    assert "error" in explorer.state  # the largest token any read-out has: the layout's message
+
+
+@pytest.mark.parametrize(
+    ("layout", "shown"),
+    [("\uff17 . . . 3 . . . 1", r"'\\uff17'"), ("7\x00 . . . 3 . . . 1", r"'7\\x00'")],
+    ids=["a full-width digit", "an invisible character"],
+)
+def test_canvas_explorer_shows_an_unusual_character_by_its_escape(
+    tiny_vision_models, layout, shown
+):
+    import warnings
+
+    from helpers.widgets import CanvasExplorer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no glyph missing from the font
+        explorer = CanvasExplorer(layout=layout, models=tiny_vision_models)
+        explorer.render_png()
+    assert re.match(shown + " is not a digit 0-9 or '.'", explorer.state["error"])

@@ -4,7 +4,6 @@ finder's one cross-attention query over the canvas's 36 patches) or a step throu
 canvas reader writes (its cross-attention as each token is written), the attention painted over
 the image next to the model's answer."""
 
-import copy
 import re
 import textwrap
 from collections import OrderedDict
@@ -101,6 +100,11 @@ class CanvasExplorer(Explorer):
             with one_torch_thread():
                 written = self._written_count(source, canvas, layout)
         except ValueError:  # a layout the figure answers with a message
+            if token > CELLS:  # the reader writes at most a digit per cell and <eos>
+                raise ValueError(
+                    f"token must be a read-out token 0..{CELLS}: the reader writes at most "
+                    f"{CELLS + 1} tokens, got {token}"
+                ) from None
             written = token + 1
         if token >= written:
             raise ValueError(
@@ -437,7 +441,8 @@ def parse_layout(text: str) -> torch.Tensor:
     cells = text.split()
     for cell in cells:
         if not re.fullmatch(r"[0-9.]", cell):
-            raise ValueError(f"{cell[:20]!r} is not a digit 0-9 or '.': {example}")
+            shown = ascii(cell[:20])  # escapes: another script's digit, or an invisible character
+            raise ValueError(f"{shown} is not a digit 0-9 or '.': {example}")
     if len(cells) != CELLS:
         raise ValueError(f"{len(cells)} cells, not {CELLS}: {example}")
     digits = torch.tensor([-1 if cell == "." else int(cell) for cell in cells])
@@ -538,10 +543,13 @@ def _place(box: Rectangle, cell: int | None) -> None:
         box.set_xy((col * PIXELS - 0.5, row * PIXELS - 0.5))
 
 
-def _float64_copy(model: torch.nn.Module) -> torch.nn.Module:
+def _float64_copy(model: DigitFinder | CanvasReader) -> DigitFinder | CanvasReader:
     """A float64 copy in eval mode, as helpers.vision_models measures: the same numbers on
-    any thread count, and the learner's model left as it was."""
-    return copy.deepcopy(model).double().eval()
+    any thread count, and the learner's model left as it was. Rebuilt from its sizes: deepcopy
+    refuses the attention weights a training step keeps."""
+    twin = type(model)(**model.sizes)
+    twin.load_state_dict(model.state_dict())
+    return twin.double().eval()
 
 
 def _checked_models(models: object) -> tuple[DigitFinder, CanvasReader]:
@@ -567,5 +575,12 @@ def _checked_models(models: object) -> tuple[DigitFinder, CanvasReader]:
             raise ValueError(
                 f"models[{name!r}] reads {models[name].grid} x {models[name].grid} canvases; "
                 f"the explorer shows {GRID} x {GRID}"
+            )
+        weights = models[name].state_dict()
+        broken = [key for key, weight in weights.items() if not weight.isfinite().all()]
+        if broken:
+            raise ValueError(
+                f"models[{name!r}] holds NaN or inf in {broken[0]}: its attention would be NaN; "
+                "load or train it again"
             )
     return models["finder"], models["reader"]
