@@ -40,15 +40,22 @@ def sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def save_checkpoint(path: str | Path, contents: dict) -> None:
-    """torch.save(contents) to path, and its SHA-256 to path.sha256."""
+def savable_path(path: object) -> Path:
+    """A file path whose folder exists: checked by save_checkpoint, and by a training run
+    before its minutes of work."""
     path = as_path(path)
-    if not isinstance(contents, dict):
-        raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
-    if not path.parent.is_dir():
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     if path.is_dir():
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def save_checkpoint(path: str | Path, contents: dict) -> None:
+    """torch.save(contents) to path, and its SHA-256 to path.sha256."""
+    path = savable_path(path)
+    if not isinstance(contents, dict):
+        raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
     try:
         torch.save(contents, path)
     except (AttributeError, TypeError, RuntimeError, pickle.PicklingError) as error:

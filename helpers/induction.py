@@ -20,10 +20,10 @@ from tqdm.auto import tqdm
 from helpers import validation
 from helpers.checkpoints import (
     CheckpointError,
-    as_path,
     float_weights,
     load_checkpoint,
     load_weights,
+    savable_path,
     save_checkpoint,
 )
 from helpers.gpt import GPT, GPTConfig
@@ -471,20 +471,10 @@ def _check_not_diverged(model: GPT, loss: torch.Tensor, step: int, recipe: Recip
     )
 
 
-def _check_save_path(path: object) -> Path:
-    """A file path whose folder exists, checked before minutes of training."""
-    path = as_path(path)
-    if path.is_dir():
-        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
-    if not path.parent.is_dir():
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
-    return path
-
-
 def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -> dict:
     """Train the one-layer and the two-layer model with one recipe and save both, their logs
     and their snapshots in one checksummed file. Returns {name: seconds of training}."""
-    path = _check_save_path(path)
+    path = savable_path(path)
     if not isinstance(recipe, Recipe):
         raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
     results = {

@@ -30,10 +30,10 @@ from helpers import validation
 from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import (
     CheckpointError,
-    as_path,
     float_weights,
     load_checkpoint,
     load_weights,
+    savable_path,
     save_checkpoint,
 )
 from helpers.masks import causal_mask
@@ -773,22 +773,12 @@ def reader_test_set(
     return make_canvases(load_digits()[1], count, span, GRID, False, generator)
 
 
-def _check_save_path(path: object) -> Path:
-    """A file path whose folder exists, checked before a minute of training."""
-    path = as_path(path)
-    if path.is_dir():
-        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
-    if not path.parent.is_dir():
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
-    return path
-
-
 def train_and_save(path: str | Path = SAVED_MODELS, recipes: dict | None = None) -> dict:
     """Train the three models (recipes: {"vit", "finder", "reader"} -> their recipes, the
     defaults if None) and save their weights, recipes and logs in one checksummed file.
     Returns {name: seconds of training}; the file holds no timings, so a rerun on the same
     machine writes the same bytes."""
-    path = _check_save_path(path)
+    path = savable_path(path)
     recipes = _check_recipes(
         {name: kind() for name, kind in MODELS.items()} if recipes is None else recipes
     )
