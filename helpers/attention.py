@@ -255,6 +255,15 @@ class AdditiveAttention(nn.Module):
                 f"convert one with .to()"
             )
 
+    def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """w_v^T tanh(W_q q + W_k k) for every pair: (B, q, query_size), (B, k, key_size) ->
+        (B, q, k)."""
+        self._check_inputs(queries, keys, keys)
+        projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
+        projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
+        features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
+        return self.w_v(features).squeeze(-1)  # (B, q, k)
+
     def forward(
         self,
         queries: torch.Tensor,
@@ -264,10 +273,7 @@ class AdditiveAttention(nn.Module):
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         self._check_inputs(queries, keys, values)
-        projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
-        projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
-        features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
-        scores = self.w_v(features).squeeze(-1)  # (B, q, k)
+        scores = self.scores(queries, keys)  # (B, q, k)
         self.attention_weights = masked_softmax(scores, valid_lens, mask)
         return weighted_sum(self.dropout(self.attention_weights), values)  # (B, q, d_v)
 

@@ -5,6 +5,9 @@ import math
 import torch
 
 from helpers import validation
+from helpers.attention import AdditiveAttention
+
+SCORE_FUNCTIONS = ("dot product", "scaled dot product", "additive")
 
 
 def random_queries_keys(
@@ -99,4 +102,37 @@ def projection_gradients(d: int, scaled: bool, num_queries: int = 500, num_keys:
         "query_mean": per_query.mean().item(),
         "query_median": per_query.median().item(),
         "starved": (per_query < 1e-3).double().mean().item(),
+    }
+
+
+def fixed_additive_attention(
+    size: int = 2, num_hiddens: int = 8, seed: int = 0
+) -> AdditiveAttention:
+    """An untrained AdditiveAttention for queries and keys of `size` entries, its weights drawn
+    from a seeded generator (the global seed untouched), in float64 and eval mode."""
+    size = validation.whole_number(size, "size")
+    layer = AdditiveAttention(size, size, validation.whole_number(num_hiddens, "num_hiddens"))
+    generator = torch.Generator().manual_seed(validation.whole_number(seed, "seed", minimum=0))
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator))
+    return layer.double().eval()
+
+
+@torch.no_grad()
+def scores_by_function(
+    query: torch.Tensor, keys: torch.Tensor, additive: AdditiveAttention, temperature: float = 1.0
+) -> dict:
+    """One query's score for each key under each of SCORE_FUNCTIONS, divided by the temperature:
+    query (d,), keys (num_keys, d) -> {name: (num_keys,)}. The dot products use dot_scores; the
+    additive score is `additive`'s, for queries and keys of size d."""
+    validation.tensor(query, "query", "(d,)")
+    if query.dim() != 1:
+        raise ValueError(f"query must be one vector (d,), got shape {tuple(query.shape)}")
+    validation.positive_number(temperature, "temperature")
+    queries = query[None]  # (1, d)
+    return {
+        "dot product": dot_scores(queries, keys, scaled=False, temperature=temperature)[0],
+        "scaled dot product": dot_scores(queries, keys, scaled=True, temperature=temperature)[0],
+        "additive": additive.scores(queries[None], keys[None])[0, 0] / temperature,
     }

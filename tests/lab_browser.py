@@ -19,6 +19,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+import nbformat
+
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -35,12 +37,14 @@ KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"
 TIMEOUT_MS = 360_000  # only for hangs: a loaded machine is slow, not stuck (chapter 09 needs
 # about a minute alone, and took over three on a machine running two test suites at once)
 # What an explorer's controls drive: the sources of its images (a new blob URL on every
-# redraw), or else the text of its output and HTML widgets. Installed in every page.
+# redraw), or else the text of its output and HTML widgets and of the readouts of the widgets
+# you drag or draw on. Installed in every page.
 VIEW_SIGNATURE_JS = """
 window.__viewSignature = (element) => {
     const images = [...element.querySelectorAll('img.widget-image')];
     if (images.length) return images.map(i => i.getAttribute('src') || '').join('|');
-    return [...element.querySelectorAll('.widget-output, .widget-html-content')]
+    return [...element.querySelectorAll(
+        '.widget-output, .widget-html-content, .attention-direct-readout')]
         .map(e => e.innerText).join('|');
 };
 """
@@ -276,3 +280,26 @@ def exercise_explorer(page, explorer, timeout_ms: int = 10_000) -> list[str]:
         except Exception:  # playwright's TimeoutError
             failures.append(f"{kind} {index}: the view it drives did not change")
     return failures
+
+
+def write_notebook(path: Path, *sources: str):
+    """A notebook of code cells with the sources, for the kernel this environment installs."""
+    cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(notebook, path)
+
+
+def show_widget(page, scratch_lab, name: str, *sources: str):
+    """Write a notebook of the sources into the scratch lab's folder, open it, Run All, and
+    return the first widget you drag or draw on (helpers/widgets/direct.py) that it shows,
+    scrolled into view. Raises AssertionError when a cell fails."""
+    base_url, token, root = scratch_lab
+    write_notebook(root / name, *sources)
+    open_and_run_all(page, base_url, token, name)
+    errors = error_outputs(page)
+    assert errors == [], f"a cell failed: {errors}"
+    widget = page.locator(".attention-direct").first
+    widget.wait_for(timeout=TIMEOUT_MS)
+    widget.scroll_into_view_if_needed()
+    return widget

@@ -15,12 +15,9 @@ import shutil
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 from lab_browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
-    VIEW_SIGNATURE_JS,
     error_outputs,
     exercise_explorer,
     jupyterlab,
@@ -30,6 +27,7 @@ from lab_browser import (
     set_user_setting,
     stored_widget_count,
     widget_outputs,
+    write_notebook,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,15 +39,6 @@ if not CHROMIUM.exists():
     if os.environ.get("CI"):
         raise RuntimeError(message)  # CI installs it: missing there is a failure, not a skip
     pytest.skip(message, allow_module_level=True)
-
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-
-
-def _write_notebook(path: Path, *sources: str):
-    cells = [nbformat.v4.new_code_cell(source) for source in sources]
-    notebook = nbformat.v4.new_notebook(cells=cells)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(notebook, path)
 
 
 BROKEN_WIDGET = """
@@ -74,35 +63,10 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("notebooks")
     for notebook in NOTEBOOKS:
         shutil.copy(notebook, root)
-    _write_notebook(root / "broken_widget.ipynb", BROKEN_WIDGET)
-    _write_notebook(root / "failing_cell.ipynb", "x = 1", "1 / 0", "y = 2")
+    write_notebook(root / "broken_widget.ipynb", BROKEN_WIDGET)
+    write_notebook(root / "failing_cell.ipynb", "x = 1", "1 / 0", "y = 2")
     with jupyterlab(root, tmp_path_factory.mktemp("jupyter")) as (base_url, token):
         yield base_url, token
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def context(browser):
-    """One browser profile for the module, as a learner has: JupyterLab's assets are cached
-    after the first notebook, and ?reset in each URL gives every notebook a fresh workspace."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.add_init_script(VIEW_SIGNATURE_JS)
-    yield context
-    context.close()
-
-
-@pytest.fixture
-def page(context):
-    page = context.new_page()
-    yield page
-    page.close()
 
 
 FIRST_CHAPTER = "01_attention_pooling.ipynb"

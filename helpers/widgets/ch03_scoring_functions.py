@@ -1,14 +1,26 @@
-"""Chapter 03's explorer: the key size, the scaling by sqrt(d_k) and a temperature."""
+"""Chapter 03's explorers: the key size, the scaling by sqrt(d_k) and a temperature; and a query
+and keys in a plane that you drag, scored three ways."""
+
+import math
 
 import ipywidgets as widgets
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from helpers.scoring import dot_scores, random_queries_keys, saturation_statistics
+from helpers.attention import masked_softmax, weighted_sum
+from helpers.scoring import (
+    SCORE_FUNCTIONS,
+    dot_scores,
+    fixed_additive_attention,
+    random_queries_keys,
+    saturation_statistics,
+    scores_by_function,
+)
 from helpers.widgets.base import Explorer, weight_heatmap
+from helpers.widgets.direct import COLOURS, DirectExplorer, PlaneWidget, moved_points
 
-__all__ = ["ScalingExplorer"]
+__all__ = ["QueryKeyPlaneExplorer", "ScalingExplorer"]
 
 
 class ScalingExplorer(Explorer):
@@ -41,7 +53,7 @@ class ScalingExplorer(Explorer):
         left, right = figure.subplots(1, 2, width_ratios=[3, 2])
         self._mesh = weight_heatmap(left, self.key_tokens, self.query_tokens)
         self._bins = np.linspace(-60, 60, 121)
-        self._histogram = right.stairs(np.zeros(120), self._bins, fill=True, color="tab:blue")
+        self._histogram = right.stairs(np.zeros(120), self._bins, fill=True, color=COLOURS["blue"])
         right.set_xlim(-60, 60)
         right.set_xlabel("score q·k / (scale · T), 2,000 pairs (±60 shown)")
         right.set_ylabel("density")
@@ -74,3 +86,190 @@ class ScalingExplorer(Explorer):
             f"gradient {statistics['score_gradient']:.3f}",
             fontsize=10,
         )
+
+
+KEY_NAMES = ("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7")
+SCORE_COLOURS = {
+    "dot product": COLOURS["blue"],
+    "scaled dot product": COLOURS["orange"],
+    "additive": COLOURS["green"],
+}
+QUERY_KEY_PLANE = {
+    "x": [-3.0, 3.0],
+    "y": [-3.0, 3.0],
+    "xticks": [-3, -2, -1, 0, 1, 2, 3],
+    "yticks": [-3, -2, -1, 0, 1, 2, 3],
+    "xlabel": "first entry",
+    "ylabel": "second entry",
+    "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
+}
+DEFAULT_QUERY = (1.5, 1.0)
+DEFAULT_KEYS = ((2.0, 1.6), (0.8, 0.5), (-1.5, 1.0), (-2.0, -1.5), (1.0, -2.0), (0.0, 2.5))
+
+
+class QueryKeyPlaneExplorer(DirectExplorer):
+    """Chapter 03: a query and 4 to 8 keys, vectors of two entries, as points you drag (or move
+    with the arrow keys once clicked). For their positions: each key's score under the three
+    scoring functions (dot product, scaled dot product, additive with fixed weights), divided by
+    the temperature; the softmax weights of each (bars) and of the chosen one (the circles round
+    the keys, the arrows); and the output, the weighted sum of the values, which here are the
+    keys themselves (the green point)."""
+
+    def __init__(
+        self,
+        query=DEFAULT_QUERY,
+        keys=DEFAULT_KEYS,
+        score: str = "scaled dot product",
+        temperature: float = 1.0,
+    ):
+        if not isinstance(keys, list | tuple) or not 4 <= len(keys) <= len(KEY_NAMES):
+            raise ValueError(f"keys must be 4 to {len(KEY_NAMES)} points (x, y), got {keys!r:.80}")
+        if score not in SCORE_FUNCTIONS:
+            raise ValueError(f"score must be one of {list(SCORE_FUNCTIONS)}, got {score!r:.80}")
+        self.points = {"q": _point(query, "query")}
+        for name, key in zip(KEY_NAMES, keys, strict=False):
+            self.points[name] = _point(key, f"key {name}")
+        self.additive = fixed_additive_attention(size=2, num_hiddens=8, seed=0)
+        controls = {
+            "score": widgets.Dropdown(options=SCORE_FUNCTIONS, value=score, description="score"),
+            "temperature": widgets.FloatLogSlider(
+                value=temperature,
+                base=10,
+                min=-1,
+                max=1,
+                step=0.05,
+                description="temperature T",
+                readout_format=".2f",
+            ),
+        }
+        super().__init__(PlaneWidget(), controls)
+
+    def move(self, name: str, x: float, y: float) -> None:
+        """Move one point as a drag in the browser does: clamped to the plane, on its grid."""
+        self.live.request = {"seq": self._seq + 1, "points": {name: [x, y]}}
+
+    def accept(self, request: dict) -> None:
+        self.points = moved_points(request, self.points, QUERY_KEY_PLANE)
+
+    def compute(self, score: str, temperature: float) -> dict:
+        query = torch.tensor(self.points["q"], dtype=torch.float64)  # (2,)
+        names = [name for name in self.points if name != "q"]
+        keys = torch.tensor([self.points[name] for name in names], dtype=torch.float64)  # (k, 2)
+        scores = scores_by_function(query, keys, self.additive, temperature)  # name -> (k,)
+        weights = {kind: masked_softmax(s[None])[0] for kind, s in scores.items()}  # name -> (k,)
+        chosen = weights[score]
+        output = weighted_sum(chosen[None], keys)[0]  # (2,): the values are the keys
+        self.state = {
+            "scores": scores,
+            "weights": weights,
+            "output": output,
+            "points": dict(self.points),
+        }
+        return {
+            "plane": QUERY_KEY_PLANE,
+            "points": _plane_points(self.points),
+            "lines": [_query_direction(self.points["q"])],
+            "markers": [
+                {
+                    "x": x,
+                    "y": y,
+                    "radius": 6 + 30 * math.sqrt(w),
+                    "colour": COLOURS["red"],
+                    "label": f"{name}: weight {w:.3f}",
+                }
+                for name, (x, y), w in zip(names, keys.tolist(), chosen.tolist(), strict=True)
+            ]
+            + [
+                {
+                    "x": output[0].item(),
+                    "y": output[1].item(),
+                    "radius": 7,
+                    "colour": COLOURS["green"],
+                    "opacity": 1.0,
+                    "label": "output",
+                }
+            ],
+            "arrows": [
+                {
+                    "from": [x, y],
+                    "to": output.tolist(),
+                    "colour": COLOURS["red"],
+                    "width": 0.5 + 8 * w,
+                }
+                for (x, y), w in zip(keys.tolist(), chosen.tolist(), strict=True)
+                if w > 0.01
+            ],
+            "bars": {
+                "title": f"softmax weights, scores ÷ T = {temperature:.2f}",
+                "labels": names,
+                "series": [
+                    {"name": kind, "values": w.tolist(), "colour": SCORE_COLOURS[kind]}
+                    for kind, w in weights.items()
+                ],
+                "ymax": 1.0,
+            },
+            "table": _score_table(self.points, scores, weights),
+            "title": (
+                f"{score}, T = {temperature:.2f}: {names[int(chosen.argmax())]} wins with weight "
+                f"{chosen.max().item():.3f}; output (green) at ({output[0].item():.2f}, "
+                f"{output[1].item():.2f})"
+            ),
+        }
+
+
+def _point(position, what: str) -> tuple[float, float]:
+    """A default position, checked: two finite numbers inside the plane."""
+    if (
+        not isinstance(position, list | tuple)
+        or len(position) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in position)
+    ):
+        raise ValueError(f"the {what} must be two numbers (x, y), got {position!r:.80}")
+    x, y = (float(v) for v in position)
+    low, high = QUERY_KEY_PLANE["x"]
+    if not (low <= x <= high and low <= y <= high):
+        raise ValueError(
+            f"the {what} must lie in the plane, {low}..{high} on each axis, got {position}"
+        )
+    return (x, y)
+
+
+def _plane_points(points: dict) -> list:
+    return [
+        {
+            "name": name,
+            "x": x,
+            "y": y,
+            "label": name,
+            "colour": COLOURS["blue"] if name == "q" else COLOURS["red"],
+            "drag": "xy",
+        }
+        for name, (x, y) in points.items()
+    ]
+
+
+def _query_direction(query: tuple) -> dict:
+    """A dashed line through the origin along the query: a key's dot product with the query is
+    its length along this line times the query's length."""
+    x, y = query
+    reach = 3.0 / max(abs(x), abs(y), 1e-9)
+    return {
+        "xy": [[-x * reach, -y * reach], [x * reach, y * reach]],
+        "colour": COLOURS["blue"],
+        "width": 1,
+        "dashed": True,
+    }
+
+
+def _score_table(points: dict, scores: dict, weights: dict) -> dict:
+    columns = ["point", "x", "y"]
+    for kind in SCORE_FUNCTIONS:
+        columns += [f"{kind}: score", f"{kind}: weight"]
+    x, y = points["q"]
+    rows = [["q", f"{x:.2f}", f"{y:.2f}", *[""] * (2 * len(SCORE_FUNCTIONS))]]
+    for index, (name, (x, y)) in enumerate(list(points.items())[1:]):
+        row = [name, f"{x:.2f}", f"{y:.2f}"]
+        for kind in SCORE_FUNCTIONS:
+            row += [f"{scores[kind][index].item():.3f}", f"{weights[kind][index].item():.3f}"]
+        rows.append(row)
+    return {"columns": columns, "rows": rows}

@@ -1,0 +1,267 @@
+"""What the widgets you drag or draw on share: the live widget (anywidget), its conversation with
+the kernel, and the explorer around it.
+
+The browser draws; the kernel computes. When the learner drags a point (or draws a stroke), the
+front end sends the whole new state as the ``request`` trait; the explorer checks it (points
+clamped to the plane, numbers rounded to the plane's grid), computes everything with the
+helpers the chapter builds and tests, and answers with the ``view`` trait: what to draw, with
+every number already in it. One request is on its way at a time (see js/protocol.js), so a fast
+drag never queues up.
+
+The front-end code is the files in js/, joined and handed to anywidget as text: nothing is
+fetched from a CDN and there is no build step.
+"""
+
+import io
+import math
+from pathlib import Path
+
+import anywidget
+import ipywidgets as widgets
+import numpy as np
+import traitlets
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from helpers.widgets.base import one_torch_thread
+
+__all__ = ["DirectExplorer", "PlaneWidget"]
+
+FRONT_END = Path(__file__).with_name("js")
+# matplotlib's tab10 colours as the browser names them (SVG knows no "tab:blue")
+COLOURS = {
+    "blue": "#1f77b4",
+    "orange": "#ff7f0e",
+    "green": "#2ca02c",
+    "red": "#d62728",
+    "purple": "#9467bd",
+    "grey": "#7f7f7f",
+    "black": "#000000",
+}
+
+
+def front_end(*names: str) -> str:
+    """The named files of js/, joined into one ES module (protocol.js first)."""
+    return "\n".join((FRONT_END / name).read_text() for name in names)
+
+
+class DirectWidget(anywidget.AnyWidget):
+    """A widget the learner manipulates: ``request`` is what they did, ``view`` what to draw.
+    Both carry ``seq``, the number of the request the view answers."""
+
+    _css = FRONT_END / "direct.css"
+    request = traitlets.Dict().tag(sync=True)
+    view = traitlets.Dict().tag(sync=True)
+
+
+class PlaneWidget(DirectWidget):
+    """Points in a plane, dragged with the mouse or moved with the arrow keys (js/plane.js)."""
+
+    _esm = front_end("protocol.js", "plane.js")
+
+
+class DirectExplorer:
+    """A live widget, the ipywidgets controls beside it (sliders, menus) and the numbers it
+    shows. Subclasses implement ``accept`` (take the learner's request into ``self``) and
+    ``compute`` (the view for the current state and the controls' values; it also fills
+    ``self.state`` with the numbers, as tensors).
+
+    ``explorer.widget`` is the live view; showing the explorer draws its current view as a
+    static picture, for a reader without a live kernel."""
+
+    def __init__(self, live: DirectWidget, controls: dict):
+        self.live = live
+        self.controls = controls
+        self.state = {}
+        self._seq = 0
+        for control in controls.values():
+            control.style.description_width = "initial"
+            control.observe(self._on_control, names="value")
+        live.observe(self._on_request, names="request")
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), live])
+        self.update()
+
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def accept(self, request: dict) -> None:
+        """Take what the learner did into the explorer's state; raise ValueError when it cannot
+        be taken (the view then says why, and the state stays as it was)."""
+        raise NotImplementedError
+
+    def compute(self, **values) -> dict:
+        """The view for the current state: the drawing's parts and the readout."""
+        raise NotImplementedError
+
+    def update(self, problem: str | None = None) -> None:
+        with one_torch_thread():
+            try:
+                view = self.compute(**self.values())
+            except ValueError as error:  # a setting the helpers refuse: say so in the view
+                view = {**self.live.view, "problem": str(error)}
+                problem = None
+        if problem is not None:
+            view["problem"] = problem
+        self.live.view = {**view, "seq": self._seq}
+
+    def _on_request(self, change) -> None:
+        request = change["new"]
+        seq = request.get("seq") if isinstance(request, dict) else None
+        if isinstance(seq, int) and not isinstance(seq, bool) and seq > self._seq:
+            self._seq = seq
+        try:
+            self.accept(request if isinstance(request, dict) else {})
+            problem = None
+        except (ValueError, TypeError) as error:
+            problem = f"that move could not be taken: {error}"
+        self.update(problem)
+
+    def _on_control(self, _change) -> None:
+        self.update()
+
+    def _repr_png_(self) -> bytes:
+        """A notebook shows the explorer's current view as a static picture."""
+        figure = self.static_figure()
+        FigureCanvasAgg(figure)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+    def static_figure(self) -> Figure:
+        return plane_figure(self.live.view)
+
+    def __repr__(self) -> str:
+        settings = ", ".join(
+            f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
+            for name, value in self.values().items()
+        )
+        return f"{type(self).__name__}({settings})"
+
+
+# The learner's points
+
+
+def snap(value: float, step: float) -> float:
+    """value rounded to the plane's grid (a tenth of the keyboard's step), so the numbers the
+    widget shows are the numbers the kernel computed with."""
+    decimals = max(0, -math.floor(math.log10(step / 10)))
+    return round(value, decimals)
+
+
+def moved_points(request: dict, current: dict, plane: dict) -> dict:
+    """The points of the request, for the names in `current`: each clamped to the plane and
+    snapped to its grid; a point the request leaves where it was stays exactly as it was.
+    Raises ValueError for a request that is not points."""
+    points = request.get("points")
+    if not isinstance(points, dict):
+        raise ValueError("expected {'points': {name: [x, y]}}")
+    moved = dict(current)
+    for name, position in points.items():
+        if name not in current:
+            raise ValueError(f"no point named {str(name)!r:.40}; the points are {list(current)}")
+        if (
+            not isinstance(position, list | tuple)
+            or len(position) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in position)
+            or not all(math.isfinite(v) for v in position)
+        ):
+            raise ValueError(f"point {name} must be two finite numbers [x, y]")
+        if tuple(position) == tuple(current[name]):
+            continue
+        x, y = (
+            snap(min(max(float(v), low), high), plane["step"])
+            for v, (low, high) in zip(position, (plane["x"], plane["y"]), strict=True)
+        )
+        moved[name] = (x, y)
+    return moved
+
+
+# The static picture of a view
+
+
+def plane_figure(view: dict) -> Figure:
+    """The view as a matplotlib figure: the plane on the left, the bar chart on the right (when
+    the view has one), the title above."""
+    has_bars = bool(view.get("bars"))
+    figure = Figure(figsize=(10 if has_bars else 7, 4.6), layout="constrained")
+    axes = figure.subplots(1, 2, width_ratios=[4, 3]) if has_bars else [figure.subplots()]
+    _draw_plane(axes[0], view)
+    if has_bars:
+        _draw_bars(axes[1], view["bars"])
+    title = view.get("title", "")
+    if view.get("problem"):
+        title = f"⚠ {view['problem']}"
+    figure.suptitle(title, fontsize=10, color="tab:red" if view.get("problem") else "black")
+    return figure
+
+
+def _draw_plane(ax, view: dict) -> None:
+    plane = view["plane"]
+    for line in view.get("lines", []):
+        xy = np.asarray(line["xy"], dtype=float).reshape(-1, 2)
+        ax.plot(
+            *xy.T,
+            color=line["colour"],
+            lw=line.get("width", 2),
+            ls="--" if line.get("dashed") else "-",
+        )
+    for arrow in view.get("arrows", []):
+        (x0, y0), (x1, y1) = arrow["from"], arrow["to"]
+        ax.annotate(
+            "",
+            (x1, y1),
+            (x0, y0),
+            arrowprops={
+                "arrowstyle": "->",
+                "color": arrow["colour"],
+                "lw": arrow["width"],
+                "alpha": 0.75,
+            },
+        )
+    for marker in view.get("markers", []):
+        ax.scatter(
+            marker["x"],
+            marker["y"],
+            s=math.pi * marker["radius"] ** 2,
+            color=marker["colour"],
+            alpha=marker.get("opacity", 0.35),
+            edgecolors=marker.get("edge", "none"),
+            linewidths=2,
+        )
+    for point in view.get("points", []):
+        ax.scatter(
+            point["x"], point["y"], s=120, color=point["colour"], edgecolors="white", zorder=3
+        )
+        if point["label"]:
+            ax.annotate(
+                point["label"],
+                (point["x"], point["y"]),
+                (6, 6),
+                textcoords="offset points",
+                weight="bold",
+            )
+    ax.set_xlim(*plane["x"])
+    ax.set_ylim(*plane["y"])
+    ax.set_xticks(plane["xticks"])
+    ax.set_yticks(plane["yticks"])
+    ax.grid(color="0.9")
+    ax.set_xlabel(plane["xlabel"])
+    ax.set_ylabel(plane["ylabel"])
+
+
+def _draw_bars(ax, bars: dict) -> None:
+    positions = np.arange(len(bars["labels"]))
+    width = 0.8 / len(bars["series"])
+    for index, series in enumerate(bars["series"]):
+        ax.bar(
+            positions + (index - (len(bars["series"]) - 1) / 2) * width,
+            series["values"],
+            width,
+            color=series["colour"],
+            label=series["name"],
+        )
+    ax.set_xticks(positions, bars["labels"])
+    ax.set_ylim(0, bars["ymax"])
+    ax.set_ylabel("attention weight")
+    ax.set_title(bars["title"], fontsize=10)
+    ax.legend(fontsize="small", loc="upper right")
