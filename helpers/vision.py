@@ -8,6 +8,8 @@ lies is known exactly: the ground truth for where attention should look.
 """
 
 import gzip
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -305,3 +307,131 @@ def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:
     rows = torch.arange(row * per_cell, (row + 1) * per_cell)
     columns = torch.arange(col * per_cell, (col + 1) * per_cell)
     return (rows[:, None] * cols + columns[None, :]).flatten()  # (per_cell ** 2,)
+
+
+# A learner's drawing as a canvas (chapter 14's drawing pad)
+
+DRAWING_SCALE = 4  # drawing-grid cells per canvas pixel: sklearn's 32 x 32 bitmaps per 8 x 8 digit
+PEN_RADIUS = 2.5  # drawing-grid cells: strokes 5 wide, near the digits' ink (mean 4.9 of 16)
+MOST_STROKE_POINTS = 20_000  # points (and strokes) in one drawing: more is no hand's drawing
+_PIECE = 2.0  # drawing-grid cells: segments are cut into pieces this long, each inked locally
+
+
+def check_strokes(strokes: object, size: int) -> list[list[tuple[float, float]]]:
+    """The strokes as lists of (x, y) floats clamped to the drawing grid 0..size (x across, y
+    down), or an error naming what was expected: a list of strokes, each a list of [x, y]
+    points of two finite numbers, at most MOST_STROKE_POINTS points in all."""
+    expected = "strokes must be a list of strokes, each a list of [x, y] points"
+    if not isinstance(strokes, list | tuple):
+        raise TypeError(f"{expected}, got {type(strokes).__name__}")
+    if len(strokes) > MOST_STROKE_POINTS:
+        raise ValueError(
+            f"{expected}: at most {MOST_STROKE_POINTS:,} strokes, got {len(strokes):,}"
+        )
+    checked, points = [], 0
+    for index, stroke in enumerate(strokes):
+        if not isinstance(stroke, list | tuple):
+            raise TypeError(f"{expected}; stroke {index} is a {type(stroke).__name__}")
+        points += len(stroke)
+        if points > MOST_STROKE_POINTS:
+            raise ValueError(
+                f"{expected}: at most {MOST_STROKE_POINTS:,} points in all, got more by stroke "
+                f"{index}"
+            )
+        checked.append([_grid_point(point, index, size) for point in stroke])
+    return checked
+
+
+def _grid_point(point: object, stroke: int, size: int) -> tuple[float, float]:
+    if (
+        not isinstance(point, list | tuple)
+        or len(point) != 2
+        or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in point)
+    ):
+        raise TypeError(
+            f"each point must be [x, y], two numbers; stroke {stroke} holds {point!r:.60}"
+        )
+    try:
+        x, y = float(point[0]), float(point[1])
+    except OverflowError:  # an int beyond any float
+        x = y = math.inf
+    if not (math.isfinite(x) and math.isfinite(y)):
+        raise ValueError(
+            f"each point must be two finite numbers; stroke {stroke} holds {point!r:.60}"
+        )
+    return min(max(x, 0.0), float(size)), min(max(y, 0.0), float(size))
+
+
+def rasterise_strokes(
+    strokes: object, size: int = 3 * PIXELS * DRAWING_SCALE, pen_radius: float = PEN_RADIUS
+) -> torch.Tensor:
+    """(size, size) bool, [row, column]: the cells of the drawing grid whose centre lies within
+    pen_radius of a stroke (consecutive points joined by straight segments, a lone point a dot).
+    Points are (x, y) in grid cells, x across and y down; a point off the grid is clamped to it.
+    No strokes: a blank grid."""
+    size = validation.whole_number(size, "size")
+    pen_radius = validation.positive_number(pen_radius, "pen_radius")
+    _check_size(size * size, f"a {size} x {size} drawing grid")
+    strokes = check_strokes(strokes, size)
+    starts, ends = _stroke_pieces(strokes)  # (n, 2) each: (x, y)
+    bitmap = torch.zeros(size, size, dtype=torch.bool)
+    reach = math.ceil(_PIECE / 2 + pen_radius) + 1  # cells from a piece's middle to any it inks
+    offsets = torch.arange(-reach, reach + 1, dtype=torch.float64)
+    for first in range(0, len(starts), 4096):  # chunks: 4,096 pieces x window cells at a time
+        a, b = starts[first : first + 4096], ends[first : first + 4096]
+        middle = ((a + b) / 2).floor()  # (m, 2)
+        xs = middle[:, None, None, 0] + offsets[None, None, :] + 0.5  # (m, 1, w) cell centres
+        ys = middle[:, None, None, 1] + offsets[None, :, None] + 0.5  # (m, w, 1)
+        direction = b - a  # (m, 2)
+        length2 = (direction**2).sum(-1).clamp(min=1e-12)[:, None, None]  # (m, 1, 1)
+        along = (
+            (xs - a[:, None, None, 0]) * direction[:, None, None, 0]
+            + (ys - a[:, None, None, 1]) * direction[:, None, None, 1]
+        ) / length2
+        along = along.clamp(0, 1)  # (m, w, w): the nearest point of the piece
+        dx = xs - (a[:, None, None, 0] + along * direction[:, None, None, 0])
+        dy = ys - (a[:, None, None, 1] + along * direction[:, None, None, 1])
+        inked = (dx**2 + dy**2 <= pen_radius**2) & (xs < size) & (ys < size) & (xs > 0) & (ys > 0)
+        m, rows, cols = inked.nonzero(as_tuple=True)
+        bitmap[(ys[m, rows, 0] - 0.5).long(), (xs[m, 0, cols] - 0.5).long()] = True
+    return bitmap
+
+
+def _stroke_pieces(strokes: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, ends), each (n, 2) float64: every segment of every stroke cut into equal pieces
+    at most _PIECE long (a lone point a piece of length 0), so each piece inks only cells near
+    it."""
+    starts, ends = [], []
+    for stroke in strokes:
+        if stroke:
+            starts += stroke[:-1] if len(stroke) > 1 else stroke
+            ends += stroke[1:] if len(stroke) > 1 else stroke
+    a = torch.tensor(starts, dtype=torch.float64).reshape(-1, 2)  # (segments, 2)
+    b = torch.tensor(ends, dtype=torch.float64).reshape(-1, 2)
+    pieces = ((b - a).norm(dim=-1) / _PIECE).ceil().clamp(min=1).long()  # (segments,)
+    segment = torch.repeat_interleave(torch.arange(len(a)), pieces)  # (n,): each piece's segment
+    first = torch.cumsum(pieces, 0) - pieces  # (segments,): the index of each one's first piece
+    k = (torch.arange(len(segment)) - first[segment]).double()  # (n,): the piece within it
+    count = pieces[segment].double()[:, None]
+    step = (b - a)[segment] / count  # (n, 2)
+    return a[segment] + k[:, None] * step, a[segment] + (k[:, None] + 1) * step
+
+
+def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor:
+    """(1, 1, H / block, W / block) float64: the inked cells of a bool bitmap (H, W) counted in
+    block x block squares, 0..block² (0..16 for 4 x 4), as sklearn's digits were made from
+    32 x 32 bitmaps. Divide by MAX_INK for the models' 0..1 pixels."""
+    validation.tensor(bitmap, "bitmap", "(H, W) bool")
+    block = validation.whole_number(block, "block")
+    if bitmap.dtype != torch.bool or bitmap.dim() != 2:
+        raise ValueError(
+            f"bitmap must be a bool tensor (H, W), got {bitmap.dtype} of shape "
+            f"{tuple(bitmap.shape)}"
+        )
+    height, width = bitmap.shape
+    if height % block or width % block:
+        raise ValueError(
+            f"the bitmap's height {height} and width {width} must be multiples of block {block}"
+        )
+    blocks = bitmap.reshape(height // block, block, width // block, block)
+    return blocks.sum((1, 3), dtype=torch.float64)[None, None]

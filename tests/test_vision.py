@@ -12,14 +12,19 @@ import torch.nn.functional as F
 from helpers.positional import sinusoidal_encoding
 from helpers.vision import (
     DIGITS,
+    MOST_STROKE_POINTS,
+    PEN_RADIUS,
     Canvases,
     Digits,
     cell_patches,
     check_canvases,
     check_digits,
+    check_strokes,
+    ink_counts,
     load_digits,
     make_canvases,
     patchify,
+    rasterise_strokes,
     sinusoidal_2d,
     unpatchify,
 )
@@ -527,3 +532,165 @@ def _damaged_canvases(**change) -> Canvases:
 def test_check_canvases_names_what_is_damaged(canvases, error, words):
     with pytest.raises(error, match=words):
         check_canvases(canvases)
+
+
+# A learner's drawing as a canvas (the drawing pad of chapter 14)
+
+
+def inked_by_distance(strokes: list, size: int, radius: float) -> np.ndarray:
+    """The reference: every cell centre's exact distance to every segment (a lone point a
+    segment of length 0), on the whole grid at once; True where it is within the radius."""
+    centres = np.stack(np.meshgrid(np.arange(size) + 0.5, np.arange(size) + 0.5), -1)  # [y, x]
+    inked = np.zeros((size, size), dtype=bool)
+    for stroke in strokes:
+        points = np.clip(np.asarray(stroke, dtype=float), 0, size)
+        pairs = zip(points[:-1], points[1:], strict=True) if len(points) > 1 else [points[[0, 0]]]
+        for a, b in pairs:
+            direction = b - a
+            along = ((centres - a) @ direction) / max(direction @ direction, 1e-12)
+            nearest = a + np.clip(along, 0, 1)[..., None] * direction
+            inked |= ((centres - nearest) ** 2).sum(-1) <= radius**2
+    return inked
+
+
+def random_strokes(seed: int, strokes: int, points: int, spread: float) -> list:
+    """Strokes of random walks, some of their points off the 96 x 96 grid."""
+    generator = np.random.default_rng(seed)
+    drawing = []
+    for _ in range(strokes):
+        start = generator.uniform(-10, 106, 2)
+        steps = generator.normal(0, spread, (points - 1, 2))
+        drawing.append(np.vstack([start, start + steps.cumsum(0)]).tolist())
+    return drawing
+
+
+@pytest.mark.parametrize(
+    ("seed", "strokes", "points", "spread"),
+    [(0, 1, 30, 1.0), (1, 3, 12, 6.0), (2, 2, 5, 60.0), (3, 4, 1, 0.0), (4, 1, 200, 0.3)],
+)
+@pytest.mark.parametrize("radius", [PEN_RADIUS, 1.0, 0.5, 4.0])
+def test_rasterise_strokes_inks_the_cells_within_the_pen_of_each_segment(
+    seed, strokes, points, spread, radius
+):
+    drawing = random_strokes(seed, strokes, points, spread)
+    inked = rasterise_strokes(drawing, 96, radius)
+    assert inked.dtype == torch.bool and inked.shape == (96, 96)
+    np.testing.assert_array_equal(inked.numpy(), inked_by_distance(drawing, 96, radius))
+
+
+def test_a_dot_inks_the_cells_whose_centres_lie_within_the_pen():
+    inked = rasterise_strokes([[[10.0, 20.0]]], 96, 1.5)  # centres 9.5, 10.5 across; 19.5, 20.5
+    assert inked.nonzero().tolist() == [[19, 9], [19, 10], [20, 9], [20, 10]]  # [row, column]
+    wide = rasterise_strokes([[[10.0, 20.0]]], 96, 2.5)  # corners at 2.12; (2.5, 0.5) at 2.55
+    square = torch.zeros(96, 96, dtype=torch.bool)
+    square[18:22, 8:12] = True
+    assert torch.equal(wide, square)
+
+
+def test_no_strokes_and_empty_strokes_are_a_blank_canvas():
+    for blank in ([], [[]], [[], []], ()):
+        assert not rasterise_strokes(blank).any()
+        counts = ink_counts(rasterise_strokes(blank))
+        assert counts.shape == (1, 1, 24, 24) and counts.dtype == torch.float64
+        assert not counts.any()
+
+
+def test_points_off_the_grid_are_clamped_to_its_edge():
+    off = rasterise_strokes([[[-50.0, 10.0], [200.0, 10.0]], [[-3, -3]], [[1e9, 1e9]]])
+    on = rasterise_strokes([[[0.0, 10.0], [96.0, 10.0]], [[0, 0]], [[96, 96]]])
+    assert torch.equal(off, on) and on[10].all() and on[0, 0] and on[95, 95]
+    assert check_strokes([[[-1, 5.5], [97, 1e300]]], 96) == [[(0.0, 5.5), (96.0, 96.0)]]
+
+
+def test_ink_counts_counts_each_block_as_the_uci_digits_were_made():
+    bitmap = torch.zeros(96, 96, dtype=torch.bool)
+    bitmap[:4, :4] = True  # a full block
+    bitmap[4, 4:8] = True  # a row of the next block down and across
+    bitmap[93, 95] = True  # one cell of the last block
+    counts = ink_counts(bitmap)
+    assert counts.shape == (1, 1, 24, 24) and counts.dtype == torch.float64
+    assert counts[0, 0, 0, 0] == 16 and counts[0, 0, 1, 1] == 4 and counts[0, 0, 23, 23] == 1
+    assert counts.sum() == bitmap.sum() == 21 and counts.max() <= 16
+    assert (ink_counts(torch.ones(96, 96, dtype=torch.bool)) == 16).all()
+    assert ink_counts(bitmap, block=2).shape == (1, 1, 48, 48)
+
+
+def test_a_stroke_in_one_cell_inks_only_that_cell_of_the_canvas():
+    seven = [[[38.0, 37.0], [58.0, 37.0], [44.0, 60.0]]]  # inside cell 4: x and y 32..64
+    counts = ink_counts(rasterise_strokes(seven))[0, 0]  # (24, 24)
+    cell = torch.zeros(24, 24, dtype=torch.bool)
+    cell[8:16, 8:16] = True
+    assert counts[cell].sum() > 0 and counts[~cell].sum() == 0
+
+
+@pytest.mark.parametrize(
+    ("strokes", "error", "words"),
+    [
+        (
+            "7",
+            TypeError,
+            "strokes must be a list of strokes, each a list of \\[x, y\\] points, got str",
+        ),
+        ({"strokes": []}, TypeError, "a list of strokes.*got dict"),
+        (None, TypeError, "got NoneType"),
+        (np.zeros((1, 2, 2)), TypeError, "got ndarray"),
+        ([1, 2], TypeError, "stroke 0 is a int"),
+        ([[[1, 2]], "ab"], TypeError, "stroke 1 is a str"),
+        ([[[1, 2, 3]]], TypeError, "each point must be \\[x, y\\], two numbers; stroke 0 holds"),
+        ([[[1]]], TypeError, "each point must be \\[x, y\\]"),
+        ([[["1", "2"]]], TypeError, "each point must be \\[x, y\\]"),
+        ([[[True, 2]]], TypeError, "each point must be \\[x, y\\]"),
+        ([[[None, 2]]], TypeError, "each point must be \\[x, y\\]"),
+        ([[[1, 2]], [[float("nan"), 2]]], ValueError, "two finite numbers; stroke 1 holds \\[nan"),
+        ([[[1, float("inf")]]], ValueError, "two finite numbers"),
+        ([[[10**400, 2]]], ValueError, "two finite numbers"),
+        ([[[1, 2]] * (MOST_STROKE_POINTS + 1)], ValueError, "at most 20,000 points in all"),
+        ([[[1, 2]] * 15_000, [[1, 2]] * 6_000], ValueError, "at most 20,000 points.*stroke 1"),
+        ([[]] * (MOST_STROKE_POINTS + 1), ValueError, "at most 20,000 strokes, got 20,001"),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+def test_hostile_strokes_are_refused_by_name(strokes, error, words):
+    with pytest.raises(error, match=words):
+        rasterise_strokes(strokes)
+
+
+def test_the_largest_drawing_allowed_is_rasterised():  # 20,000 points, each segment long
+    corners = [[[0, 0], [96, 96], [96, 0], [0, 96]] * (MOST_STROKE_POINTS // 4)]
+    inked = rasterise_strokes(corners)
+    np.testing.assert_array_equal(
+        inked.numpy(), inked_by_distance([corners[0][:5]], 96, PEN_RADIUS)
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"size": 0}, "size must be a whole number >= 1, got 0"),
+        ({"size": 96.0}, "size must be a whole number"),
+        ({"size": 10**6}, "more than 2\\^28"),
+        ({"pen_radius": 0}, "pen_radius"),
+        ({"pen_radius": -1.0}, "pen_radius"),
+        ({"pen_radius": float("nan")}, "pen_radius"),
+    ],
+    ids=str,
+)
+def test_rasterise_strokes_names_a_bad_grid_or_pen(arguments, words):
+    with pytest.raises(ValueError, match=words):
+        rasterise_strokes([[[1, 2]]], **arguments)
+
+
+@pytest.mark.parametrize(
+    ("bitmap", "block", "words"),
+    [
+        (np.zeros((96, 96), dtype=bool), 4, "torch.from_numpy"),
+        (torch.zeros(96, 96), 4, "bool tensor \\(H, W\\), got torch.float32"),
+        (torch.zeros(1, 96, 96, dtype=torch.bool), 4, "of shape \\(1, 96, 96\\)"),
+        (torch.zeros(96, 90, dtype=torch.bool), 4, "width 90 must be multiples of block 4"),
+        (torch.zeros(96, 96, dtype=torch.bool), 0, "block must be a whole number >= 1"),
+    ],
+    ids=str,
+)
+def test_ink_counts_names_a_bad_bitmap(bitmap, block, words):
+    with pytest.raises(ValueError, match=words):
+        ink_counts(bitmap, block)
