@@ -1,8 +1,9 @@
-"""Chapter 14's explorer: words that look at pictures. A canvas of digits (one of the first test
+"""Chapter 14's explorers: words that look at pictures. A canvas of digits (one of the first test
 canvases, or one composed by typing nine cells), and either a word to find ("seven": the digit
 finder's one cross-attention query over the canvas's 36 patches) or a step through what the
 canvas reader writes (its cross-attention as each token is written), the attention painted over
-the image next to the model's answer."""
+the image next to the model's answer. And a pad to draw digits on (DrawingExplorer): the reader
+reads the drawing, the ViT names each digit drawn, and the reader's attention is painted over it."""
 
 import re
 import textwrap
@@ -14,9 +15,21 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from torch import nn
 
 from helpers import validation, vision_models
-from helpers.vision import DIGIT_WORDS, PIXELS, cell_patches, load_digits, unpatchify
+from helpers.vision import (
+    DIGIT_WORDS,
+    DRAWING_SCALE,
+    MAX_INK,
+    PIXELS,
+    cell_patches,
+    check_strokes,
+    ink_counts,
+    load_digits,
+    rasterise_strokes,
+    unpatchify,
+)
 from helpers.vision_models import (
     BOS,
     EOS,
@@ -25,12 +38,14 @@ from helpers.vision_models import (
     PATCH,
     CanvasReader,
     DigitFinder,
+    VisionTransformer,
     finder_test_set,
     read_canvas,
 )
 from helpers.widgets.base import Explorer, one_torch_thread
+from helpers.widgets.direct import DirectExplorer, DirectWidget, front_end
 
-__all__ = ["CanvasExplorer"]
+__all__ = ["CanvasExplorer", "DrawingExplorer", "DrawingPadWidget"]
 
 MODES = ("find", "read")
 SOURCES = ("test", "composed")
@@ -291,21 +306,13 @@ class CanvasExplorer(Explorer):
             "attention": self.finder.attention.attention_weights[0, 0, 0],  # (36,)
         }
 
-    @torch.no_grad()
     def reading(self, image: torch.Tensor) -> dict:
-        """What the reader writes on the canvas (greedy: the digits, then <eos>, its first
-        <eos> the last token) and its cross-attention as each is written (tokens, 36): the last
-        decoder block's, averaged over its heads (how helpers.vision_models measures it)."""
+        """read_with_attention of the explorer's reader, kept by the canvas's pixels."""
         key = image.numpy().tobytes()
         if key not in self._readings:
-            tokens = read_canvas(self.reader, image)[0].tolist()
-            end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
-            written = tokens[:end]
-            self.reader(image, torch.tensor([[BOS, *written[:-1]]]))
-            attention = self.reader.decoder[-1].cross_attention.attention_weights[0].mean(0)
             if len(self._readings) > 2 * TEST_CANVASES:
                 self._readings.clear()
-            self._readings[key] = {"written": written, "attention": attention}  # (T, 36)
+            self._readings[key] = read_with_attention(self.reader, image)
         return self._readings[key]
 
     def draw(self, mode, word, token, source, canvas, layout) -> None:
@@ -421,6 +428,20 @@ class CanvasExplorer(Explorer):
             text.set_visible(False)
         self._tokens_ax.set_title("")
         self.show_error(self._image_ax, textwrap.fill(str(problem), 80))
+
+
+@torch.no_grad()
+def read_with_attention(reader: CanvasReader, image: torch.Tensor) -> dict:
+    """What the reader writes on the canvas (1, 1, 24, 24) (greedy: the digits, then <eos>, its
+    first <eos> the last token) as "written", and its cross-attention as each is written
+    (tokens, 36) as "attention": the last decoder block's, averaged over its heads (how
+    helpers.vision_models measures it)."""
+    tokens = read_canvas(reader, image)[0].tolist()
+    end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
+    written = tokens[:end]
+    reader(image, torch.tensor([[BOS, *written[:-1]]]))
+    attention = reader.decoder[-1].cross_attention.attention_weights[0].mean(0)  # (T, 36)
+    return {"written": written, "attention": attention}
 
 
 def first_test_images() -> torch.Tensor:
@@ -543,7 +564,7 @@ def _place(box: Rectangle, cell: int | None) -> None:
         box.set_xy((col * PIXELS - 0.5, row * PIXELS - 0.5))
 
 
-def _float64_copy(model: DigitFinder | CanvasReader) -> DigitFinder | CanvasReader:
+def _float64_copy(model: nn.Module) -> nn.Module:
     """A float64 copy in eval mode, as helpers.vision_models measures: the same numbers on
     any thread count, and the learner's model left as it was. Rebuilt from its sizes: deepcopy
     refuses the attention weights a training step keeps."""
@@ -552,26 +573,29 @@ def _float64_copy(model: DigitFinder | CanvasReader) -> DigitFinder | CanvasRead
     return twin.double().eval()
 
 
-def _checked_models(models: object) -> tuple[DigitFinder, CanvasReader]:
-    """The finder and the reader of models (load_vision_models()'s dict), each for 3 x 3
+MODEL_KINDS = {"vit": VisionTransformer, "finder": DigitFinder, "reader": CanvasReader}
+
+
+def _checked_models(models: object, names: tuple = ("finder", "reader")) -> tuple:
+    """The named models of `models` (load_vision_models()'s dict), in the order of names: each
+    of its kind (MODEL_KINDS), with finite weights, the finder and the reader for 3 x 3
     canvases."""
     if not isinstance(models, dict):
         raise TypeError(
             "models must be the dict helpers.vision_models.load_vision_models() returns, got "
             f"{type(models).__name__}"
         )
-    missing = [name for name in ("finder", "reader") if name not in models]
+    missing = [name for name in names if name not in models]
     if missing:
-        raise ValueError(
-            f"models lacks {missing}: it must hold a 'finder' (DigitFinder) and a 'reader' "
-            "(CanvasReader)"
-        )
-    for name, kind in (("finder", DigitFinder), ("reader", CanvasReader)):
+        wanted = " and ".join(f"a {name!r} ({MODEL_KINDS[name].__name__})" for name in names)
+        raise ValueError(f"models lacks {missing}: it must hold {wanted}")
+    for name in names:
+        kind = MODEL_KINDS[name]
         if not isinstance(models[name], kind):
             raise TypeError(
                 f"models[{name!r}] must be a {kind.__name__}, got {type(models[name]).__name__}"
             )
-        if models[name].grid != GRID:
+        if kind is not VisionTransformer and models[name].grid != GRID:
             raise ValueError(
                 f"models[{name!r}] reads {models[name].grid} x {models[name].grid} canvases; "
                 f"the explorer shows {GRID} x {GRID}"
@@ -583,4 +607,216 @@ def _checked_models(models: object) -> tuple[DigitFinder, CanvasReader]:
                 f"models[{name!r}] holds NaN or inf in {broken[0]}: its attention would be NaN; "
                 "load or train it again"
             )
-    return models["finder"], models["reader"]
+    return tuple(models[name] for name in names)
+
+
+# Draw digits: the pad (js/pad.js) and its explorer
+
+PAD_SIZE = SIDE * DRAWING_SCALE  # drawing-grid cells across the pad: 96, 4 per canvas pixel
+STROKE_DECIMALS = 2  # the learner's points are kept to a hundredth of a grid cell
+SHOWN_DECIMALS = 3  # the attention and probabilities the view carries
+BLANK_TITLE = "nothing drawn yet: draw a digit in any of the nine cells, one digit a cell"
+
+
+class DrawingPadWidget(DirectWidget):
+    """A pad the learner draws digits on with the mouse, or with the arrow keys and Space
+    (js/pad.js); it shows the reader's attention over the drawing and what the models see."""
+
+    _esm = front_end("protocol.js", "pad.js")
+
+
+class DrawingExplorer(DirectExplorer):
+    """Chapter 14: draw digits on a 3 x 3 pad, one a cell. The drawing becomes a 24 x 24 canvas
+    as the UCI digits were made (ink counted in 4 x 4 blocks, helpers.vision.ink_counts); the
+    canvas reader writes what it reads, with its cross-attention over the 36 patches as it
+    writes each token (painted over the drawing for the token you pick); the ViT names the
+    digit in each cell that has ink, with its probability."""
+
+    def __init__(self, strokes=(), models: dict | None = None):
+        """strokes: a drawing to start from, a list of strokes, each a list of [x, y] points on
+        the 96 x 96 drawing grid (x across, y down; 32 per cell); models: the dict
+        helpers.vision_models.load_vision_models() returns, or one holding a "vit"
+        (VisionTransformer) and a "reader" (CanvasReader) (default: loaded from data/)."""
+        vit, reader = _checked_models(
+            vision_models.load_vision_models() if models is None else models, ("vit", "reader")
+        )
+        self.vit, self.reader = _float64_copy(vit), _float64_copy(reader)
+        self.strokes = _kept_strokes(strokes)
+        super().__init__(DrawingPadWidget(), {})
+
+    def draw(self, strokes) -> None:
+        """Show this drawing, as the pad in the browser sends it (a bad one: the view says why,
+        and the drawing stays as it was)."""
+        self.live.request = {"seq": self._seq + 1, "strokes": strokes}
+
+    def clear(self) -> None:
+        self.draw([])
+
+    def accept(self, request: dict) -> None:
+        if "strokes" not in request:
+            raise ValueError(
+                "expected {'strokes': [[[x, y], ...], ...]}, got the keys "
+                f"{sorted(str(key) for key in request if key != 'seq')!r:.80}"
+            )
+        self.strokes = _kept_strokes(request["strokes"])
+
+    @torch.no_grad()
+    def compute(self) -> dict:
+        counts = ink_counts(rasterise_strokes(self.strokes, PAD_SIZE))  # (1, 1, 24, 24) 0..16
+        image = counts / MAX_INK  # the models' pixels, 0..1, as helpers.vision.load_digits
+        reading = read_with_attention(self.reader, image)
+        inked, probabilities = self.naming(image)
+        self.state = {
+            "strokes": self.strokes,
+            "counts": counts[0, 0],
+            "image": image,
+            "written": reading["written"],
+            "attention": reading["attention"],  # (tokens, 36)
+            "inked_cells": inked,
+            "probabilities": probabilities,  # (inked cells, 10)
+        }
+        tokens = [_token_view(token, row) for token, row in zip(*reading.values(), strict=True)]
+        guesses = [
+            {
+                "cell": cell,
+                "guess": int(row.argmax()),
+                "probability": round(float(row.max()), SHOWN_DECIMALS),
+            }
+            for cell, row in zip(inked, probabilities, strict=True)
+        ]
+        return {
+            "strokes": [[list(point) for point in stroke] for stroke in self.strokes],
+            "counts": counts[0, 0].long().tolist(),
+            "pad": {"size": PAD_SIZE, "cells": GRID, "patches": SIDE // PATCH},
+            "tokens": tokens,
+            "guesses": guesses,
+            "table": _drawing_table(tokens, guesses),
+            "title": _drawing_title(tokens, guesses),
+        }
+
+    def naming(self, image: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+        """(the cells with ink, in reading order; the ViT's probabilities of the ten digits for
+        each, (cells, 10))."""
+        cells = image[0, 0].reshape(GRID, PIXELS, GRID, PIXELS).transpose(1, 2)  # (3, 3, 8, 8)
+        cells = cells.reshape(CELLS, 1, PIXELS, PIXELS)  # (9, 1, 8, 8) in reading order
+        inked = (cells.flatten(1) > 0).any(1).nonzero().flatten().tolist()
+        if not inked:
+            return [], torch.zeros(0, 10, dtype=torch.float64)
+        return inked, self.vit(cells[inked]).softmax(-1)
+
+    def static_figure(self) -> Figure:
+        return drawing_figure(self.live.view)
+
+    def __repr__(self) -> str:
+        points = sum(len(stroke) for stroke in self.strokes)
+        return f"DrawingExplorer({len(self.strokes)} strokes, {points} points)"
+
+
+def _kept_strokes(strokes: object) -> list[list[tuple[float, float]]]:
+    """The strokes checked and clamped to the pad (helpers.vision.check_strokes), each point
+    rounded to STROKE_DECIMALS: what the explorer computes with and the pad shows."""
+    return [
+        [(round(x, STROKE_DECIMALS), round(y, STROKE_DECIMALS)) for x, y in stroke]
+        for stroke in check_strokes(strokes, PAD_SIZE)
+    ]
+
+
+def _token_view(token: int, attention: torch.Tensor) -> dict:
+    """A token the reader wrote and its attention (36,) over the patches, for the pad."""
+    shares = [cell_mass(attention, cell) for cell in range(CELLS)]
+    most = most_attended_cell(attention)
+    return {
+        "label": TOKEN_NAMES.get(token, str(token)),
+        "attention": [round(w, SHOWN_DECIMALS) for w in attention.tolist()],
+        "cell_shares": [round(share, SHOWN_DECIMALS) for share in shares],
+        "most_attended_cell": most,
+    }
+
+
+def _drawing_table(tokens: list, guesses: list) -> dict:
+    rows = [
+        [
+            "reader",
+            f"token {index + 1}",
+            token["label"],
+            str(token["most_attended_cell"]),
+            f"{token['cell_shares'][token['most_attended_cell']]:.3f}",
+        ]
+        for index, token in enumerate(tokens)
+    ]
+    rows += [
+        ["ViT", f"cell {guess['cell']}", str(guess["guess"]), str(guess["cell"]),
+         f"{guess['probability']:.3f}"]
+        for guess in guesses
+    ]  # fmt: skip
+    columns = ["model", "step", "says", "cell", "attention on the cell / probability"]
+    return {"columns": columns, "rows": rows}
+
+
+def _drawing_title(tokens: list, guesses: list) -> str:
+    if not guesses:
+        return BLANK_TITLE
+    written = " ".join(token["label"] for token in tokens)
+    named = ", ".join(
+        f"{guess['guess']} in cell {guess['cell']} (p = {guess['probability']:.2f})"
+        for guess in guesses
+    )
+    return f"the reader writes {written}; the ViT sees {named}"
+
+
+def drawing_figure(view: dict) -> Figure:
+    """A pad's view as a matplotlib figure: the drawing on the left; on the right the 24 x 24
+    canvas the models see with the reader's attention as it writes its first token, each
+    inked cell labelled with the ViT's guess; the title names what both read."""
+    figure = Figure(figsize=(9, 5.2), layout="constrained")
+    drawn, seen = figure.subplots(1, 2)
+    pad = view["pad"]
+    size, cells = pad["size"], pad["cells"]
+    inked = rasterise_strokes(view["strokes"], size)  # (96, 96) as the pen inks the grid
+    drawn.imshow(
+        inked.numpy(), cmap="gray_r", vmin=0, vmax=1, extent=(0, size, size, 0),
+        interpolation="nearest",
+    )  # fmt: skip
+    drawn.set_title(f"what you drew ({size} x {size} grid)", fontsize=10)
+    drawn.set_xlabel("x (grid cells)")
+    drawn.set_ylabel("y (grid cells)")
+    counts = np.asarray(view["counts"], dtype=float)
+    side = len(counts)
+    seen.imshow(counts, cmap="gray_r", vmin=0, vmax=MAX_INK, interpolation="nearest")
+    tokens = view["tokens"]
+    if tokens:
+        attention = torch.tensor(tokens[0]["attention"], dtype=torch.float64)
+        painted = unpatchify(
+            attention[None, :, None].expand(1, -1, PATCH * PATCH), PATCH, (side, side)
+        )
+        top = max(0.1, float(attention.max()))
+        overlay = seen.imshow(
+            painted[0, 0].numpy(), cmap="Reds", vmin=0, vmax=top, interpolation="nearest",
+            alpha=0.65 * painted[0, 0].clamp(max=top).numpy() / top,
+        )  # fmt: skip
+        figure.colorbar(
+            overlay, ax=seen, shrink=0.8, label=f"attention as it writes {tokens[0]['label']}"
+        )
+    for ax, extent in ((drawn, size), (seen, side)):
+        for edge in range(1, cells):
+            position = edge * extent / cells - (0 if ax is drawn else 0.5)  # pixel centres
+            ax.axhline(position, color="0.7", lw=0.8)
+            ax.axvline(position, color="0.7", lw=0.8)
+    for guess in view["guesses"]:
+        row, col = divmod(guess["cell"], cells)
+        seen.text(
+            col * PIXELS - 0.3, (row + 1) * PIXELS - 0.7,
+            f"ViT: {guess['guess']} (p {guess['probability']:.2f})",
+            fontsize=8, color="tab:blue", va="bottom", ha="left",
+            bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1},
+        )  # fmt: skip
+    seen.set_title("what the models see (ink counted in 4 x 4 blocks, 0..16)", fontsize=10)
+    seen.set_xlabel("column (pixels)")
+    seen.set_ylabel("row (pixels)")
+    title = view.get("title", "")
+    if view.get("problem"):
+        title = f"⚠ {view['problem']}"
+    figure.suptitle(
+        textwrap.fill(title, 110), fontsize=10, color="tab:red" if view.get("problem") else "black"
+    )
+    return figure
