@@ -1,4 +1,7 @@
-"""Chapter 01's explorer: Gaussian-kernel pooling, with sliders for the width and the query."""
+"""Chapter 01's explorers: Gaussian-kernel pooling, with sliders for the width and the query; and
+the same with the query and the training points dragged."""
+
+import math
 
 import ipywidgets as widgets
 import numpy as np
@@ -7,8 +10,9 @@ from matplotlib.figure import Figure
 
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.widgets.base import Explorer
+from helpers.widgets.direct import COLOURS, DirectExplorer, PlaneWidget, moved_points
 
-__all__ = ["KernelRegressionExplorer"]
+__all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
 
 
 class KernelRegressionExplorer(Explorer):
@@ -86,3 +90,171 @@ class KernelRegressionExplorer(Explorer):
             f"σ = {width:.3f}: prediction at x = {query:.2f} is {prediction.item():.2f}"
             f" (weights sum to {weights.sum().item():.2f})"
         )
+
+
+POOLING_PLANE = {
+    "x": [0.0, 5.0],
+    "y": [-1.0, 6.0],
+    "xticks": [0, 1, 2, 3, 4, 5],
+    "yticks": [-1, 0, 1, 2, 3, 4, 5, 6],
+    "xlabel": "x (the query, and the keys = training inputs)",
+    "ylabel": "y (values)",
+    "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
+}
+TOP_WEIGHTS = 5  # the readout lists the heaviest training points
+
+
+class DragPoolingExplorer(DirectExplorer):
+    """Chapter 01: drag the query along x (or move it with the arrow keys once clicked) and watch
+    the Nadaraya-Watson weights (the circles round the training points) and the prediction (the
+    query sits on it); drag a training point anywhere and watch the whole fit follow. A slider
+    sets the Gaussian kernel's width."""
+
+    def __init__(self, data: RegressionData | None = None, width: float = 0.3, query: float = 2.5):
+        self.data = data if data is not None else make_data()
+        if not isinstance(self.data, RegressionData):
+            raise ValueError(f"data must come from make_data(), got {type(self.data).__name__}")
+        low, high = POOLING_PLANE["x"]
+        if (
+            not isinstance(query, int | float)
+            or isinstance(query, bool)
+            or not low <= query <= high
+        ):
+            raise ValueError(f"query must be a number in {low}..{high}, got {query!r:.40}")
+        outside = [
+            (x, y)
+            for x, y in zip(self.data.x_train.tolist(), self.data.y_train.tolist(), strict=True)
+            if not (low <= x <= high and POOLING_PLANE["y"][0] <= y <= POOLING_PLANE["y"][1])
+        ]
+        if outside:
+            raise ValueError(
+                f"the training points must lie in the plane {POOLING_PLANE['x']} x "
+                f"{POOLING_PLANE['y']}; {outside[0]} does not"
+            )
+        self.points = {"q": (float(query), 0.0)}
+        for index, (x, y) in enumerate(
+            zip(self.data.x_train.tolist(), self.data.y_train.tolist(), strict=True)
+        ):
+            self.points[f"t{index}"] = (x, y)
+        controls = {
+            "width": widgets.FloatLogSlider(
+                value=width,
+                base=10,
+                min=-1.5,
+                max=0.7,
+                step=0.02,
+                description="kernel width σ",
+                readout_format=".3f",
+            )
+        }
+        super().__init__(PlaneWidget(), controls)
+
+    def move(self, name: str, x: float, y: float | None = None) -> None:
+        """Move one point as a drag in the browser does (the query along x only): clamped to the
+        plane, on its grid."""
+        y = self.points[name][1] if y is None and name in self.points else y
+        self.live.request = {"seq": self._seq + 1, "points": {name: [x, y]}}
+
+    def accept(self, request: dict) -> None:
+        self.points = moved_points(request, self.points, POOLING_PLANE)
+
+    def training_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training points where the learner left them: keys (n,) and values (n,), float64."""
+        train = [self.points[name] for name in self.points if name != "q"]
+        keys, values = torch.tensor(train, dtype=torch.float64).T  # (n,), (n,)
+        return keys, values
+
+    def compute(self, width: float) -> dict:
+        keys, values = self.training_data()
+        query = torch.tensor([self.points["q"][0]], dtype=torch.float64)  # (1,)
+        x_test = self.data.x_test.double()
+        fit, _ = kernel_pooling(x_test, keys, values, gaussian_kernel, width)  # (n_test,)
+        prediction, weights = kernel_pooling(query, keys, values, gaussian_kernel, width)
+        prediction, weights = prediction[0].item(), weights[0]  # a number, (n_train,)
+        self.points["q"] = (query.item(), min(max(prediction, -1.0), 6.0))
+        self.state = {
+            "fit": fit,
+            "weights": weights,
+            "prediction": prediction,
+            "points": dict(self.points),
+        }
+        heaviest = weights.argsort(descending=True)[:TOP_WEIGHTS].tolist()
+        names = [name for name in self.points if name != "q"]
+        return {
+            "plane": POOLING_PLANE,
+            "points": [
+                {
+                    "name": "q",
+                    "x": query.item(),
+                    "y": self.points["q"][1],
+                    "label": "q",
+                    "colour": COLOURS["blue"],
+                    "drag": "x",
+                },
+                *[
+                    {
+                        "name": name,
+                        "x": x,
+                        "y": y,
+                        "label": "",
+                        "colour": COLOURS["red"],
+                        "drag": "xy",
+                        "radius": 5,
+                    }
+                    for name, (x, y) in zip(
+                        names, zip(keys.tolist(), values.tolist(), strict=True), strict=True
+                    )
+                ],
+            ],
+            "lines": [
+                {
+                    "xy": torch.stack([x_test, self.data.y_test.double()], 1).tolist(),
+                    "colour": COLOURS["black"],
+                    "width": 1,
+                    "label": "truth",
+                },
+                {
+                    "xy": torch.stack([x_test, fit], 1).tolist(),
+                    "colour": COLOURS["blue"],
+                    "width": 2,
+                    "label": "kernel fit",
+                },
+                {
+                    "xy": [[query.item(), -1.0], [query.item(), 6.0]],
+                    "colour": COLOURS["blue"],
+                    "width": 1,
+                    "dashed": True,
+                },
+            ],
+            "markers": [
+                {
+                    "x": x,
+                    "y": y,
+                    "radius": 4 + 40 * math.sqrt(w),
+                    "colour": COLOURS["red"],
+                    "label": f"{name}: weight {w:.3f}",
+                }
+                for name, x, y, w in zip(
+                    names, keys.tolist(), values.tolist(), weights.tolist(), strict=True
+                )
+                if w > 1e-4
+            ],
+            "table": {
+                "columns": ["point", "x", "y", "weight"],
+                "rows": [["q", f"{query.item():.2f}", f"{prediction:.3f}", "(prediction)"]]
+                + [
+                    [
+                        names[i],
+                        f"{keys[i].item():.2f}",
+                        f"{values[i].item():.2f}",
+                        f"{weights[i].item():.3f}",
+                    ]
+                    for i in heaviest
+                ],
+            },
+            "title": (
+                f"σ = {width:.3f}: prediction at x = {query.item():.2f} is {prediction:.3f}, a "
+                f"weighted average of the labels (the {TOP_WEIGHTS} heaviest weights sum to "
+                f"{weights[heaviest].sum().item():.2f})"
+            ),
+        }

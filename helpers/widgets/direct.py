@@ -14,6 +14,7 @@ fetched from a CDN and there is no build step.
 
 import io
 import math
+import textwrap
 from pathlib import Path
 
 import anywidget
@@ -183,7 +184,7 @@ def plane_figure(view: dict) -> Figure:
     """The view as a matplotlib figure: the plane on the left, the bar chart on the right (when
     the view has one), the title above."""
     has_bars = bool(view.get("bars"))
-    figure = Figure(figsize=(10 if has_bars else 7, 4.6), layout="constrained")
+    figure = Figure(figsize=(10 if has_bars else 8, 4.8), layout="constrained")
     axes = figure.subplots(1, 2, width_ratios=[4, 3]) if has_bars else [figure.subplots()]
     _draw_plane(axes[0], view)
     if has_bars:
@@ -191,7 +192,8 @@ def plane_figure(view: dict) -> Figure:
     title = view.get("title", "")
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
-    figure.suptitle(title, fontsize=10, color="tab:red" if view.get("problem") else "black")
+    colour = "tab:red" if view.get("problem") else "black"
+    figure.suptitle(textwrap.fill(title, 110), fontsize=10, color=colour)
     return figure
 
 
@@ -201,6 +203,7 @@ def _draw_plane(ax, view: dict) -> None:
         xy = np.asarray(line["xy"], dtype=float).reshape(-1, 2)
         ax.plot(
             *xy.T,
+            label=line.get("label"),
             color=line["colour"],
             lw=line.get("width", 2),
             ls="--" if line.get("dashed") else "-",
@@ -229,8 +232,14 @@ def _draw_plane(ax, view: dict) -> None:
             linewidths=2,
         )
     for point in view.get("points", []):
+        radius = point.get("radius", 9)  # pixels in the browser; about points here
         ax.scatter(
-            point["x"], point["y"], s=120, color=point["colour"], edgecolors="white", zorder=3
+            point["x"],
+            point["y"],
+            s=1.6 * radius**2,
+            color=point["colour"],
+            edgecolors="white",
+            zorder=3 + (radius >= 9),
         )
         if point["label"]:
             ax.annotate(
@@ -240,6 +249,8 @@ def _draw_plane(ax, view: dict) -> None:
                 textcoords="offset points",
                 weight="bold",
             )
+    if any(line.get("label") for line in view.get("lines", [])):
+        ax.legend(loc="upper right", fontsize="small")
     ax.set_xlim(*plane["x"])
     ax.set_ylim(*plane["y"])
     ax.set_xticks(plane["xticks"])

@@ -61,6 +61,13 @@ function drawShapes(layer, view, s) {
       "stroke-dasharray": line.dashed ? "5 4" : "none",
     }, layer);
   }
+  const labelled = (view.lines || []).filter((line) => line.label);
+  labelled.forEach((line, i) => {
+    const x = PLANE.width - PLANE.right - 110;
+    const y = PLANE.top + 16 + 16 * i;
+    svgElement("line", { x1: x, x2: x + 18, y1: y - 4, y2: y - 4, stroke: line.colour, "stroke-width": 2 }, layer);
+    svgElement("text", { x: x + 24, y, class: "tick" }, layer).textContent = line.label;
+  });
   for (const arrow of view.arrows || []) {
     const [[x0, y0], [x1, y1]] = [arrow.from, arrow.to];
     svgElement("line", {
@@ -141,10 +148,13 @@ function render({ model, el }) {
   }
 
   function makeHandle(point) {
-    const node = svgElement("g", { class: "attention-direct-point", tabindex: 0, role: "button", "data-name": point.name }, handles);
+    // the points listed first are drawn on top (the query above the keys or training points)
+    const node = svgElement("g", { class: "attention-direct-point", tabindex: 0, role: "button", "data-name": point.name }, null);
+    handles.prepend(node);
     keepKeys(node);
-    svgElement("circle", { r: 9, fill: point.colour, stroke: "white", "stroke-width": 2 }, node);
-    const label = svgElement("text", { x: 11, y: -9, class: "point-label" }, node);
+    const radius = point.radius || 9;
+    svgElement("circle", { r: radius, fill: point.colour, stroke: "white", "stroke-width": 2 }, node);
+    const label = svgElement("text", { x: radius + 2, y: -radius, class: "point-label" }, node);
     label.textContent = point.label;
     node.addEventListener("pointerdown", (event) => {
       dragging = point.name;
