@@ -17,6 +17,7 @@ const PAD_STYLE = `
 .attention-direct-pad button.chosen { background: #d62728; border-color: #d62728; color: white; }
 .attention-direct-pad canvas:focus { outline: 2px solid var(--jp-brand-color1, #1976d2); }
 .attention-direct-pad canvas.pad-seen { cursor: default; }
+.attention-direct-pad .pad-clear { align-self: flex-start; }
 `;
 
 function addPadStyle() {
@@ -77,6 +78,19 @@ function drawPad(context, view, strokes, chosen, cursor) {
       context.fillText(`${(100 * share).toFixed(0)}%`, (col + 1) * cellPx - 4, (row + 1) * cellPx - 3);
     });
   }
+  // the ViT's guess for each cell with ink, in its bottom-left corner, on a light backing
+  context.font = "12px sans-serif";
+  context.textAlign = "left";
+  context.textBaseline = "bottom";
+  for (const guess of view.guesses) {
+    const [row, col] = [Math.floor(guess.cell / view.pad.cells), guess.cell % view.pad.cells];
+    const text = `ViT: ${guess.guess} (p ${guess.probability.toFixed(2)})`;
+    const [x, y] = [col * cellPx + 3, (row + 1) * cellPx - 3];
+    context.fillStyle = "rgba(255, 255, 255, 0.8)";
+    context.fillRect(x - 2, y - 14, context.measureText(text).width + 4, 15);
+    context.fillStyle = "#1f77b4";
+    context.fillText(text, x, y);
+  }
   if (cursor.shown) {
     context.beginPath();
     context.arc(cursor.x * PAD_PX, cursor.y * PAD_PX, (PEN_WIDTH / 2) * PAD_PX, 0, 2 * Math.PI);
@@ -121,7 +135,7 @@ function render({ model, el }) {
   const pad = element("canvas", { class: "pad-drawing", tabindex: 0, role: "img" }, row);
   keepKeys(pad);
   const side = element("div", { class: "pad-side" }, row);
-  element("div", { class: "pad-caption" }, side).textContent = "what the models see (ink in 4 x 4 blocks, 0..16)";
+  element("div", { class: "pad-caption" }, side).textContent = "what the models see: 24 x 24, ink 0..16";
   const seen = element("canvas", { class: "pad-seen" }, side);
   element("div", { class: "pad-caption" }, side).textContent = "the reader's attention (red) as it writes:";
   const tokenBox = element("div", { class: "pad-tokens" }, side);
