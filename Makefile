@@ -21,11 +21,14 @@ help:
 	@echo "make test-browser  only the browser test"
 	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
-	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms)"
+	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms),"
+	@echo "              the round trip of every widget you drag or draw on, in JupyterLab in"
+	@echo "              headless Chromium, from a pointer move to the redrawn view (median: 100 ms)"
 	@echo "              and every notebook's run (budget: 30 s; chapters 07 to 09: 60 s; 12 and 14: 45 s)"
 	@echo "              and a training step of chapter 12's GPT against torch's own layers"
 	@echo "              (goal: at most 1.2x; alone, with --steps and --threads: see its --help)"
-	@echo "make bench-under-load  the explorers again, beside a busy two-thread torch process"
+	@echo "make bench-under-load  the explorers and the round trips again, beside a busy"
+	@echo "              two-thread torch process"
 	@echo "make date-model  retrain chapter 07's model and store it in data/ (about a minute)"
 	@echo "make translation-models  retrain the shared tokenizer, chapter 08's two RNN translators,"
 	@echo "              chapter 09's two Transformers and chapter 12's two decoder-only models,"
@@ -68,15 +71,15 @@ lab: setup
 # one worker per core), every notebook under strict nbval, and the browser test alone (it
 # starts its own JupyterLab and runs every notebook in it). All three always run; any failure
 # fails make test.
-BROWSER_TEST := tests/test_notebooks_in_browser.py
+BROWSER_TESTS := $(sort $(wildcard tests/test_*_in_browser.py))
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 test: setup
 	@status=0; \
-	$(PYTEST) tests --ignore=$(BROWSER_TEST) -n auto --durations=20 --durations-min=0.5 \
-		|| status=1; \
+	$(PYTEST) tests $(addprefix --ignore=,$(BROWSER_TESTS)) -n auto --durations=20 \
+		--durations-min=0.5 || status=1; \
 	$(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env --durations=0 --durations-min=0.5 \
 		|| status=1; \
-	$(PYTEST) $(BROWSER_TEST) --durations=0 || status=1; \
+	$(PYTEST) $(BROWSER_TESTS) --durations=0 || status=1; \
 	exit $$status
 
 # A stored output must not depend on how many threads torch uses (they change the order of
@@ -91,7 +94,7 @@ test-threads: setup
 	done
 
 test-browser: setup
-	$(PYTEST) $(BROWSER_TEST) -s --durations=0
+	$(PYTEST) $(BROWSER_TESTS) -s --durations=0
 
 lint: setup
 	$(VENV)/bin/ruff check helpers solutions tests benchmarks notebooks
@@ -104,11 +107,13 @@ execute: setup
 
 bench: setup
 	$(PY) benchmarks/explorers.py
+	$(PY) benchmarks/drag_round_trip.py
 	$(PY) benchmarks/notebooks.py
 	$(PY) benchmarks/gpt_training_step.py
 
 bench-under-load: setup
 	$(PY) benchmarks/explorers.py --under-load
+	$(PY) benchmarks/drag_round_trip.py --under-load
 
 # Retrain chapter 07's model with helpers.dates.RECIPE and store it in data/ (about a minute).
 date-model: setup

@@ -303,3 +303,44 @@ def show_widget(page, scratch_lab, name: str, *sources: str):
     widget.wait_for(timeout=TIMEOUT_MS)
     widget.scroll_into_view_if_needed()
     return widget
+
+
+def wait_until_settled(page, widget, timeout_ms: int = 30_000) -> None:
+    """Wait until every move made on the widget has been answered by the kernel and drawn
+    (js/protocol.js keeps data-settled on the widget's element)."""
+    page.wait_for_function(
+        "el => el.dataset.settled === 'true'", arg=widget.element_handle(), timeout=timeout_ms
+    )
+
+
+def point_centre(widget, name: str) -> tuple[float, float]:
+    """Where on the page a draggable point of a plane widget is (js/plane.js)."""
+    box = widget.locator(f'.attention-direct-point[data-name="{name}"] circle').bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def drag_point(page, widget, name: str, dx: float, dy: float, steps: int = 12) -> None:
+    """Press on the point, move the mouse by (dx, dy) pixels in small steps, release, and wait
+    until the kernel has answered every move."""
+    x, y = point_centre(widget, name)
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, steps + 1):
+        page.mouse.move(x + dx * step / steps, y + dy * step / steps)
+        page.wait_for_timeout(16)  # a mouse reports about every 16 ms
+    page.mouse.up()
+    wait_until_settled(page, widget)
+
+
+def readout_rows(widget) -> dict:
+    """The widget's table as {first cell: {column: text}}."""
+    return widget.evaluate(
+        """el => {
+            const table = el.querySelector('.attention-direct-table');
+            const columns = [...table.querySelectorAll('th')].map(th => th.innerText);
+            return Object.fromEntries([...table.querySelectorAll('tbody tr')].map(tr => {
+                const cells = [...tr.querySelectorAll('td')].map(td => td.innerText);
+                return [cells[0], Object.fromEntries(columns.map((c, i) => [c, cells[i]]))];
+            }));
+        }"""
+    )

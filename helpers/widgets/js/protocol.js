@@ -33,6 +33,7 @@ function connect(model, el, draw) {
   function onView() {
     const view = model.get("view");
     draw(view);
+    el.dataset.settled = String(latest === null && view.seq >= sent);
     const movedAt = moveTimes.get(view.seq);
     if (movedAt !== undefined) {
       moveTimes.delete(view.seq);
@@ -43,10 +44,12 @@ function connect(model, el, draw) {
 
   model.on("change:view", onView);
   draw(model.get("view"));
+  el.dataset.settled = "true"; // read by the browser test: every move answered and drawn
   return {
     // the learner did something: payload is the whole new state (positions, drawing)
     moved(payload) {
       latest = payload;
+      el.dataset.settled = "false";
       if (oldestMove === null) oldestMove = performance.now();
       send();
     },
