@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from lab_browser import CHROMIUM, TIMEOUT_MS, show_widget
+from lab_browser import CHROMIUM, show_widget, wait_until_settled
 
 from helpers.vision import MAX_INK, ink_counts, rasterise_strokes
 from helpers.vision_models import BOS, EOS, cell_masks, load_vision_models, read_canvas
@@ -60,15 +60,6 @@ def expected_rows(models: dict, counts: list) -> list[list[str]]:
     return rows
 
 
-def wait_until_settled(page, widget, round_trips_before: int) -> None:
-    """Every move the pad made has been answered and drawn: no move waits or is on its way."""
-    page.wait_for_function(
-        "([el, before]) => el.dataset.settled === 'true' && el.roundTrips.length > before",
-        arg=[widget.element_handle(), round_trips_before],
-        timeout=TIMEOUT_MS,
-    )
-
-
 def displayed(widget) -> dict:
     """What the pad shows: the counts of its small image, the readout's rows, its title and
     the token buttons, and the round trips so far (ms)."""
@@ -84,10 +75,6 @@ def displayed(widget) -> dict:
     )
 
 
-def round_trips(widget) -> int:
-    return widget.evaluate("el => el.roundTrips.length")
-
-
 def test_a_seven_drawn_with_the_mouse_is_read_with_the_helpers_numbers(page, scratch_lab, models):
     widget = show_widget(page, scratch_lab, "pad_mouse.ipynb", "\n".join(PAD_NOTEBOOK))
     assert displayed(widget)["title"].startswith("nothing drawn yet")
@@ -98,7 +85,6 @@ def test_a_seven_drawn_with_the_mouse_is_read_with_the_helpers_numbers(page, scr
     def at(x: float, y: float) -> tuple[float, float]:
         return box["x"] + x * per_cell, box["y"] + y * per_cell
 
-    before = round_trips(widget)
     for start, end in [((6, 5), (26, 5)), ((26, 5), (12, 29))]:  # a top bar, then a diagonal
         page.mouse.move(*at(*start))
         page.mouse.down()
@@ -109,7 +95,7 @@ def test_a_seven_drawn_with_the_mouse_is_read_with_the_helpers_numbers(page, scr
                 *at(start[0] + t * (end[0] - start[0]), start[1] + t * (end[1] - start[1]))
             )
         page.mouse.up()
-    wait_until_settled(page, widget, before)
+    wait_until_settled(page, widget)
     shown = displayed(widget)
     counts = torch.tensor(shown["counts"])
     assert counts.shape == (24, 24) and counts[:8, :8].sum() > 0
@@ -128,9 +114,8 @@ def test_a_seven_drawn_with_the_mouse_is_read_with_the_helpers_numbers(page, scr
     assert second.get_attribute("aria-pressed") == "true"
     assert widget.locator(".pad-tokens button").first.get_attribute("aria-pressed") == "false"
 
-    before = round_trips(widget)
     widget.locator("button.pad-clear").click()
-    wait_until_settled(page, widget, before)
+    wait_until_settled(page, widget)
     shown = displayed(widget)
     assert (
         shown["title"].startswith("nothing drawn yet") and not torch.tensor(shown["counts"]).any()
@@ -143,7 +128,6 @@ def test_a_one_drawn_with_the_keyboard_pen_is_read_with_the_helpers_numbers(
     widget = show_widget(page, scratch_lab, "pad_keys.ipynb", "\n".join(PAD_NOTEBOOK))
     pad = widget.locator("canvas.pad-drawing")
     pad.focus()  # the pen starts at (16, 16), the middle of the top-left cell
-    before = round_trips(widget)
     for key, times in [("ArrowRight", 16), ("ArrowDown", 11)]:  # to (48, 38), in cell 4
         for _ in range(times):
             pad.press(key)
@@ -152,7 +136,7 @@ def test_a_one_drawn_with_the_keyboard_pen_is_read_with_the_helpers_numbers(
         pad.press("ArrowDown")  # 2 cells a press, to (48, 62)
     pad.press("Enter")  # the pen up
     pad.press("Shift+ArrowRight")  # moves with the pen up draw nothing
-    wait_until_settled(page, widget, before)
+    wait_until_settled(page, widget)
     shown = displayed(widget)
     strokes = [[[48, 38 + 2 * step] for step in range(13)]]
     expected_counts = ink_counts(rasterise_strokes(strokes))[0, 0].long().tolist()

@@ -151,7 +151,6 @@ function render({ model, el }) {
   let chosen = 0; // the token whose attention is shown
   const cursor = { x: 16, y: 16, shown: false, down: false };
   let connection = null;
-  el.dataset.settled = "true";
 
   function redraw() {
     if (!view || !view.pad) return;
@@ -164,7 +163,6 @@ function render({ model, el }) {
   }
 
   function send() {
-    el.dataset.settled = "false";
     connection.moved({ strokes: copy(strokes) });
     redraw();
   }
@@ -260,7 +258,6 @@ function render({ model, el }) {
     if (!view || !view.pad) return;
     const settled = connection === null || connection.settled(view);
     if (settled) {
-      el.dataset.settled = "true";
       // the kernel's drawing wins (clamped, rounded; cleared from Python) unless a stroke is
       // still being drawn
       if (!drawing) strokes = copy(view.strokes);
