@@ -810,7 +810,7 @@ def drawing_figure(view: dict) -> Figure:
             fontsize=8, color="tab:blue", va="bottom", ha="left",
             bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1},
         )  # fmt: skip
-    seen.set_title("what the models see (ink counted in 4 x 4 blocks, 0..16)", fontsize=10)
+    seen.set_title("what the models see: ink per 4 x 4 block, 0..16", fontsize=10)
     seen.set_xlabel("column (pixels)")
     seen.set_ylabel("row (pixels)")
     title = view.get("title", "")
