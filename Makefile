@@ -68,9 +68,9 @@ lab: setup
 		$(ALLOW_ROOT)
 
 # Three pytest runs, each with its own closing line: the unit tests in parallel (pytest-xdist,
-# one worker per core), every notebook under strict nbval, and the browser test alone (it
-# starts its own JupyterLab and runs every notebook in it). All three always run; any failure
-# fails make test.
+# one worker per core), every notebook under strict nbval, and the browser tests alone (each
+# module starts its own JupyterLab: one runs every notebook in it, the others drag and draw on
+# the widgets made for it). All three always run; any failure fails make test.
 BROWSER_TESTS := $(sort $(wildcard tests/test_*_in_browser.py))
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 test: setup
