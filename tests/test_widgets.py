@@ -12,6 +12,7 @@ from helpers.dates import load_date_model
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling
 from helpers.widgets import (
     DateExplorer,
+    DirectExplorer,
     Explorer,
     KernelRegressionExplorer,
     MaskBuilderExplorer,
@@ -309,20 +310,21 @@ def test_translation_explorer_names_the_models_it_needs(translation_explorer, sw
 def test_each_chapter_has_its_explorer_module_and_the_package_exports_every_explorer():
     chapter_names = {path.stem for path in Path(helpers.__file__).parent.glob("exercises/ch*.py")}
     modules = [info.name for info in pkgutil.iter_modules(helpers.widgets.__path__)]
-    assert "base" in modules and len(modules) > 1
+    shared = {"base", "direct"}  # what the explorers, and the widgets you drag, share
+    assert shared <= set(modules) and len(modules) > len(shared)
     for name in modules:
         module = importlib.import_module(f"helpers.widgets.{name}")
         own = {
             value.__name__
             for value in vars(module).values()
             if isinstance(value, type)
-            and issubclass(value, Explorer)
+            and issubclass(value, Explorer | DirectExplorer)
             and value.__module__ == module.__name__
         }
         assert own <= set(module.__all__), f"{name} does not list {own - set(module.__all__)}"
         for public in module.__all__:
             assert getattr(helpers.widgets, public) is getattr(module, public)
-        if name != "base":
+        if name not in shared:
             assert name in chapter_names, f"{name}: not a chapter name of helpers/exercises/"
             assert own, f"{name} holds no explorer"
             for explorer in own:

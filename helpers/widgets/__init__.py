@@ -7,6 +7,10 @@ so tests can set ``explorer.controls[name].value`` and check what changed withou
 a browser. Display ``explorer.widget`` in a notebook; ``explorer.figure`` is the
 static view of the current settings.
 
+The widgets you drag or draw on (chapters 01, 03 and 14) are anywidgets instead: the browser
+draws, and sends positions or strokes to the kernel, which answers with every number to draw
+(``direct`` holds what they share, and their JavaScript lives in ``js/``).
+
 ``base`` holds the Explorer class and what the explorers share; each chapter's explorers live
 in ``chNN_<name>`` (the names of helpers/exercises/), and this package re-exports them, so a
 notebook writes ``from helpers.widgets import KernelRegressionExplorer``."""
@@ -26,3 +30,4 @@ from helpers.widgets.ch11_long_context import *  # noqa: F403
 from helpers.widgets.ch12_decoder_only import *  # noqa: F403
 from helpers.widgets.ch13_induction_heads import *  # noqa: F403
 from helpers.widgets.ch14_attention_across_modalities import *  # noqa: F403
+from helpers.widgets.direct import *  # noqa: F403
