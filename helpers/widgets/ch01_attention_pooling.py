@@ -8,9 +8,18 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers import validation
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.widgets.base import Explorer
-from helpers.widgets.direct import COLOURS, DirectExplorer, PlaneWidget, moved_points
+from helpers.widgets.direct import (
+    COLOURS,
+    DirectExplorer,
+    PlaneWidget,
+    finite_number,
+    moved_points,
+    shown,
+    slider_number,
+)
 
 __all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
 
@@ -102,6 +111,7 @@ POOLING_PLANE = {
     "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
 }
 TOP_WEIGHTS = 5  # the readout lists the heaviest training points
+WIDTHS = (-1.5, 0.7)  # the width slider's range: 10**-1.5 to 10**0.7
 
 
 class DragPoolingExplorer(DirectExplorer):
@@ -111,16 +121,16 @@ class DragPoolingExplorer(DirectExplorer):
     sets the Gaussian kernel's width."""
 
     def __init__(self, data: RegressionData | None = None, width: float = 0.3, query: float = 2.5):
-        self.data = data if data is not None else make_data()
-        if not isinstance(self.data, RegressionData):
-            raise ValueError(f"data must come from make_data(), got {type(self.data).__name__}")
+        self.data = _checked_data(data if data is not None else make_data())
+        width = slider_number(width, "width", WIDTHS)
         low, high = POOLING_PLANE["x"]
-        if (
-            not isinstance(query, int | float)
-            or isinstance(query, bool)
-            or not low <= query <= high
-        ):
-            raise ValueError(f"query must be a number in {low}..{high}, got {query!r:.40}")
+        try:
+            number = finite_number(query, "query")
+        except ValueError:
+            number = math.nan
+        if not low <= number <= high:
+            raise ValueError(f"query must be a number in {low}..{high}, got {shown(query)}")
+        query = number
         outside = [
             (x, y)
             for x, y in zip(self.data.x_train.tolist(), self.data.y_train.tolist(), strict=True)
@@ -140,8 +150,8 @@ class DragPoolingExplorer(DirectExplorer):
             "width": widgets.FloatLogSlider(
                 value=width,
                 base=10,
-                min=-1.5,
-                max=0.7,
+                min=WIDTHS[0],
+                max=WIDTHS[1],
                 step=0.02,
                 description="kernel width σ",
                 readout_format=".3f",
@@ -168,6 +178,7 @@ class DragPoolingExplorer(DirectExplorer):
         keys, values = self.training_data()
         query = torch.tensor([self.points["q"][0]], dtype=torch.float64)  # (1,)
         x_test = self.data.x_test.double()
+        _check_reach(torch.cat([query, x_test]), keys, width)
         fit, _ = kernel_pooling(x_test, keys, values, gaussian_kernel, width)  # (n_test,)
         prediction, weights = kernel_pooling(query, keys, values, gaussian_kernel, width)
         prediction, weights = prediction[0].item(), weights[0]  # a number, (n_train,)
@@ -258,3 +269,41 @@ class DragPoolingExplorer(DirectExplorer):
                 f"{weights[heaviest].sum().item():.2f})"
             ),
         }
+
+
+def _checked_data(data: object) -> RegressionData:
+    """data itself if it is as make_data() makes it: x_train and y_train (n,), x_test and
+    y_test (m,), each of finite real numbers, n and m at least 1, x_test inside the plane."""
+    if not isinstance(data, RegressionData):
+        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
+    for names in (("x_train", "y_train"), ("x_test", "y_test")):
+        for name in names:
+            value = validation.tensor(getattr(data, name), f"data.{name}", "(n,)")
+            if value.dim() != 1 or value.numel() == 0:
+                raise ValueError(
+                    f"data.{name} must be one row (n,), n >= 1, got {tuple(value.shape)}"
+                )
+            if value.is_complex() or value.dtype == torch.bool or not value.isfinite().all():
+                raise ValueError(f"data.{name} must hold finite real numbers, got {value.dtype}")
+        first, second = (getattr(data, name) for name in names)
+        if first.shape != second.shape:
+            raise ValueError(
+                f"data.{names[0]} {tuple(first.shape)} and data.{names[1]} {tuple(second.shape)} "
+                "must be one number each per point"
+            )
+    low, high = POOLING_PLANE["x"]
+    if data.x_test.min() < low or data.x_test.max() > high:
+        raise ValueError(f"data.x_test must lie in the plane, {low}..{high}")
+    return data
+
+
+def _check_reach(queries: torch.Tensor, keys: torch.Tensor, width: float) -> None:
+    """Each query (the learner's, and the fit's) has a training point near enough for a Gaussian
+    weight above 0; kernel_pooling refuses one that has none (its weights would be 0 / 0)."""
+    reach = gaussian_kernel(queries[:, None] - keys[None, :], width).sum(1)  # (queries,)
+    if (reach == 0).any():
+        x = queries[reach == 0][0].item()
+        raise ValueError(
+            f"no key lies within width σ = {width:.3f} of x = {x:.2f} (every training point is "
+            "too far for a weight above 0): widen the kernel, or move a point nearer"
+        )

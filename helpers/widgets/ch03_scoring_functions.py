@@ -18,7 +18,14 @@ from helpers.scoring import (
     scores_by_function,
 )
 from helpers.widgets.base import Explorer, weight_heatmap
-from helpers.widgets.direct import COLOURS, DirectExplorer, PlaneWidget, moved_points
+from helpers.widgets.direct import (
+    COLOURS,
+    DirectExplorer,
+    PlaneWidget,
+    moved_points,
+    position_of,
+    slider_number,
+)
 
 __all__ = ["QueryKeyPlaneExplorer", "ScalingExplorer"]
 
@@ -103,6 +110,7 @@ QUERY_KEY_PLANE = {
     "ylabel": "second entry",
     "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
 }
+TEMPERATURES = (-1, 1)  # the temperature slider's range: 10**-1 to 10**1
 DEFAULT_QUERY = (1.5, 1.0)
 DEFAULT_KEYS = ((2.0, 1.6), (0.8, 0.5), (-1.5, 1.0), (-2.0, -1.5), (1.0, -2.0), (0.0, 2.5))
 
@@ -126,6 +134,7 @@ class QueryKeyPlaneExplorer(DirectExplorer):
             raise ValueError(f"keys must be 4 to {len(KEY_NAMES)} points (x, y), got {keys!r:.80}")
         if score not in SCORE_FUNCTIONS:
             raise ValueError(f"score must be one of {list(SCORE_FUNCTIONS)}, got {score!r:.80}")
+        temperature = slider_number(temperature, "temperature", TEMPERATURES)
         self.points = {"q": _point(query, "query")}
         for name, key in zip(KEY_NAMES, keys, strict=False):
             self.points[name] = _point(key, f"key {name}")
@@ -135,8 +144,8 @@ class QueryKeyPlaneExplorer(DirectExplorer):
             "temperature": widgets.FloatLogSlider(
                 value=temperature,
                 base=10,
-                min=-1,
-                max=1,
+                min=TEMPERATURES[0],
+                max=TEMPERATURES[1],
                 step=0.05,
                 description="temperature T",
                 readout_format=".2f",
@@ -219,13 +228,7 @@ class QueryKeyPlaneExplorer(DirectExplorer):
 
 def _point(position, what: str) -> tuple[float, float]:
     """A default position, checked: two finite numbers inside the plane."""
-    if (
-        not isinstance(position, list | tuple)
-        or len(position) != 2
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in position)
-    ):
-        raise ValueError(f"the {what} must be two numbers (x, y), got {position!r:.80}")
-    x, y = (float(v) for v in position)
+    x, y = position_of(position, f"the {what}")
     low, high = QUERY_KEY_PLANE["x"]
     if not (low <= x <= high and low <= y <= high):
         raise ValueError(

@@ -14,6 +14,8 @@ fetched from a CDN and there is no build step.
 
 import io
 import math
+import numbers
+import reprlib
 import textwrap
 from pathlib import Path
 
@@ -24,6 +26,7 @@ import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from helpers import validation
 from helpers.widgets.base import one_torch_thread
 
 __all__ = ["DirectExplorer", "PlaneWidget"]
@@ -80,7 +83,7 @@ class DirectExplorer:
             control.observe(self._on_control, names="value")
         live.observe(self._on_request, names="request")
         self.widget = widgets.VBox([widgets.HBox(list(controls.values())), live])
-        self.update()
+        self.live.view = {**self._view(), "seq": self._seq}  # arguments the helpers refuse: raised
 
     def values(self) -> dict:
         return {name: control.value for name, control in self.controls.items()}
@@ -94,28 +97,36 @@ class DirectExplorer:
         """The view for the current state: the drawing's parts and the readout."""
         raise NotImplementedError
 
-    def update(self, problem: str | None = None) -> None:
+    def _view(self) -> dict:
         with one_torch_thread():
-            try:
-                view = self.compute(**self.values())
-            except ValueError as error:  # a setting the helpers refuse: say so in the view
-                view = {**self.live.view, "problem": str(error)}
-                problem = None
+            return self.compute(**self.values())
+
+    def update(self, problem: str | None = None) -> bool:
+        """Show the view for the current state and the controls' values, with the problem if
+        any; False when the helpers refuse them (the last view stays, saying why)."""
+        try:
+            view = self._view()
+        except ValueError as error:  # a setting the helpers refuse: say so in the view
+            self.live.view = {**self.live.view, "problem": str(error), "seq": self._seq}
+            return False
         if problem is not None:
             view["problem"] = problem
         self.live.view = {**view, "seq": self._seq}
+        return True
 
     def _on_request(self, change) -> None:
         request = change["new"]
         seq = request.get("seq") if isinstance(request, dict) else None
         if isinstance(seq, int) and not isinstance(seq, bool) and seq > self._seq:
             self._seq = seq
+        kept = dict(vars(self))  # accept rebinds the state's attributes; a refusal restores them
         try:
             self.accept(request if isinstance(request, dict) else {})
-            problem = None
         except (ValueError, TypeError) as error:
-            problem = f"that move could not be taken: {error}"
-        self.update(problem)
+            self.update(f"that move could not be taken: {error}")
+            return
+        if not self.update():  # a move the helpers cannot compute: the state stays as it was
+            vars(self).update(kept)
 
     def _on_control(self, _change) -> None:
         self.update()
@@ -144,37 +155,78 @@ class DirectExplorer:
 
 def snap(value: float, step: float) -> float:
     """value rounded to the plane's grid (a tenth of the keyboard's step), so the numbers the
-    widget shows are the numbers the kernel computed with."""
+    widget shows are the numbers the kernel computed with (never -0.0, shown as "-0.00")."""
+    value = finite_number(value, "value")
+    step = validation.positive_number(step, "step")
     decimals = max(0, -math.floor(math.log10(step / 10)))
-    return round(value, decimals)
+    return round(value, decimals) + 0.0
+
+
+def finite_number(value: object, name: str) -> float:
+    """value as a float, if it is a finite real number (numpy's included; not a bool, and not an
+    int too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
+    return number
+
+
+def position_of(position: object, what: str) -> tuple[float, float]:
+    """position as (x, y) floats, if it is two finite numbers [x, y]."""
+    if not isinstance(position, list | tuple) or len(position) != 2:
+        raise ValueError(f"{what} must be two finite numbers [x, y], got {shown(position)}")
+    try:
+        x, y = (finite_number(v, what) for v in position)
+    except ValueError:
+        raise ValueError(
+            f"{what} must be two finite numbers [x, y], got {shown(position)}"
+        ) from None
+    return x, y
+
+
+def shown(value: object) -> str:
+    """value as a message shows it: short, however long, deep or large it is."""
+    try:
+        return reprlib.repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return f"a {type(value).__name__} too large to print"
 
 
 def moved_points(request: dict, current: dict, plane: dict) -> dict:
     """The points of the request, for the names in `current`: each clamped to the plane and
     snapped to its grid; a point the request leaves where it was stays exactly as it was.
     Raises ValueError for a request that is not points."""
-    points = request.get("points")
+    points = request.get("points") if isinstance(request, dict) else None
     if not isinstance(points, dict):
-        raise ValueError("expected {'points': {name: [x, y]}}")
+        raise ValueError(f"expected {{'points': {{name: [x, y]}}}}, got {shown(request)}")
     moved = dict(current)
     for name, position in points.items():
         if name not in current:
             raise ValueError(f"no point named {str(name)!r:.40}; the points are {list(current)}")
-        if (
-            not isinstance(position, list | tuple)
-            or len(position) != 2
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in position)
-            or not all(math.isfinite(v) for v in position)
-        ):
-            raise ValueError(f"point {name} must be two finite numbers [x, y]")
-        if tuple(position) == tuple(current[name]):
+        position = position_of(position, f"point {name}")
+        if position == tuple(current[name]):
             continue
         x, y = (
-            snap(min(max(float(v), low), high), plane["step"])
+            snap(min(max(v, low), high), plane["step"])
             for v, (low, high) in zip(position, (plane["x"], plane["y"]), strict=True)
         )
         moved[name] = (x, y)
     return moved
+
+
+def slider_number(value: object, name: str, exponents: tuple[float, float]) -> float:
+    """value as a float, if it is a number a FloatLogSlider (base 10) from 10**low to 10**high
+    holds; the slider would move any other to its nearest end without a word."""
+    low, high = (10.0**exponent for exponent in exponents)
+    value = validation.positive_number(value, name)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must lie in {low:.3g}..{high:.3g} (its slider), got {value!r}")
+    return value
 
 
 # The static picture of a view
@@ -183,6 +235,10 @@ def moved_points(request: dict, current: dict, plane: dict) -> dict:
 def plane_figure(view: dict) -> Figure:
     """The view as a matplotlib figure: the plane on the left, the bar chart on the right (when
     the view has one), the title above."""
+    if not isinstance(view, dict) or not isinstance(view.get("plane"), dict):
+        raise ValueError(
+            f"view must be a plane explorer's view, a dict with a 'plane', got {shown(view):.80}"
+        )
     has_bars = bool(view.get("bars"))
     figure = Figure(figsize=(10 if has_bars else 8, 4.8), layout="constrained")
     axes = figure.subplots(1, 2, width_ratios=[4, 3]) if has_bars else [figure.subplots()]
