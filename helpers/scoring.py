@@ -8,6 +8,7 @@ from helpers import validation
 from helpers.attention import AdditiveAttention
 
 SCORE_FUNCTIONS = ("dot product", "scaled dot product", "additive")
+LARGEST_LAYER = 2**24  # weights in fixed_additive_attention's layer: more is a typing mistake
 
 
 def random_queries_keys(
@@ -111,7 +112,14 @@ def fixed_additive_attention(
     """An untrained AdditiveAttention for queries and keys of `size` entries, its weights drawn
     from a seeded generator (the global seed untouched), in float64 and eval mode."""
     size = validation.whole_number(size, "size")
-    layer = AdditiveAttention(size, size, validation.whole_number(num_hiddens, "num_hiddens"))
+    num_hiddens = validation.whole_number(num_hiddens, "num_hiddens")
+    weights = num_hiddens * (2 * size + 1)  # W_q, W_k and w_v
+    if weights > LARGEST_LAYER:
+        raise ValueError(
+            f"size {size} and num_hiddens {num_hiddens} would make {weights:,} weights, more "
+            f"than 2^24 = {LARGEST_LAYER:,}: smaller sizes were meant"
+        )
+    layer = AdditiveAttention(size, size, num_hiddens)
     generator = torch.Generator().manual_seed(validation.whole_number(seed, "seed", minimum=0))
     with torch.no_grad():
         for parameter in layer.parameters():
@@ -130,9 +138,30 @@ def scores_by_function(
     if query.dim() != 1:
         raise ValueError(f"query must be one vector (d,), got shape {tuple(query.shape)}")
     validation.positive_number(temperature, "temperature")
+    if not isinstance(additive, AdditiveAttention):
+        raise TypeError(
+            "additive must be an AdditiveAttention (fixed_additive_attention()), got "
+            f"{type(additive).__name__}"
+        )
     queries = query[None]  # (1, d)
-    return {
+    scores = {
         "dot product": dot_scores(queries, keys, scaled=False, temperature=temperature)[0],
         "scaled dot product": dot_scores(queries, keys, scaled=True, temperature=temperature)[0],
         "additive": additive.scores(queries[None], keys[None])[0, 0] / temperature,
     }
+    _check_finite_scores(scores, query, keys)
+    return scores
+
+
+def _check_finite_scores(scores: dict, query: torch.Tensor, keys: torch.Tensor) -> None:
+    """Every score is a finite number; otherwise an error naming where NaN or inf came from."""
+    broken = [name for name, values in scores.items() if not values.isfinite().all()]
+    if not broken:
+        return
+    if not (query.isfinite().all() and keys.isfinite().all()):
+        cause = "the query or the keys hold NaN or inf"
+    elif "additive" in broken and len(broken) == 1:
+        cause = "the additive layer's weights hold NaN or inf"
+    else:
+        cause = "the scores overflow: the query, keys or temperature are too extreme"
+    raise ValueError(f"the {', '.join(broken)} scores are not finite: {cause}")
