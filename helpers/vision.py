@@ -10,6 +10,7 @@ lies is known exactly: the ground truth for where attention should look.
 import gzip
 import math
 import numbers
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,6 +316,7 @@ DRAWING_SCALE = 4  # drawing-grid cells per canvas pixel: sklearn's 32 x 32 bitm
 PEN_RADIUS = 2.5  # drawing-grid cells: strokes 5 wide, near the digits' ink (mean 4.9 of 16)
 MOST_STROKE_POINTS = 20_000  # points (and strokes) in one drawing: more is no hand's drawing
 _PIECE = 2.0  # drawing-grid cells: segments are cut into pieces this long, each inked locally
+_CHUNK_CELLS = 2**22  # cells of the pieces' windows rasterise_strokes examines at a time
 
 
 def check_strokes(strokes: object, size: int) -> list[list[tuple[float, float]]]:
@@ -322,6 +324,7 @@ def check_strokes(strokes: object, size: int) -> list[list[tuple[float, float]]]
     down), or an error naming what was expected: a list of strokes, each a list of [x, y]
     points of two finite numbers, at most MOST_STROKE_POINTS points in all."""
     expected = "strokes must be a list of strokes, each a list of [x, y] points"
+    size = _grid_size(size)
     if not isinstance(strokes, list | tuple):
         raise TypeError(f"{expected}, got {type(strokes).__name__}")
     if len(strokes) > MOST_STROKE_POINTS:
@@ -349,7 +352,7 @@ def _grid_point(point: object, stroke: int, size: int) -> tuple[float, float]:
         or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in point)
     ):
         raise TypeError(
-            f"each point must be [x, y], two numbers; stroke {stroke} holds {point!r:.60}"
+            f"each point must be [x, y], two numbers; stroke {stroke} holds {_shown(point)}"
         )
     try:
         x, y = float(point[0]), float(point[1])
@@ -357,9 +360,28 @@ def _grid_point(point: object, stroke: int, size: int) -> tuple[float, float]:
         x = y = math.inf
     if not (math.isfinite(x) and math.isfinite(y)):
         raise ValueError(
-            f"each point must be two finite numbers; stroke {stroke} holds {point!r:.60}"
+            f"each point must be two finite numbers; stroke {stroke} holds {_shown(point)}"
         )
     return min(max(x, 0.0), float(size)), min(max(y, 0.0), float(size))
+
+
+def _grid_size(size: object) -> int:
+    """size as an int, if it is a whole number >= 1 whose size x size grid fits in memory."""
+    size = validation.whole_number(size, "size")
+    if size * size > LARGEST_TENSOR:
+        raise ValueError(
+            f"a drawing grid of size {_shown(size)} would hold more than 2^28 = "
+            f"{LARGEST_TENSOR:,} cells (1 GiB of float32): a smaller size was meant"
+        )
+    return size
+
+
+def _shown(value: object) -> str:
+    """value as a message shows it: short, however long, deep or large it is."""
+    try:
+        return reprlib.repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return f"a {type(value).__name__} too large to print"
 
 
 def rasterise_strokes(
@@ -369,16 +391,24 @@ def rasterise_strokes(
     pen_radius of a stroke (consecutive points joined by straight segments, a lone point a dot).
     Points are (x, y) in grid cells, x across and y down; a point off the grid is clamped to it.
     No strokes: a blank grid."""
-    size = validation.whole_number(size, "size")
-    pen_radius = validation.positive_number(pen_radius, "pen_radius")
-    _check_size(size * size, f"a {size} x {size} drawing grid")
+    size = _grid_size(size)
+    # a pen reaching across the grid's diagonal inks it all, as any wider one does
+    pen_radius = min(validation.positive_number(pen_radius, "pen_radius"), 2.0 * size)
     strokes = check_strokes(strokes, size)
     starts, ends = _stroke_pieces(strokes)  # (n, 2) each: (x, y)
     bitmap = torch.zeros(size, size, dtype=torch.bool)
-    reach = math.ceil(_PIECE / 2 + pen_radius) + 1  # cells from a piece's middle to any it inks
+    # cells from a piece's middle to any it inks; no cell of the grid lies further than size
+    reach = min(math.ceil(_PIECE / 2 + pen_radius) + 1, size + 1)
+    window = 2 * reach + 1  # cells across the square round a piece's middle
+    if window**2 > _CHUNK_CELLS:
+        raise ValueError(
+            f"pen_radius {pen_radius:g} reaches {window} x {window} cells round each piece of a "
+            f"stroke, more than 2^22 = {_CHUNK_CELLS:,}: a smaller pen was meant"
+        )
     offsets = torch.arange(-reach, reach + 1, dtype=torch.float64)
-    for first in range(0, len(starts), 4096):  # chunks: 4,096 pieces x window cells at a time
-        a, b = starts[first : first + 4096], ends[first : first + 4096]
+    chunk = min(4096, _CHUNK_CELLS // window**2)  # pieces at a time
+    for first in range(0, len(starts), chunk):  # chunks: pieces x window cells at a time
+        a, b = starts[first : first + chunk], ends[first : first + chunk]
         middle = ((a + b) / 2).floor()  # (m, 2)
         xs = middle[:, None, None, 0] + offsets[None, None, :] + 0.5  # (m, 1, w) cell centres
         ys = middle[:, None, None, 1] + offsets[None, :, None] + 0.5  # (m, w, 1)
