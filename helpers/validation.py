@@ -1,6 +1,7 @@
 """Argument checks shared by the helpers: each names what it expected and what came."""
 
 import numbers
+import reprlib
 
 import numpy as np
 import torch
@@ -110,3 +111,11 @@ def token_ids(
             f"vocabulary 0..{vocab_size - 1}"
         )
     return value
+
+
+def shown(value: object) -> str:
+    """value as a message shows it: short, however long, deep or large it is."""
+    try:
+        return reprlib.repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return f"a {type(value).__name__} too large to print"

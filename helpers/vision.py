@@ -10,7 +10,6 @@ lies is known exactly: the ground truth for where attention should look.
 import gzip
 import math
 import numbers
-import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -352,7 +351,8 @@ def _grid_point(point: object, stroke: int, size: int) -> tuple[float, float]:
         or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in point)
     ):
         raise TypeError(
-            f"each point must be [x, y], two numbers; stroke {stroke} holds {_shown(point)}"
+            f"each point must be [x, y], two numbers; stroke {stroke} holds "
+            f"{validation.shown(point)}"
         )
     try:
         x, y = float(point[0]), float(point[1])
@@ -360,7 +360,8 @@ def _grid_point(point: object, stroke: int, size: int) -> tuple[float, float]:
         x = y = math.inf
     if not (math.isfinite(x) and math.isfinite(y)):
         raise ValueError(
-            f"each point must be two finite numbers; stroke {stroke} holds {_shown(point)}"
+            f"each point must be two finite numbers; stroke {stroke} holds "
+            f"{validation.shown(point)}"
         )
     return min(max(x, 0.0), float(size)), min(max(y, 0.0), float(size))
 
@@ -370,18 +371,10 @@ def _grid_size(size: object) -> int:
     size = validation.whole_number(size, "size")
     if size * size > LARGEST_TENSOR:
         raise ValueError(
-            f"a drawing grid of size {_shown(size)} would hold more than 2^28 = "
+            f"a drawing grid of size {validation.shown(size)} would hold more than 2^28 = "
             f"{LARGEST_TENSOR:,} cells (1 GiB of float32): a smaller size was meant"
         )
     return size
-
-
-def _shown(value: object) -> str:
-    """value as a message shows it: short, however long, deep or large it is."""
-    try:
-        return reprlib.repr(value)
-    except ValueError:  # an int of more digits than Python prints
-        return f"a {type(value).__name__} too large to print"
 
 
 def rasterise_strokes(

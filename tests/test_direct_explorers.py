@@ -240,7 +240,7 @@ def test_dragging_a_training_point_changes_the_fit_as_kernel_pooling_says():
     keys, values = data.x_train.double().clone(), data.y_train.double().clone()
     keys[10], values[10] = 2.0, 5.5
     fit, _ = kernel_pooling(
-        data.x_test.double(), keys, values, gaussian_kernel, explorer.values()["width"]
+        explorer.state["fit_x"], keys, values, gaussian_kernel, explorer.values()["width"]
     )
     torch.testing.assert_close(explorer.state["fit"], fit)
     assert not torch.equal(fit, before)

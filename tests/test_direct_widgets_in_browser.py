@@ -20,6 +20,7 @@ from lab_browser import (
 from helpers.attention import masked_softmax
 from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
 from helpers.scoring import SCORE_FUNCTIONS, fixed_additive_attention, scores_by_function
+from helpers.widgets.ch03_scoring_functions import TABLE_NAMES
 
 if not CHROMIUM.exists():
     message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
@@ -48,7 +49,7 @@ def assert_plane_shows_the_helpers_weights(rows: dict) -> None:
     expected = plane_weights(rows, temperature=1.0)
     for index, name in enumerate(name for name in rows if name != "q"):
         for kind in SCORE_FUNCTIONS:
-            shown = float(rows[name][f"{kind}: weight"])
+            shown = float(rows[name][f"{TABLE_NAMES[kind]}: weight"])
             assert abs(shown - expected[kind][index].item()) <= SHOWN, (name, kind)
 
 

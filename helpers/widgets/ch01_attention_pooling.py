@@ -10,18 +10,25 @@ from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
+from helpers.validation import shown
 from helpers.widgets.base import Explorer
-from helpers.widgets.direct import (
-    COLOURS,
-    DirectExplorer,
-    PlaneWidget,
-    finite_number,
-    moved_points,
-    shown,
-    slider_number,
-)
+from helpers.widgets.direct import COLOURS, PlaneExplorer, finite_number, slider_number
 
 __all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
+
+WIDTHS = (-1.5, 0.7)  # the width slider's range: 10**-1.5 to 10**0.7
+
+
+def width_slider(width: float) -> widgets.FloatLogSlider:
+    return widgets.FloatLogSlider(
+        value=width,
+        base=10,
+        min=WIDTHS[0],
+        max=WIDTHS[1],
+        step=0.02,
+        description="kernel width σ",
+        readout_format=".3f",
+    )
 
 
 class KernelRegressionExplorer(Explorer):
@@ -33,15 +40,7 @@ class KernelRegressionExplorer(Explorer):
             raise ValueError(f"data must come from make_data(), got {type(self.data).__name__}")
         x_train, y_train = self.data.x_train, self.data.y_train
         controls = {
-            "width": widgets.FloatLogSlider(
-                value=width,
-                base=10,
-                min=-1.5,
-                max=0.7,
-                step=0.02,
-                description="kernel width σ",
-                readout_format=".3f",
-            ),
+            "width": width_slider(width),
             "query": widgets.FloatSlider(
                 value=query,
                 min=0.0,
@@ -111,14 +110,16 @@ POOLING_PLANE = {
     "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
 }
 TOP_WEIGHTS = 5  # the readout lists the heaviest training points
-WIDTHS = (-1.5, 0.7)  # the width slider's range: 10**-1.5 to 10**0.7
+FIT_GRID = torch.linspace(0, 5, 201, dtype=torch.float64)  # the fit drawn: fine enough for σ = 0.03
 
 
-class DragPoolingExplorer(DirectExplorer):
+class DragPoolingExplorer(PlaneExplorer):
     """Chapter 01: drag the query along x (or move it with the arrow keys once clicked) and watch
     the Nadaraya-Watson weights (the circles round the training points) and the prediction (the
     query sits on it); drag a training point anywhere and watch the whole fit follow. A slider
     sets the Gaussian kernel's width."""
+
+    PLANE = POOLING_PLANE
 
     def __init__(self, data: RegressionData | None = None, width: float = 0.3, query: float = 2.5):
         self.data = _checked_data(data if data is not None else make_data())
@@ -141,32 +142,12 @@ class DragPoolingExplorer(DirectExplorer):
                 f"the training points must lie in the plane {POOLING_PLANE['x']} x "
                 f"{POOLING_PLANE['y']}; {outside[0]} does not"
             )
-        self.points = {"q": (float(query), 0.0)}
+        points = {"q": (float(query), 0.0)}  # the query's y is its prediction, set by compute
         for index, (x, y) in enumerate(
             zip(self.data.x_train.tolist(), self.data.y_train.tolist(), strict=True)
         ):
-            self.points[f"t{index}"] = (x, y)
-        controls = {
-            "width": widgets.FloatLogSlider(
-                value=width,
-                base=10,
-                min=WIDTHS[0],
-                max=WIDTHS[1],
-                step=0.02,
-                description="kernel width σ",
-                readout_format=".3f",
-            )
-        }
-        super().__init__(PlaneWidget(), controls)
-
-    def move(self, name: str, x: float, y: float | None = None) -> None:
-        """Move one point as a drag in the browser does (the query along x only): clamped to the
-        plane, on its grid."""
-        y = self.points[name][1] if y is None and name in self.points else y
-        self.live.request = {"seq": self._seq + 1, "points": {name: [x, y]}}
-
-    def accept(self, request: dict) -> None:
-        self.points = moved_points(request, self.points, POOLING_PLANE)
+            points[f"t{index}"] = (x, y)
+        super().__init__(points, {"width": width_slider(width)})
 
     def training_data(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The training points where the learner left them: keys (n,) and values (n,), float64."""
@@ -177,13 +158,13 @@ class DragPoolingExplorer(DirectExplorer):
     def compute(self, width: float) -> dict:
         keys, values = self.training_data()
         query = torch.tensor([self.points["q"][0]], dtype=torch.float64)  # (1,)
-        x_test = self.data.x_test.double()
-        _check_reach(torch.cat([query, x_test]), keys, width)
-        fit, _ = kernel_pooling(x_test, keys, values, gaussian_kernel, width)  # (n_test,)
+        _check_reach(torch.cat([query, FIT_GRID]), keys, width)
+        fit, _ = kernel_pooling(FIT_GRID, keys, values, gaussian_kernel, width)  # (201,)
         prediction, weights = kernel_pooling(query, keys, values, gaussian_kernel, width)
         prediction, weights = prediction[0].item(), weights[0]  # a number, (n_train,)
         self.points["q"] = (query.item(), min(max(prediction, -1.0), 6.0))
         self.state = {
+            "fit_x": FIT_GRID,
             "fit": fit,
             "weights": weights,
             "prediction": prediction,
@@ -219,13 +200,15 @@ class DragPoolingExplorer(DirectExplorer):
             ],
             "lines": [
                 {
-                    "xy": torch.stack([x_test, self.data.y_test.double()], 1).tolist(),
-                    "colour": COLOURS["black"],
+                    "xy": torch.stack(
+                        [self.data.x_test.double(), self.data.y_test.double()], 1
+                    ).tolist(),
+                    "colour": COLOURS["foreground"],
                     "width": 1,
                     "label": "truth",
                 },
                 {
-                    "xy": torch.stack([x_test, fit], 1).tolist(),
+                    "xy": torch.stack([FIT_GRID, fit], 1).tolist(),
                     "colour": COLOURS["blue"],
                     "width": 2,
                     "label": "kernel fit",

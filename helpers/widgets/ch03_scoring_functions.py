@@ -18,16 +18,23 @@ from helpers.scoring import (
     scores_by_function,
 )
 from helpers.widgets.base import Explorer, weight_heatmap
-from helpers.widgets.direct import (
-    COLOURS,
-    DirectExplorer,
-    PlaneWidget,
-    moved_points,
-    position_of,
-    slider_number,
-)
+from helpers.widgets.direct import COLOURS, PlaneExplorer, position_of, slider_number
 
 __all__ = ["QueryKeyPlaneExplorer", "ScalingExplorer"]
+
+TEMPERATURES = (-1, 1)  # the temperature slider's range: 10**-1 to 10**1
+
+
+def temperature_slider(temperature: float) -> widgets.FloatLogSlider:
+    return widgets.FloatLogSlider(
+        value=temperature,
+        base=10,
+        min=TEMPERATURES[0],
+        max=TEMPERATURES[1],
+        step=0.05,
+        description="temperature T",
+        readout_format=".2f",
+    )
 
 
 class ScalingExplorer(Explorer):
@@ -45,15 +52,7 @@ class ScalingExplorer(Explorer):
                 options=self.SIZES, value=d_k, description="key size d_k"
             ),
             "scaled": widgets.Checkbox(value=scaled, description="divide by √d_k"),
-            "temperature": widgets.FloatLogSlider(
-                value=temperature,
-                base=10,
-                min=-1,
-                max=1,
-                step=0.05,
-                description="temperature T",
-                readout_format=".2f",
-            ),
+            "temperature": temperature_slider(temperature),
         }
         figure = Figure(figsize=(10, 3.6), layout="constrained")
         figure.get_layout_engine().set(wspace=0.08)
@@ -110,18 +109,20 @@ QUERY_KEY_PLANE = {
     "ylabel": "second entry",
     "step": 0.1,  # an arrow key's move; positions are kept to a tenth of it
 }
-TEMPERATURES = (-1, 1)  # the temperature slider's range: 10**-1 to 10**1
+TABLE_NAMES = {"dot product": "dot", "scaled dot product": "scaled", "additive": "additive"}
 DEFAULT_QUERY = (1.5, 1.0)
 DEFAULT_KEYS = ((2.0, 1.6), (0.8, 0.5), (-1.5, 1.0), (-2.0, -1.5), (1.0, -2.0), (0.0, 2.5))
 
 
-class QueryKeyPlaneExplorer(DirectExplorer):
+class QueryKeyPlaneExplorer(PlaneExplorer):
     """Chapter 03: a query and 4 to 8 keys, vectors of two entries, as points you drag (or move
     with the arrow keys once clicked). For their positions: each key's score under the three
     scoring functions (dot product, scaled dot product, additive with fixed weights), divided by
     the temperature; the softmax weights of each (bars) and of the chosen one (the circles round
     the keys, the arrows); and the output, the weighted sum of the values, which here are the
     keys themselves (the green point)."""
+
+    PLANE = QUERY_KEY_PLANE
 
     def __init__(
         self,
@@ -135,30 +136,15 @@ class QueryKeyPlaneExplorer(DirectExplorer):
         if score not in SCORE_FUNCTIONS:
             raise ValueError(f"score must be one of {list(SCORE_FUNCTIONS)}, got {score!r:.80}")
         temperature = slider_number(temperature, "temperature", TEMPERATURES)
-        self.points = {"q": _point(query, "query")}
+        points = {"q": _point(query, "query")}
         for name, key in zip(KEY_NAMES, keys, strict=False):
-            self.points[name] = _point(key, f"key {name}")
+            points[name] = _point(key, f"key {name}")
         self.additive = fixed_additive_attention(size=2, num_hiddens=8, seed=0)
         controls = {
             "score": widgets.Dropdown(options=SCORE_FUNCTIONS, value=score, description="score"),
-            "temperature": widgets.FloatLogSlider(
-                value=temperature,
-                base=10,
-                min=TEMPERATURES[0],
-                max=TEMPERATURES[1],
-                step=0.05,
-                description="temperature T",
-                readout_format=".2f",
-            ),
+            "temperature": temperature_slider(temperature),
         }
-        super().__init__(PlaneWidget(), controls)
-
-    def move(self, name: str, x: float, y: float) -> None:
-        """Move one point as a drag in the browser does: clamped to the plane, on its grid."""
-        self.live.request = {"seq": self._seq + 1, "points": {name: [x, y]}}
-
-    def accept(self, request: dict) -> None:
-        self.points = moved_points(request, self.points, QUERY_KEY_PLANE)
+        super().__init__(points, controls)
 
     def compute(self, score: str, temperature: float) -> dict:
         query = torch.tensor(self.points["q"], dtype=torch.float64)  # (2,)
@@ -196,6 +182,7 @@ class QueryKeyPlaneExplorer(DirectExplorer):
                     "colour": COLOURS["green"],
                     "opacity": 1.0,
                     "label": "output",
+                    "above": True,
                 }
             ],
             "arrows": [
@@ -265,9 +252,11 @@ def _query_direction(query: tuple) -> dict:
 
 
 def _score_table(points: dict, scores: dict, weights: dict) -> dict:
+    """Each point's position; each key's three scores (divided by the temperature, as the
+    softmax takes them) and weights."""
     columns = ["point", "x", "y"]
     for kind in SCORE_FUNCTIONS:
-        columns += [f"{kind}: score", f"{kind}: weight"]
+        columns += [f"{TABLE_NAMES[kind]}: score ÷ T", f"{TABLE_NAMES[kind]}: weight"]
     x, y = points["q"]
     rows = [["q", f"{x:.2f}", f"{y:.2f}", *[""] * (2 * len(SCORE_FUNCTIONS))]]
     for index, (name, (x, y)) in enumerate(list(points.items())[1:]):

@@ -15,7 +15,6 @@ fetched from a CDN and there is no build step.
 import io
 import math
 import numbers
-import reprlib
 import textwrap
 from pathlib import Path
 
@@ -27,9 +26,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers import validation
+from helpers.validation import shown
 from helpers.widgets.base import one_torch_thread
 
-__all__ = ["DirectExplorer", "PlaneWidget"]
+__all__ = ["DirectExplorer", "PlaneExplorer", "PlaneWidget"]
 
 FRONT_END = Path(__file__).with_name("js")
 # matplotlib's tab10 colours as the browser names them (SVG knows no "tab:blue")
@@ -41,6 +41,7 @@ COLOURS = {
     "purple": "#9467bd",
     "grey": "#7f7f7f",
     "black": "#000000",
+    "foreground": "foreground",  # the theme's text colour: black, or light in a dark theme
 }
 
 
@@ -150,6 +151,27 @@ class DirectExplorer:
         return f"{type(self).__name__}({settings})"
 
 
+class PlaneExplorer(DirectExplorer):
+    """A DirectExplorer of points in a plane (PlaneWidget). ``self.points`` maps each point's
+    name to its (x, y); the class's ``PLANE`` gives the plane's bounds, ticks, axis labels and
+    the arrow keys' step."""
+
+    PLANE: dict
+
+    def __init__(self, points: dict, controls: dict):
+        self.points = points
+        super().__init__(PlaneWidget(), controls)
+
+    def move(self, name: str, x: float, y: float | None = None) -> None:
+        """Move one point as a drag in the browser does: clamped to the plane, on its grid
+        (y None: where the point is now)."""
+        y = self.points[name][1] if y is None and name in self.points else y
+        self.live.request = {"seq": self._seq + 1, "points": {name: [x, y]}}
+
+    def accept(self, request: dict) -> None:
+        self.points = moved_points(request, self.points, self.PLANE)
+
+
 # The learner's points
 
 
@@ -187,14 +209,6 @@ def position_of(position: object, what: str) -> tuple[float, float]:
             f"{what} must be two finite numbers [x, y], got {shown(position)}"
         ) from None
     return x, y
-
-
-def shown(value: object) -> str:
-    """value as a message shows it: short, however long, deep or large it is."""
-    try:
-        return reprlib.repr(value)
-    except ValueError:  # an int of more digits than Python prints
-        return f"a {type(value).__name__} too large to print"
 
 
 def moved_points(request: dict, current: dict, plane: dict) -> dict:
@@ -260,7 +274,7 @@ def _draw_plane(ax, view: dict) -> None:
         ax.plot(
             *xy.T,
             label=line.get("label"),
-            color=line["colour"],
+            color=_printed(line["colour"]),
             lw=line.get("width", 2),
             ls="--" if line.get("dashed") else "-",
         )
@@ -286,6 +300,7 @@ def _draw_plane(ax, view: dict) -> None:
             alpha=marker.get("opacity", 0.35),
             edgecolors=marker.get("edge", "none"),
             linewidths=2,
+            zorder=5 if marker.get("above") else 2,
         )
     for point in view.get("points", []):
         radius = point.get("radius", 9)  # pixels in the browser; about points here
@@ -314,6 +329,11 @@ def _draw_plane(ax, view: dict) -> None:
     ax.grid(color="0.9")
     ax.set_xlabel(plane["xlabel"])
     ax.set_ylabel(plane["ylabel"])
+
+
+def _printed(colour: str) -> str:
+    """A view's colour on paper: the theme's foreground is black there."""
+    return "black" if colour == COLOURS["foreground"] else colour
 
 
 def _draw_bars(ax, bars: dict) -> None:

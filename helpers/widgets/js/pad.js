@@ -78,16 +78,17 @@ function drawPad(context, view, strokes, chosen, cursor) {
       context.fillText(`${(100 * share).toFixed(0)}%`, (col + 1) * cellPx - 4, (row + 1) * cellPx - 3);
     });
   }
-  // the ViT's guess for each cell with ink, in its bottom-left corner, on a light backing
-  context.font = "12px sans-serif";
+  // the ViT's guess for each cell with ink, small, in its top-left corner (where a digit drawn
+  // in the middle of its cell leaves room), on a light backing
+  context.font = "10px sans-serif";
   context.textAlign = "left";
   context.textBaseline = "bottom";
   for (const guess of view.guesses) {
     const [row, col] = [Math.floor(guess.cell / view.pad.cells), guess.cell % view.pad.cells];
     const text = `ViT: ${guess.guess} (p ${guess.probability.toFixed(2)})`;
-    const [x, y] = [col * cellPx + 3, (row + 1) * cellPx - 3];
-    context.fillStyle = "rgba(255, 255, 255, 0.8)";
-    context.fillRect(x - 2, y - 14, context.measureText(text).width + 4, 15);
+    const [x, y] = [col * cellPx + 3, row * cellPx + 14];
+    context.fillStyle = "rgba(255, 255, 255, 0.7)";
+    context.fillRect(x - 2, y - 12, context.measureText(text).width + 4, 13);
     context.fillStyle = "#1f77b4";
     context.fillText(text, x, y);
   }

@@ -3,11 +3,16 @@
 // Joined after protocol.js. Every number drawn comes from the kernel's `view`.
 
 const SVG = "http://www.w3.org/2000/svg";
-const PLANE = { width: 440, height: 400, left: 52, right: 12, top: 12, bottom: 44 };
+const PLANE = { width: 456, height: 400, left: 52, right: 28, top: 12, bottom: 44 };
 const BARS = { width: 300, height: 400, left: 44, right: 8, top: 28, bottom: 44 };
 
 function svgElement(tag, attributes, parent) {
   return element(tag, attributes, parent, SVG);
+}
+
+// "foreground" is the theme's text colour (black in the light theme, light in the dark one)
+function paint(colour) {
+  return colour === "foreground" ? "var(--jp-ui-font-color1, #000)" : colour;
 }
 
 function scales(plane) {
@@ -52,20 +57,22 @@ function drawAxes(layer, plane, s) {
   ylabel.textContent = plane.ylabel;
 }
 
-function drawShapes(layer, view, s) {
+function drawShapes(layer, above, view, s) {
   layer.replaceChildren();
+  above.replaceChildren();
   for (const line of view.lines || []) {
-    svgElement("polyline", {
+    const polyline = svgElement("polyline", {
       points: line.xy.map(([x, y]) => `${s.px(x)},${s.py(y)}`).join(" "),
-      stroke: line.colour, "stroke-width": line.width || 2, fill: "none",
+      "stroke-width": line.width || 2, fill: "none",
       "stroke-dasharray": line.dashed ? "5 4" : "none",
     }, layer);
+    polyline.style.stroke = paint(line.colour);
   }
   const labelled = (view.lines || []).filter((line) => line.label);
   labelled.forEach((line, i) => {
     const x = PLANE.width - PLANE.right - 110;
     const y = PLANE.top + 16 + 16 * i;
-    svgElement("line", { x1: x, x2: x + 18, y1: y - 4, y2: y - 4, stroke: line.colour, "stroke-width": 2 }, layer);
+    svgElement("line", { x1: x, x2: x + 18, y1: y - 4, y2: y - 4, "stroke-width": 2 }, layer).style.stroke = paint(line.colour);
     svgElement("text", { x: x + 24, y, class: "tick" }, layer).textContent = line.label;
   });
   for (const arrow of view.arrows || []) {
@@ -76,10 +83,11 @@ function drawShapes(layer, view, s) {
     }, layer);
   }
   for (const marker of view.markers || []) {
+    // a marker "above" the points (an output) stays visible when a point is dragged onto it
     const node = svgElement("circle", {
       cx: s.px(marker.x), cy: s.py(marker.y), r: marker.radius, fill: marker.colour,
       "fill-opacity": marker.opacity ?? 0.35, stroke: marker.edge || "none", "stroke-width": 2,
-    }, layer);
+    }, marker.above ? above : layer);
     if (marker.label) svgElement("title", {}, node).textContent = marker.label;
   }
 }
@@ -111,9 +119,11 @@ function drawBars(svg, bars) {
     const text = svgElement("text", { x: BARS.left + (g + 0.5) * slot, y: py(0) + 16, class: "tick", "text-anchor": "middle" }, svg);
     text.textContent = label;
   });
+  const legendX = BARS.width - BARS.right - 124;
+  svgElement("rect", { x: legendX - 4, y: BARS.top + 1, width: 124, height: 15 * bars.series.length + 4, class: "legend-backing" }, svg);
   bars.series.forEach((series, i) => {
-    const y = BARS.top + 12 + 15 * i;
-    const x = BARS.width - BARS.right - 120;
+    const y = BARS.top + 14 + 15 * i;
+    const x = legendX;
     svgElement("rect", { x, y: y - 9, width: 10, height: 10, fill: series.colour }, svg);
     svgElement("text", { x: x + 14, y, class: "tick" }, svg).textContent = series.name;
   });
@@ -124,11 +134,13 @@ function render({ model, el }) {
   const row = element("div", { class: "attention-direct-row" }, el);
   const plane = svgElement("svg", { width: PLANE.width, height: PLANE.height, class: "attention-direct-plane-svg" }, row);
   const defs = svgElement("defs", {}, plane);
-  const head = svgElement("marker", { id: "attention-direct-head", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" }, defs);
+  // arrowheads of one size whatever the arrow's width (the width shows the weight)
+  const head = svgElement("marker", { id: "attention-direct-head", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, defs);
   svgElement("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "context-stroke" }, head);
   const axes = svgElement("g", {}, plane);
   const shapes = svgElement("g", {}, plane);
   const handles = svgElement("g", {}, plane);
+  const above = svgElement("g", { "pointer-events": "none" }, plane);
   const bars = svgElement("svg", { width: BARS.width, height: BARS.height, class: "attention-direct-bars" }, row);
   const readout = element("div", { class: "attention-direct-readout" }, el);
 
@@ -202,7 +214,7 @@ function render({ model, el }) {
       drawAxes(axes, view.plane, s);
       axesFor = planeKey;
     }
-    drawShapes(shapes, view, s);
+    drawShapes(shapes, above, view, s);
     // the kernel's positions (clamped, rounded) once no move of the learner's is still pending
     const settled = connection === null || connection.settled(view);
     for (const point of view.points) {
