@@ -119,11 +119,33 @@ class Explorer:
         return bytes(self.image.value)
 
     def __repr__(self) -> str:
-        settings = ", ".join(
-            f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
-            for name, value in self.values().items()
-        )
-        return f"{type(self).__name__}({settings})"
+        return settings_repr(self)
+
+
+def settings_repr(explorer) -> str:
+    """An explorer's class and its controls' values: "KernelRegressionExplorer(width=0.3)"."""
+    settings = ", ".join(
+        f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
+        for name, value in explorer.values().items()
+    )
+    return f"{type(explorer).__name__}({settings})"
+
+
+def log_slider(
+    value: float, exponents: tuple, step: float, description: str, readout_format: str
+) -> widgets.FloatLogSlider:
+    """A slider over powers of ten, 10**exponents[0] to 10**exponents[1], in steps of `step` in
+    the exponent."""
+    low, high = exponents
+    return widgets.FloatLogSlider(
+        value=value,
+        base=10,
+        min=low,
+        max=high,
+        step=step,
+        description=description,
+        readout_format=readout_format,
+    )
 
 
 def weight_heatmap(ax, x_labels, y_labels):

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from helpers import validation
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.validation import shown
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, log_slider
 from helpers.widgets.direct import COLOURS, PlaneExplorer, finite_number, slider_number
 
 __all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
@@ -20,15 +20,7 @@ WIDTHS = (-1.5, 0.7)  # the width slider's range: 10**-1.5 to 10**0.7
 
 
 def width_slider(width: float) -> widgets.FloatLogSlider:
-    return widgets.FloatLogSlider(
-        value=width,
-        base=10,
-        min=WIDTHS[0],
-        max=WIDTHS[1],
-        step=0.02,
-        description="kernel width σ",
-        readout_format=".3f",
-    )
+    return log_slider(width, WIDTHS, 0.02, "kernel width σ", ".3f")
 
 
 class KernelRegressionExplorer(Explorer):

@@ -17,7 +17,7 @@ from helpers.scoring import (
     saturation_statistics,
     scores_by_function,
 )
-from helpers.widgets.base import Explorer, weight_heatmap
+from helpers.widgets.base import Explorer, log_slider, weight_heatmap
 from helpers.widgets.direct import COLOURS, PlaneExplorer, position_of, slider_number
 
 __all__ = ["QueryKeyPlaneExplorer", "ScalingExplorer"]
@@ -26,15 +26,7 @@ TEMPERATURES = (-1, 1)  # the temperature slider's range: 10**-1 to 10**1
 
 
 def temperature_slider(temperature: float) -> widgets.FloatLogSlider:
-    return widgets.FloatLogSlider(
-        value=temperature,
-        base=10,
-        min=TEMPERATURES[0],
-        max=TEMPERATURES[1],
-        step=0.05,
-        description="temperature T",
-        readout_format=".2f",
-    )
+    return log_slider(temperature, TEMPERATURES, 0.05, "temperature T", ".2f")
 
 
 class ScalingExplorer(Explorer):

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.validation import shown
-from helpers.widgets.base import one_torch_thread
+from helpers.widgets.base import one_torch_thread, settings_repr
 
 __all__ = ["DirectExplorer", "PlaneExplorer", "PlaneWidget"]
 
@@ -144,11 +144,7 @@ class DirectExplorer:
         return plane_figure(self.live.view)
 
     def __repr__(self) -> str:
-        settings = ", ".join(
-            f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
-            for name, value in self.values().items()
-        )
-        return f"{type(self).__name__}({settings})"
+        return settings_repr(self)
 
 
 class PlaneExplorer(DirectExplorer):
