@@ -114,10 +114,11 @@ pooling.widget"""
 
 
 def training_point(widget, name: str) -> tuple[float, float]:
-    """A training point's position, as its handle names it: "<label> at (x, y)"."""
+    """A training point's position, as its handle names it: "t30 at (x, y)"."""
     label = widget.locator(f'.attention-direct-point[data-name="{name}"]').get_attribute(
         "aria-label"
     )
+    assert label.startswith(f"{name} at (")
     x, y = label.rsplit("(", 1)[1].rstrip(")").split(", ")
     return float(x), float(y)
 

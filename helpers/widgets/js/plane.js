@@ -156,7 +156,7 @@ function render({ model, el }) {
     const [x, y] = positions[name];
     nodes[name].setAttribute("transform", `translate(${s.px(x)},${s.py(y)})`);
     const point = view.points.find((p) => p.name === name);
-    nodes[name].setAttribute("aria-label", `${point.label} at (${x.toFixed(2)}, ${y.toFixed(2)})`);
+    nodes[name].setAttribute("aria-label", `${point.label || point.name} at (${x.toFixed(2)}, ${y.toFixed(2)})`);
   }
 
   function makeHandle(point) {
