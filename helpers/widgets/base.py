@@ -40,7 +40,10 @@ class Explorer:
     ``redraw_background()`` when something static changes (an axis limit, say).
     """
 
-    def __init__(self, controls: dict, figure: Figure, dynamic_artists: list):
+    def __init__(
+        self, controls: dict, figure: Figure, dynamic_artists: list, rows: list | None = None
+    ):
+        """rows: the controls' names, row by row above the figure (default: one row of all)."""
         self.controls = controls
         self.figure = figure
         FigureCanvasAgg(figure)
@@ -49,11 +52,15 @@ class Explorer:
             artist.set_animated(True)  # left out of the background, drawn on every update
         self._background = None
         self.state = {}
+        self._following = False
         self.image = widgets.Image(format="png")
         for control in controls.values():
             control.style.description_width = "initial"
             control.observe(self._on_change, names="value")
-        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.image])
+        rows = rows if rows is not None else [list(controls)]
+        self.widget = widgets.VBox(
+            [*(widgets.HBox([controls[name] for name in row]) for row in rows), self.image]
+        )
         self.update()
 
     def values(self) -> dict:
@@ -111,7 +118,19 @@ class Explorer:
         )
         return buffer.getvalue()
 
-    def _on_change(self, _change):
+    def follow(self, control) -> None:
+        """Set the controls that depend on `control`, which just moved (a subclass's links
+        between its controls: a model's layers, say). Nothing by default."""
+
+    def _on_change(self, change):
+        if self._following:  # a control set by follow: one redraw, after all of them are set
+            return
+        self._following = True
+        try:
+            with one_torch_thread():
+                self.follow(change["owner"])
+        finally:
+            self._following = False
         self.update()
 
     def _repr_png_(self) -> bytes:

@@ -83,12 +83,8 @@ class DecoderOnlyExplorer(Explorer):
             *self._key_labels,
             *(ax.title for ax in figure.axes),
         ]
-        super().__init__(controls, figure, dynamic)
-        self.widget.children = (
-            widgets.HBox([controls[name] for name in ("prompt", "task", "layer", "head")]),
-            widgets.HBox([controls[name] for name in ("temperature", "top_k", "top_p", "seed")]),
-            self.image,
-        )
+        rows = [["prompt", "task", "layer", "head"], ["temperature", "top_k", "top_p", "seed"]]
+        super().__init__(controls, figure, dynamic, rows)
 
     def model(self, task: str) -> DecoderOnlyTranslator:
         """The task's model, loaded from data/ the first time it is needed."""

@@ -76,7 +76,7 @@ class InductionExplorer(Explorer):
         seed = validation.seed(seed)
         self.training = _checked_training(load_training() if training is None else training)
         step, layer, head = self._checked_choices(model, step, layer, head)
-        self._snapshots, self._reading, self._syncing = {}, {}, False
+        self._snapshots, self._reading = {}, {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
         config = self.training["models"][model].config
         controls = {
@@ -115,12 +115,8 @@ class InductionExplorer(Explorer):
             self._loss_line,
             *(ax.title for ax in (self._log_ax, self._map_ax, self._loss_ax)),
         ]
-        super().__init__(controls, figure, dynamic)
-        self.widget.children = (
-            widgets.HBox([controls[name] for name in ("model", "step", "layer", "head")]),
-            widgets.HBox([controls[name] for name in ("sequence", "seed", "tokens")]),
-            self.image,
-        )
+        rows = [["model", "step", "layer", "head"], ["sequence", "seed", "tokens"]]
+        super().__init__(controls, figure, dynamic, rows)
 
     # What the controls may choose
 
@@ -143,17 +139,7 @@ class InductionExplorer(Explorer):
             head = int(self.training["logs"][model]["induction"][-1, layer].argmax())
         return int(step), layer, _index(head, "head", model, config)
 
-    def _on_change(self, change):
-        if self._syncing:  # a control set by _follow: one redraw, after all of them are set
-            return
-        self._syncing = True
-        try:
-            self._follow(change["owner"])
-        finally:
-            self._syncing = False
-        self.update()
-
-    def _follow(self, control) -> None:
+    def follow(self, control) -> None:
         """The controls that depend on the one that moved: the model's steps, layers and heads;
         typing tokens shows them, editing the seed shows its random repeat."""
         controls = self.controls

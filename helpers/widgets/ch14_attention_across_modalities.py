@@ -107,7 +107,7 @@ class CanvasExplorer(Explorer):
         self.finder, self.reader = _float64_copy(finder), _float64_copy(reader)
         self.canvases = finder_test_set(TEST_CANVASES)[0]
         self._first_images = first_test_images()
-        self._readings, self._syncing = {}, False
+        self._readings = {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their key
         source = "test" if layout is None else "composed"
         layout = DEFAULT_LAYOUT if layout is None else layout
@@ -156,28 +156,13 @@ class CanvasExplorer(Explorer):
             self._image_ax.title,
             self._tokens_ax.title,
         ]
-        super().__init__(controls, figure, dynamic)
+        rows = [["mode", "word", "token"], ["source", "canvas", "layout"]]
+        super().__init__(controls, figure, dynamic, rows)
         self._enable_for(mode)
-        self.widget.children = (
-            widgets.HBox([controls[name] for name in ("mode", "word", "token")]),
-            widgets.HBox([controls[name] for name in ("source", "canvas", "layout")]),
-            self.image,
-        )
 
     # What the controls may choose
 
-    def _on_change(self, change):
-        if self._syncing:  # a control set by _follow: one redraw, after all of them are set
-            return
-        self._syncing = True
-        try:
-            with one_torch_thread():  # the token slider's range: the reader reads the canvas
-                self._follow(change["owner"])
-        finally:
-            self._syncing = False
-        self.update()
-
-    def _follow(self, control) -> None:
+    def follow(self, control) -> None:
         """Moving the canvas slider shows a test canvas, typing a layout shows it; the token
         slider spans the tokens written on the canvas shown; a mode enables its own control."""
         controls = self.controls
