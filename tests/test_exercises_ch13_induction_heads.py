@@ -289,6 +289,64 @@ def changing_the_ids_in_place(model, ids, layer, head):
     return logits_with_head_zeroed(model, ids.clamp_(max=14), layer, head)
 
 
+# Regressions from a learner's and a hostile pass: torch's global settings, a module's own
+# attributes, and head-zeroing mistakes that were answered by the general hint only
+
+
+def previous_with_gradients_switched_off(weights):
+    torch.set_grad_enabled(False)  # BUG: for all of torch, and never switched back on
+    return previous_token_score(weights)
+
+
+def induction_with_float64_made_the_default(weights, length):
+    torch.set_default_dtype(torch.float64)  # BUG: every later tensor changes
+    return induction_score(weights, length)
+
+
+def with_a_global_module_hook_left_behind(model, ids, layer, head):
+    torch.nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None)
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def changing_num_heads_and_leaving_it(model, ids, layer, head):
+    logits = logits_with_head_zeroed(model, ids, layer, head)
+    model.blocks[layer].attention.num_heads = 1  # BUG: the next forward pass breaks
+    return logits
+
+
+def zeroing_W_o_bias_too(model, ids, layer, head):
+    ablated = copy.deepcopy(model)
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    with torch.no_grad():
+        ablated.blocks[layer].attention.W_o.weight[:, columns] = 0.0
+        ablated.blocks[layer].attention.W_o.bias.zero_()  # BUG: the bias is no head's
+        return ablated(ids)
+
+
+def zeroing_interleaved_columns(model, ids, layer, head):
+    def zero(merged):
+        merged[..., head :: model.config.num_heads] = 0.0  # BUG: the heads are side by side
+        return merged
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def zeroing_the_head_in_every_layer(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def hook(module, inputs):
+        merged = inputs[0].clone()
+        merged[..., columns] = 0.0
+        return (merged,)
+
+    handles = [block.attention.W_o.register_forward_pre_hook(hook) for block in model.blocks]
+    try:  # BUG: every layer's W_o is hooked, not model.blocks[layer]'s alone
+        return model(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 WRONG = [
     ("previous-token score", previous_over_every_query, "the mean runs over all n queries"),
     ("previous-token score", previous_reading_the_next_key, "reads the weight on the NEXT key"),
@@ -386,6 +444,29 @@ WRONG = [
         "calls helpers.induction.zeroed_heads",
     ),
     ("logits with a head zeroed", changing_the_ids_in_place, "changes its input `ids` in place"),
+    (
+        "previous-token score",
+        previous_with_gradients_switched_off,
+        "leaves gradients switched off for all of torch",
+    ),
+    (
+        "induction score",
+        induction_with_float64_made_the_default,
+        "leaves torch's default dtype torch.float64",
+    ),
+    (
+        "logits with a head zeroed",
+        with_a_global_module_hook_left_behind,
+        "leaves a global module hook registered",
+    ),
+    (
+        "logits with a head zeroed",
+        changing_num_heads_and_leaving_it,
+        "changes model.blocks.0.attention.num_heads (3 before, 1 after)",
+    ),
+    ("logits with a head zeroed", zeroing_W_o_bias_too, "zeroes W_o's bias too"),
+    ("logits with a head zeroed", zeroing_interleaved_columns, "zeroes the columns 1::3"),
+    ("logits with a head zeroed", zeroing_the_head_in_every_layer, "zeroes head 1 in every layer"),
 ]
 
 
@@ -709,6 +790,7 @@ def leaving_gradients_behind(model, ids, layer, head):
         (converting_the_model_to_float64, "leaves the model's weights in torch.float64 on cpu"),
         (freezing_the_weights, "leaves requires_grad off for the model's weight"),
         (leaving_gradients_behind, "leaves gradients in the model's weights (.grad of"),
+        (changing_num_heads_and_leaving_it, "changes model.blocks.0.attention.num_heads"),
     ],
     ids=lambda value: getattr(value, "__name__", ""),
 )
@@ -727,3 +809,22 @@ def test_a_model_changed_beyond_its_weights_is_refused_and_put_back(answer, word
         assert tensor.dtype == weights[name].dtype and torch.equal(tensor, weights[name]), name
     verdict, out = run_checker(check_logits_with_head_zeroed, answer)
     assert verdict is False and words in out, out
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    [
+        ("previous-token score", previous_with_gradients_switched_off),
+        ("induction score", induction_with_float64_made_the_default),
+        ("logits with a head zeroed", with_a_global_module_hook_left_behind),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_torchs_global_settings_are_put_back_after_an_answer_changes_them(
+    exercise, answer, run_checker
+):
+    hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and out.startswith("Not yet: 5 of 5 checks failed"), out
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+    assert dict(torch.nn.modules.module._global_forward_pre_hooks) == hooks

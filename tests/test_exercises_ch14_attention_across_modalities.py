@@ -242,6 +242,55 @@ def centroid_through_numpy(weights, grid_size, p):
     return torch.from_numpy(w @ centres / w.sum(-1, keepdims=True)).to(weights.dtype)
 
 
+# Regressions from a learner's and a hostile pass: mistakes answered by the general hint only,
+# an error without advice, and torch's grad mode switched off for good
+
+
+def patchify_reading_the_sides_as_width_height(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, width // p, p, height // p, p)  # BUG: (W, H)
+    return grid.permute(0, 2, 4, 1, 3, 5).reshape(batch, -1, channels * p * p)
+
+
+def _sines_and_cosines(positions, width, pair):
+    """(n, width): chapter 05's angles for width, each frequency's (sin, cos) made by pair."""
+    frequencies = 10000 ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
+    return pair(positions.double()[:, None] * frequencies).float()
+
+
+def sinusoidal_2d_sines_then_cosines(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+
+    def pair(angles):
+        return torch.cat([angles.sin(), angles.cos()], -1)  # BUG: not interleaved
+
+    half = d_model // 2
+    return torch.cat([_sines_and_cosines(row, half, pair), _sines_and_cosines(col, half, pair)], 1)
+
+
+def sinusoidal_2d_cos_then_sin(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+
+    def pair(angles):
+        return torch.stack([angles.cos(), angles.sin()], -1).flatten(1)  # BUG: (cos, sin)
+
+    half = d_model // 2
+    return torch.cat([_sines_and_cosines(row, half, pair), _sines_and_cosines(col, half, pair)], 1)
+
+
+def centroid_divided_by_every_querys_total(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, weights.dtype) / weights.sum()
+
+
+def centroid_divided_without_keepdim(weights, grid_size, p):
+    return weights @ _centres(grid_size, p, weights.dtype) / weights.sum(-1)
+
+
+def centroid_with_gradients_switched_off(weights, grid_size, p):
+    torch.set_grad_enabled(False)  # BUG: for all of torch, and never switched back on
+    return attention_centroid(weights, grid_size, p)
+
+
 WRONG = [
     ("patchify", patchify_down_the_columns_first, "the patches run top to bottom first"),
     ("patchify", patchify_channels_last, "flattened in (p, p, C) order, channels last"),
@@ -295,6 +344,20 @@ WRONG = [
     ("attention centroid", centroid_with_float32_centres, "build the centres with dtype=weights"),
     ("attention centroid", centroid_normalising_in_place, "changes its input `weights` in place"),
     ("attention centroid", centroid_through_numpy, "no gradient flows back to the inputs"),
+    ("patchify", patchify_reading_the_sides_as_width_height, "reads the image's sides as (W, H)"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_sines_then_cosines, "its sines first, then its"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_cos_then_sin, "each (sin, cos) pair is written"),
+    (
+        "attention centroid",
+        centroid_divided_by_every_querys_total,
+        "divides by the total of every query's weights together",
+    ),
+    ("attention centroid", centroid_divided_without_keepdim, "keep it with keepdim=True"),
+    (
+        "attention centroid",
+        centroid_with_gradients_switched_off,
+        "leaves gradients switched off for all of torch",
+    ),
 ]
 
 
@@ -535,3 +598,9 @@ def test_a_slow_answer_is_refused_and_the_other_cases_are_not_run(
     verdict, out = run_checker(CHECKERS[exercise][0], slow)
     assert verdict is False and "one case took 0.1 s, where the reference takes milliseconds" in out
     assert len(calls) == 1 and out.count("not run: one case took") >= 4, out
+
+
+def test_grad_mode_switched_off_by_an_answer_is_put_back(run_checker):
+    verdict, out = run_checker(check_attention_centroid, centroid_with_gradients_switched_off)
+    assert verdict is False and out.startswith("Not yet: 6 of 6 checks failed"), out
+    assert torch.is_grad_enabled()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.nn.modules import module as module_hooks
 
 from helpers.exercises.framework import (
     Refused,
@@ -75,6 +76,52 @@ LEADING_DIMS = (
 )
 
 
+GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+def torch_left_as_it_was(answers: Callable) -> Callable:
+    """answers, refused where the learner's call leaves torch's global settings changed: grad
+    mode (torch.set_grad_enabled(False) would also switch the reference's gradients off, and
+    so their check), the default dtype, or a hook on every module. Each is put back first."""
+
+    def call(*inputs):
+        grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+        hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
+        problem = None
+        try:
+            return answers(*inputs)
+        finally:
+            if torch.is_grad_enabled() != grad:
+                torch.set_grad_enabled(grad)
+                problem = (
+                    f"leaves gradients switched {'off' if grad else 'on'} for all of torch "
+                    f"(torch.set_grad_enabled): every later computation would be affected; "
+                    f"use `with torch.no_grad():`, which puts the mode back at its end"
+                )
+            if torch.get_default_dtype() != dtype:
+                problem = problem or (
+                    f"leaves torch's default dtype {torch.get_default_dtype()} (it was {dtype}): "
+                    f"every later torch.zeros, torch.tensor or nn.Linear would change; pass "
+                    f"dtype= to the tensors you make instead"
+                )
+                torch.set_default_dtype(dtype)
+            for kind, before in hooks.items():
+                registered = getattr(module_hooks, kind)
+                for key in set(registered) - before:
+                    registered.pop(key)
+                    for extra in ("_always_called", "_with_kwargs"):
+                        getattr(module_hooks, f"{kind}{extra}", {}).pop(key, None)
+                    problem = problem or (
+                        "leaves a global module hook registered (register_module_forward_"
+                        "..._hook): every module's later forward passes would run it; hook the "
+                        "one module, and remove the handle in a `finally:` block"
+                    )
+            if problem is not None:
+                raise Refused(problem)  # in place of the answer
+
+    return call
+
+
 # 1. The previous-token score
 
 
@@ -122,7 +169,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
     matrix, in the weights' dtype, with gradients. Without helpers.induction's
     previous_token_score."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_score)
+    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
         passed += run_case(
             name,
@@ -207,7 +254,7 @@ def check_induction_score(learner_score: Callable) -> bool:
     weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
     Without helpers.induction's induction_score."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_score)
+    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_score))
     for name, weights, length in induction_cases():
 
         def learner(w, length=length):
@@ -298,6 +345,13 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
     def zero_values_but_not_bias(edited):
         attention(edited).W_v.weight[rows] = 0.0
 
+    def zero_output_bias_too(edited):
+        attention(edited).W_o.weight[:, rows] = 0.0
+        attention(edited).W_o.bias.zero_()
+
+    def zero_interleaved_columns(edited):
+        attention(edited).W_o.weight[:, head :: config.num_heads] = 0.0
+
     def zero_queries(edited):
         attention(edited).W_q.weight[rows] = 0.0
         attention(edited).W_q.bias[rows] = 0.0
@@ -325,11 +379,24 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         "zeroes the head's queries (or keys): its scores are then all 0 and its attention "
         "uniform over the keys so far, so it still writes the average of its values; zero what "
         "it writes, W_o's input columns, instead": _edited_logits(model, ids, zero_queries),
+        f"zeroes W_o's bias too: the bias belongs to no head and stays; zero only W_o's input "
+        f"columns {columns}, head {head}'s output": _edited_logits(
+            model, ids, zero_output_bias_too
+        ),
+        f"zeroes the columns {head}::{config.num_heads}, every num_heads-th one: the heads sit "
+        f"side by side in W_o's input, not interleaved; head {head} is the block {columns}, "
+        f"head*d_head:(head+1)*d_head": _edited_logits(model, ids, zero_interleaved_columns),
         "returns probabilities (softmax): return the logits themselves": logits.softmax(-1),
         "returns log-probabilities (log_softmax): return the logits themselves": (
             logits.log_softmax(-1)
         ),
     }
+    if config.num_layers > 1:
+        mistakes[
+            f"zeroes head {head} in every layer: only in layer {layer}, model.blocks[{layer}]"
+        ] = logits_with_heads_zeroed(
+            model, ids, [(other, head) for other in range(config.num_layers)]
+        )
     for other_layer in range(config.num_layers):
         for other in range(config.num_heads):
             if (other_layer, other) == (layer, head):
@@ -369,6 +436,17 @@ def _remove_hooks(model: nn.Module, hooks: set) -> None:
             getattr(module, f"{kind}{extra}", {}).pop(key, None)
 
 
+def _settings(module: nn.Module) -> dict:
+    """A module's own attributes other than its weights, children and mode (e.g. num_heads,
+    config): what its forward reads. Tensors are left out: a forward pass writes some
+    (attention_weights, None until the first one)."""
+    return {
+        key: value
+        for key, value in vars(module).items()
+        if not key.startswith("_") and key != "training" and not isinstance(value, torch.Tensor)
+    }
+
+
 def _model_state(model: GPT) -> dict:
     """Everything of the model a learner's call could leave changed: its modules (each one's
     children), what each module's forward is, its weights (values, dtype, requires_grad, grad),
@@ -379,6 +457,7 @@ def _model_state(model: GPT) -> dict:
         "modules": modules,
         "children": {name: dict(module._modules) for name, module in modules.items()},
         "forwards": {name: "forward" in vars(module) for name, module in modules.items()},
+        "settings": {name: _settings(module) for name, module in modules.items()},
         "tensors": {
             name: (tensor, tensor.detach().clone(), tensor.requires_grad, tensor.grad)
             for name, tensor in tensors.items()
@@ -386,6 +465,9 @@ def _model_state(model: GPT) -> dict:
         "hooks": _hooks(model),
         "training": model.training,
     }
+
+
+_MISSING = object()
 
 
 def _put_back_modules(state: dict) -> str | None:
@@ -403,6 +485,16 @@ def _put_back_modules(state: dict) -> str | None:
             )
         module._modules.clear()
         module._modules.update(before)
+        for key, value in state["settings"][name].items():
+            now = vars(module).get(key, _MISSING)
+            if now is not value and not isinstance(now, torch.Tensor):  # forward writes those
+                setattr(module, key, value)
+                where = f"model.{name}.{key}" if name else f"model.{key}"
+                problem = problem or (
+                    f"changes {where} ({value!r:.40} before, {now!r:.40} after) and leaves it "
+                    f"changed: every later forward pass would read the new value; change a copy "
+                    f"(copy.deepcopy(model)), or put it back in a `finally:` block"
+                )
         if "forward" in vars(module) and not state["forwards"][name]:
             del module.forward
             problem = problem or (
@@ -506,7 +598,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     ablation measures a trained model, nothing is learned through it. Each case must take
     under SLOWEST_CALL_SECONDS. Without helpers.induction's zeroed_heads and
     logits_with_heads_zeroed."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_logits)
+    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_logits))
     for name, model, ids, layer, head in head_zeroed_cases():
 
         def reference(i, model=model, layer=layer, head=head):

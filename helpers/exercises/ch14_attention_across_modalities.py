@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from helpers.exercises.ch13_induction_heads import torch_left_as_it_was
 from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
@@ -117,6 +118,14 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
         .reshape(batch, rows * cols, channels * p * p),
     }
     mistakes[
+        "reads the image's sides as (W, H): images.shape is (B, C, H, W), the height first; "
+        "split H into (H/p, p) and W into (W/p, p)"
+    ] = (
+        images.reshape(batch, channels, cols, p, rows, p)
+        .permute(0, 2, 4, 1, 3, 5)
+        .reshape(batch, rows * cols, channels * p * p)
+    )
+    mistakes[
         "returns the grid of patches (B, rows, cols, C*p*p): flatten rows and cols into one "
         "sequence axis of (H/p)(W/p) patches"
     ] = flattened((0, 2, 4, 1, 3, 5)).reshape(batch, rows, cols, -1)
@@ -135,7 +144,7 @@ def check_patchify(learner_patchify: Callable) -> bool:
     p an int. The patches left to right, then top to bottom; each flattened in (C, p, p)
     order, the layout of F.unfold(images, p, stride=p).transpose(1, 2); in the images' dtype,
     with gradients. Without helpers.vision's patchify."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
+    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_patchify))
     for name, images, p in patchify_cases():
         passed += run_case(
             name,
@@ -181,6 +190,9 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
     pairs = torch.stack(
         [by_row.unflatten(-1, (half // 2, 2)), by_col.unflatten(-1, (half // 2, 2))]
     )
+    sines_first = torch.cat(
+        [by_row[..., 0::2], by_row[..., 1::2], by_col[..., 0::2], by_col[..., 1::2]], -1
+    )
     mistakes = {
         "the halves are swapped: the first half encodes the patch's row, the second its "
         "column": torch.cat([by_col, by_row], -1).reshape(n, d_model),
@@ -198,6 +210,15 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
         "the patches are in column-major order (down each column first): patchify's order "
         "runs along each row of patches, patch r * cols + c": torch.cat([by_row, by_col], -1)
         .transpose(0, 1)
+        .reshape(n, d_model),
+        "each half holds its sines first, then its cosines: chapter 05's encoding interleaves "
+        "them, sin then cos for each frequency (columns 0::2 the sines, 1::2 the cosines)": (
+            sines_first.reshape(n, d_model)
+        ),
+        "each (sin, cos) pair is written (cos, sin): chapter 05's encoding puts the sine first, "
+        "in the even columns 0::2, the cosine in the odd ones": torch.cat([by_row, by_col], -1)
+        .unflatten(-1, (d_model // 2, 2))
+        .flip(-1)
         .reshape(n, d_model),
         "adds a d_model-wide encoding of the row to one of the column: the row and the column "
         "sit side by side, each in its own half": (wide_row + wide_col).reshape(n, d_model),
@@ -230,7 +251,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
     position c. Without helpers.vision's sinusoidal_2d (chapter 05's sinusoidal_encoding may
     be used)."""
     failures, passed = [], 0
-    answers = _float32_only(TimedAnswers(learner_encoding))
+    answers = _float32_only(torch_left_as_it_was(TimedAnswers(learner_encoding)))
     for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
         right = sinusoidal_2d(rows, cols, d_model)
         passed += run_case(
@@ -331,6 +352,10 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "weighted sum of the centres is not a mean; divide by weights.sum(-1)": (w @ centres).to(
             weights.dtype
         ),
+        "divides by the total of every query's weights together (weights.sum()): each query's "
+        "centroid divides by its own total, weights.sum(-1, keepdim=True)": (
+            w @ centres / w.sum()
+        ).to(weights.dtype),
         "divides by the number of patches: a weighted mean divides by the sum of the weights": (
             w @ centres / w.shape[-1]
         ).to(weights.dtype),
@@ -358,7 +383,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
     weights need not sum to one (e.g. the attention on one cell only, or several heads'
     weights added): divide by their total. In the weights' dtype, with gradients."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
+    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_centroid))
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)
         passed += run_case(
@@ -378,6 +403,14 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             "your function raised",
             "dtype",
             "this case's weights are float64: build the centres with dtype=weights.dtype",
+        )
+        _advise(
+            failures,
+            name,
+            "your function raised",
+            "must match the size",
+            "if it divides by weights.sum(-1), that total has lost the patch axis: keep it with "
+            "keepdim=True (or [..., None]) so that it divides both coordinates of each query",
         )
         _advise(
             failures,
