@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.nn.modules import module as module_hooks
 
 from helpers.exercises.framework import (
     Refused,
@@ -76,52 +75,6 @@ LEADING_DIMS = (
 )
 
 
-GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks")
-
-
-def torch_left_as_it_was(answers: Callable) -> Callable:
-    """answers, refused where the learner's call leaves torch's global settings changed: grad
-    mode (torch.set_grad_enabled(False) would also switch the reference's gradients off, and
-    so their check), the default dtype, or a hook on every module. Each is put back first."""
-
-    def call(*inputs):
-        grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-        hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
-        problem = None
-        try:
-            return answers(*inputs)
-        finally:
-            if torch.is_grad_enabled() != grad:
-                torch.set_grad_enabled(grad)
-                problem = (
-                    f"leaves gradients switched {'off' if grad else 'on'} for all of torch "
-                    f"(torch.set_grad_enabled): every later computation would be affected; "
-                    f"use `with torch.no_grad():`, which puts the mode back at its end"
-                )
-            if torch.get_default_dtype() != dtype:
-                problem = problem or (
-                    f"leaves torch's default dtype {torch.get_default_dtype()} (it was {dtype}): "
-                    f"every later torch.zeros, torch.tensor or nn.Linear would change; pass "
-                    f"dtype= to the tensors you make instead"
-                )
-                torch.set_default_dtype(dtype)
-            for kind, before in hooks.items():
-                registered = getattr(module_hooks, kind)
-                for key in set(registered) - before:
-                    registered.pop(key)
-                    for extra in ("_always_called", "_with_kwargs"):
-                        getattr(module_hooks, f"{kind}{extra}", {}).pop(key, None)
-                    problem = problem or (
-                        "leaves a global module hook registered (register_module_forward_"
-                        "..._hook): every module's later forward passes would run it; hook the "
-                        "one module, and remove the handle in a `finally:` block"
-                    )
-            if problem is not None:
-                raise Refused(problem)  # in place of the answer
-
-    return call
-
-
 # 1. The previous-token score
 
 
@@ -169,7 +122,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
     matrix, in the weights' dtype, with gradients. Without helpers.induction's
     previous_token_score."""
-    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_score))
+    failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights in previous_token_cases():
         passed += run_case(
             name,
@@ -254,7 +207,7 @@ def check_induction_score(learner_score: Callable) -> bool:
     weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
     Without helpers.induction's induction_score."""
-    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_score))
+    failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights, length in induction_cases():
 
         def learner(w, length=length):
@@ -598,7 +551,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     ablation measures a trained model, nothing is learned through it. Each case must take
     under SLOWEST_CALL_SECONDS. Without helpers.induction's zeroed_heads and
     logits_with_heads_zeroed."""
-    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_logits))
+    failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     for name, model, ids, layer, head in head_zeroed_cases():
 
         def reference(i, model=model, layer=layer, head=head):

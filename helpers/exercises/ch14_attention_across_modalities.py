@@ -13,7 +13,6 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from helpers.exercises.ch13_induction_heads import torch_left_as_it_was
 from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
@@ -144,7 +143,7 @@ def check_patchify(learner_patchify: Callable) -> bool:
     p an int. The patches left to right, then top to bottom; each flattened in (C, p, p)
     order, the layout of F.unfold(images, p, stride=p).transpose(1, 2); in the images' dtype,
     with gradients. Without helpers.vision's patchify."""
-    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_patchify))
+    failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
     for name, images, p in patchify_cases():
         passed += run_case(
             name,
@@ -251,7 +250,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
     position c. Without helpers.vision's sinusoidal_2d (chapter 05's sinusoidal_encoding may
     be used)."""
     failures, passed = [], 0
-    answers = _float32_only(torch_left_as_it_was(TimedAnswers(learner_encoding)))
+    answers = _float32_only(TimedAnswers(learner_encoding))
     for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
         right = sinusoidal_2d(rows, cols, d_model)
         passed += run_case(
@@ -383,7 +382,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
     weights need not sum to one (e.g. the attention on one cell only, or several heads'
     weights added): divide by their total. In the weights' dtype, with gradients."""
-    failures, passed, answers = [], 0, torch_left_as_it_was(TimedAnswers(learner_centroid))
+    failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)
         passed += run_case(

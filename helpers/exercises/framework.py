@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from torch.nn.modules import module as module_hooks
 
 
 class Refused(Exception):
@@ -383,8 +384,9 @@ SLOWEST_CALL_SECONDS = 5.0  # per case; the reference answers each in millisecon
 
 class TimedAnswers:
     """Calls the learner's function for each case: refuses an answer that is not a tensor
-    (before the framework reads a number, an array or a list as one) and one that ran longer
-    than SLOWEST_CALL_SECONDS, after which the remaining cases are not run."""
+    (before the framework reads a number, an array or a list as one), one that leaves torch's
+    global settings changed, and one that ran longer than SLOWEST_CALL_SECONDS, after which the
+    remaining cases are not run."""
 
     def __init__(self, learner: Callable):
         self.learner, self.too_slow = learner, None
@@ -393,7 +395,8 @@ class TimedAnswers:
         if self.too_slow is not None:
             raise Refused(f"not run: {self.too_slow}")
         start = time.perf_counter()
-        got = self.learner(*inputs)
+        with _torch_left_as_it_was():
+            got = self.learner(*inputs)
         seconds = time.perf_counter() - start
         if seconds > SLOWEST_CALL_SECONDS:
             self.too_slow = (
@@ -403,6 +406,49 @@ class TimedAnswers:
             raise Refused(self.too_slow)
         _refuse_a_non_tensor(got)
         return got
+
+
+GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+@contextlib.contextmanager
+def _torch_left_as_it_was():
+    """Run the learner's call, then refuse it if it left torch's global settings changed: grad
+    mode (torch.set_grad_enabled(False) would also switch the reference's gradients off, and
+    so their check), the default dtype, or a hook on every module. Each is put back first."""
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
+    problem = None
+    try:
+        yield
+    finally:
+        if torch.is_grad_enabled() != grad:
+            torch.set_grad_enabled(grad)
+            problem = (
+                f"leaves gradients switched {'off' if grad else 'on'} for all of torch "
+                f"(torch.set_grad_enabled): every later computation would be affected; "
+                f"use `with torch.no_grad():`, which puts the mode back at its end"
+            )
+        if torch.get_default_dtype() != dtype:
+            problem = problem or (
+                f"leaves torch's default dtype {torch.get_default_dtype()} (it was {dtype}): "
+                f"every later torch.zeros, torch.tensor or nn.Linear would change; pass "
+                f"dtype= to the tensors you make instead"
+            )
+            torch.set_default_dtype(dtype)
+        for kind, before in hooks.items():
+            registered = getattr(module_hooks, kind)
+            for key in set(registered) - before:
+                registered.pop(key)
+                for extra in ("_always_called", "_with_kwargs"):
+                    getattr(module_hooks, f"{kind}{extra}", {}).pop(key, None)
+                problem = problem or (
+                    "leaves a global module hook registered (register_module_forward_"
+                    "..._hook): every module's later forward passes would run it; hook the "
+                    "one module, and remove the handle in a `finally:` block"
+                )
+        if problem is not None:
+            raise Refused(problem)  # in place of the answer
 
 
 def _refuse_a_non_tensor(got: object) -> None:
