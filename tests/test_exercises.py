@@ -4,7 +4,11 @@ message that names the mistake, and answers any answer at all without raising.
 Each chapter's test_exercises_chNN_*.py lists its checkers with their solutions (CHECKERS) and
 its typical wrong answers with the words their report must contain (WRONG)."""
 
+import contextlib
 import importlib
+import io
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -107,6 +111,70 @@ def test_a_function_not_written_yet_gets_one_friendly_line(exercise, run_checker
     verdict, out = run_checker(CHECKERS[exercise][0], not_written_yet)
     assert verdict is False
     assert out == "Not yet: `not_written_yet` is not written yet (it raised NotImplementedError).\n"
+
+
+def never_returns(*args):
+    while True:
+        pass
+
+
+def catches_the_stop_and_returns_nothing(*args):
+    try:
+        while True:
+            pass
+    except BaseException:  # a learner's bare except
+        return None
+
+
+@pytest.mark.parametrize("exercise", CHECKERS, ids=list(CHECKERS))
+def test_an_answer_that_never_returns_gets_a_verdict(exercise, run_checker, monkeypatch):
+    monkeypatch.setattr("helpers.exercises.framework.ANSWER_TIME_LIMIT_SECONDS", 0.05)
+    verdict, out = run_checker(CHECKERS[exercise][0], never_returns)
+    assert verdict is False
+    assert out.startswith("Not yet: `never_returns` did not return within 0.05 s"), out
+    assert out.count("\n") == 1, out
+
+
+@pytest.mark.parametrize("exercise", CHECKERS, ids=list(CHECKERS))
+def test_an_answer_that_catches_the_stop_still_gets_a_verdict(exercise, run_checker, monkeypatch):
+    from helpers.exercises.framework import _time_limit
+
+    monkeypatch.setattr("helpers.exercises.framework.ANSWER_TIME_LIMIT_SECONDS", 0.02)
+    verdict, out = run_checker(CHECKERS[exercise][0], catches_the_stop_and_returns_nothing)
+    assert verdict is False and out.startswith("Not yet"), out
+    with _time_limit(10.0):  # the timer and its handler were put back: nothing fires later
+        time.sleep(0.6)
+
+
+def test_the_time_limit_without_an_interval_timer(monkeypatch):
+    """Where signal.setitimer is missing (Windows), a timer thread interrupts the main
+    thread; a KeyboardInterrupt of the learner's own still passes through."""
+    from helpers.exercises import framework
+
+    monkeypatch.delattr(framework.signal, "setitimer")
+    monkeypatch.setattr(framework, "ANSWER_TIME_LIMIT_SECONDS", 0.05)
+    exercise = next(iter(CHECKERS))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        verdict = CHECKERS[exercise][0](never_returns)
+    assert not verdict
+    assert "did not return within 0.05 s" in out.getvalue(), out.getvalue()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        CHECKERS[exercise][0](interrupted)
+
+
+def test_a_quick_answer_leaves_no_timer_behind():
+    from helpers.exercises.framework import _time_limit
+
+    handler = signal.getsignal(signal.SIGALRM)
+    with _time_limit(0.2):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
 
 
 def test_an_input_holding_nan_is_not_mistaken_for_one_changed_in_place():

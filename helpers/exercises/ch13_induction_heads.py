@@ -549,7 +549,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     model (its modules and their forward, its weights with their dtype, requires_grad and grad,
     its hooks and its mode) must be left as it came. The gradients are not checked: an
     ablation measures a trained model, nothing is learned through it. Each case must take
-    under SLOWEST_CALL_SECONDS. Without helpers.induction's zeroed_heads and
+    under ANSWER_TIME_LIMIT_SECONDS. Without helpers.induction's zeroed_heads and
     logits_with_heads_zeroed."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     for name, model, ids, layer, head in head_zeroed_cases():

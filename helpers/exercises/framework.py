@@ -6,7 +6,9 @@ import contextlib
 import functools
 import io
 import numbers
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,10 +40,15 @@ class Verdict:
         """Displayed as nothing."""
 
 
+ANSWER_TIME_LIMIT_SECONDS = 5.0  # per call; the reference answers each in milliseconds
+
+
 def exercise_checker(check: Callable) -> Callable:
     """A checker that answers functions not written yet (their body still raises
     NotImplementedError, as a "your turn" cell's does) with one friendly line instead of a
-    report of every case they failed. Every function passed to the checker is watched."""
+    report of every case they failed, and a function that does not return within
+    ANSWER_TIME_LIMIT_SECONDS with one line that says so. Every function passed to the checker
+    is watched."""
 
     @functools.wraps(check)
     def checked(*answers, **options) -> Verdict:
@@ -51,11 +58,15 @@ def exercise_checker(check: Callable) -> Callable:
             @functools.wraps(function)
             def call(*inputs, **named):
                 try:
-                    return function(*inputs, **named)
+                    with _time_limit(ANSWER_TIME_LIMIT_SECONDS):
+                        return function(*inputs, **named)
                 except NotImplementedError:
                     name = f"`{getattr(function, '__name__', 'your function')}`"
                     if name not in not_written:
                         not_written.append(name)
+                    raise
+                except AnswerTimedOut as stopped:
+                    stopped.name = getattr(function, "__name__", "your function")
                     raise
 
             return call
@@ -65,6 +76,14 @@ def exercise_checker(check: Callable) -> Callable:
         try:
             with contextlib.redirect_stdout(printed):
                 verdict = check(*answers, **options)
+        except AnswerTimedOut as stopped:
+            print(
+                f"Not yet: `{stopped.name}` did not return within "
+                f"{ANSWER_TIME_LIMIT_SECONDS:g} s on one case, where the reference takes "
+                f"milliseconds: look for a loop that never ends, or one that runs over every "
+                f"entry of a tensor (the other cases were not run)."
+            )
+            return Verdict(False)
         finally:
             if not not_written:
                 print(printed.getvalue(), end="")
@@ -78,6 +97,78 @@ def exercise_checker(check: Callable) -> Callable:
         return Verdict(verdict)
 
     return checked
+
+
+class AnswerTimedOut(BaseException):
+    """Raised inside the learner's function once it has run for the time limit. Not an
+    Exception, so that an answer's own `except Exception:` does not swallow it, nor does a
+    checker's handling of answers that raise."""
+
+    name = "your function"
+
+
+_limits_running = threading.local()
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Stop the block with AnswerTimedOut after `seconds`, and every half second after that
+    (an answer may catch it with a bare `except:`). Where Python's interval timer cannot be
+    used (Windows, or a thread other than the main one) a timer thread interrupts the main
+    thread instead. A limit inside another limit is the outer one's."""
+    if getattr(_limits_running, "active", False):
+        yield
+        return
+    _limits_running.active = True
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # nothing can interrupt another thread: no limit there
+        elif hasattr(signal, "setitimer"):
+            with _interval_timer(seconds):
+                yield
+        else:
+            with _interrupting_timer(seconds):
+                yield
+    finally:
+        _limits_running.active = False
+
+
+@contextlib.contextmanager
+def _interval_timer(seconds: float):
+    def stop(signum, frame):
+        raise AnswerTimedOut
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _interrupting_timer(seconds: float):
+    """The main thread gets a KeyboardInterrupt from the timer thread; one that comes after
+    the timer fired is read as the time limit, any other passes through as the learner's."""
+    import _thread
+
+    fired = threading.Event()
+
+    def interrupt():
+        fired.set()
+        _thread.interrupt_main()
+
+    timer = threading.Timer(seconds, interrupt)
+    timer.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if fired.is_set():
+            raise AnswerTimedOut from None
+        raise
+    finally:
+        timer.cancel()
 
 
 def report(failures: list[str], passed: int) -> bool:
@@ -379,14 +470,12 @@ def wrong_only(mistakes: dict, right: torch.Tensor) -> dict:
     }
 
 
-SLOWEST_CALL_SECONDS = 5.0  # per case; the reference answers each in milliseconds
-
-
 class TimedAnswers:
     """Calls the learner's function for each case: refuses an answer that is not a tensor
     (before the framework reads a number, an array or a list as one), one that leaves torch's
-    global settings changed, and one that ran longer than SLOWEST_CALL_SECONDS, after which the
-    remaining cases are not run."""
+    global settings changed, and one that ran longer than ANSWER_TIME_LIMIT_SECONDS inside a
+    single torch operation (which the time limit cannot stop), after which the remaining cases
+    are not run."""
 
     def __init__(self, learner: Callable):
         self.learner, self.too_slow = learner, None
@@ -398,7 +487,7 @@ class TimedAnswers:
         with _torch_left_as_it_was():
             got = self.learner(*inputs)
         seconds = time.perf_counter() - start
-        if seconds > SLOWEST_CALL_SECONDS:
+        if seconds > ANSWER_TIME_LIMIT_SECONDS:
             self.too_slow = (
                 f"one case took {seconds:.1f} s, where the reference takes milliseconds: look for "
                 f"a Python loop over every entry, or the model run again for each query"
