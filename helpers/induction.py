@@ -64,26 +64,16 @@ def repeated_sequences(
 
 
 def _check_weights(weights: object) -> torch.Tensor:
-    """Attention weights (..., n, n): a floating tensor, square in its last two dims, no NaN."""
+    """Attention weights (..., n, n): square in their last two dims, each row (a query's weights
+    over the keys) in 0..1 and summing to 1. Raw scores, or weights scaled or shifted, would give
+    a score that means nothing (5.0 for raw scores of 5)."""
     validation.tensor(weights, "weights", "(..., n, n)")
-    if not weights.is_floating_point():
-        raise ValueError(f"weights must be floating point attention weights, got {weights.dtype}")
-    if weights.layout != torch.strided or weights.is_meta:
-        kind = "on the meta device (no values)" if weights.is_meta else f"{weights.layout}"
-        raise ValueError(f"weights must be an ordinary dense tensor, got one {kind}")
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights must be (..., n, n), one row of key weights per query, got shape "
             f"{tuple(weights.shape)}"
         )
-    if not weights.isfinite().all():
-        where = tuple((~weights.isfinite()).nonzero()[0].tolist())
-        value = "NaN" if weights[where].isnan() else f"{weights[where].item()}"
-        raise ValueError(
-            f"weights hold {value} (first at index {where}): attention weights are finite, no "
-            f"score can be measured"
-        )
-    return weights
+    return validation.attention_weights(weights, "weights", "(..., n, n)")
 
 
 def previous_token_score(weights: torch.Tensor) -> torch.Tensor:

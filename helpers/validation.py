@@ -17,10 +17,11 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(
-            f"{name} must be a whole number >= {minimum}, got {value!r} ({type(value).__name__})"
+            f"{name} must be a whole number >= {minimum}, got {shown(value)} "
+            f"({type(value).__name__})"
         )
     if value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value}")
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {shown(value)}")
     return int(value)
 
 
@@ -28,7 +29,7 @@ def seed(value: object, name: str = "seed") -> int:
     """value as an int, if it is a whole number that torch.manual_seed takes: 0 .. 2^64 - 1."""
     value = whole_number(value, name, minimum=0)
     if value >= 2**64:
-        raise ValueError(f"{name} must be below 2^64 (a torch seed), got {value}")
+        raise ValueError(f"{name} must be below 2^64 (a torch seed), got {shown(value)}")
     return value
 
 
@@ -71,10 +72,10 @@ def _finite(value: numbers.Real) -> bool:
 def positive_number(value: object, name: str, allow_zero: bool = False) -> float:
     """value as a float, if it is a finite real number > 0 (or >= 0 with allow_zero)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _finite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r:.40}")
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {bound}, got {value!r}")
+        raise ValueError(f"{name} must be {bound}, got {shown(value)}")
     return float(value)
 
 
@@ -105,6 +106,8 @@ def token_ids(
         raise ValueError(f"{name} must be int64 or int32 token ids, got {value.dtype}")
     if value.is_meta:
         raise ValueError(f"{name} is on the meta device: it has a shape but no ids to read")
+    if value.layout != torch.strided:
+        raise ValueError(f"{name} must be an ordinary dense tensor, got a {value.layout} one")
     if value.numel() and (value.min() < 0 or value.max() >= vocab_size):
         raise ValueError(
             f"{name} holds ids from {value.min().item()} to {value.max().item()}, outside the "
@@ -119,3 +122,44 @@ def shown(value: object) -> str:
         return reprlib.repr(value)
     except ValueError:  # an int of more digits than Python prints
         return f"a {type(value).__name__} too large to print"
+
+
+def attention_weights(
+    value: object, name: str = "weights", shape: str = "(..., k)"
+) -> torch.Tensor:
+    """value itself if it holds attention weights: a dense floating-point tensor whose rows (its
+    last axis, one per query) lie in 0..1 and sum to 1, to the rounding of its dtype, or are all
+    0 (a query with no key allowed, as helpers.attention.masked_softmax returns it)."""
+    tensor(value, name, shape)
+    if value.dim() == 0 or not value.is_floating_point():
+        raise ValueError(
+            f"{name} must be floating-point attention weights {shape}, got {value.dtype} of "
+            f"shape {tuple(value.shape)}"
+        )
+    if value.layout != torch.strided or value.is_meta:
+        kind = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
+        raise ValueError(f"{name} must be an ordinary dense tensor, got one {kind}")
+    weights = value.detach()
+    if not weights.isfinite().all():
+        where = tuple((~weights.isfinite()).nonzero()[0].tolist())
+        value = "NaN" if weights[where].isnan() else f"{weights[where].item()}"
+        raise ValueError(
+            f"{name} hold {value} (first at index {where}): attention weights are finite"
+        )
+    if weights.numel() and not ((weights >= 0) & (weights <= 1)).all():
+        raise ValueError(
+            f"{name} must be attention weights, each in 0..1, got values from "
+            f"{weights.min().item():.4g} to {weights.max().item():.4g}: raw scores become weights "
+            f"through a softmax over the keys"
+        )
+    totals = weights.double().sum(-1)  # (...): one per query
+    tolerance = max(1e-4, 8 * torch.finfo(value.dtype).eps)
+    off = ((totals - 1).abs() > tolerance) & (totals != 0)
+    if off.any():
+        where = tuple(off.nonzero()[0].tolist())
+        raise ValueError(
+            f"{name} must be attention weights, each row (the last axis, one per query) summing "
+            f"to 1, but row {where} sums to {totals[where].item():.4g}: are the keys on the last "
+            f"axis, and the weights taken before dropout?"
+        )
+    return value

@@ -180,6 +180,7 @@ def test_the_scores_follow_their_definition_for_any_leading_dims(shape):
 
 def test_the_scores_of_random_non_causal_weights_follow_their_definition():
     weights = torch.rand(3, 12, 12, generator=torch.Generator().manual_seed(4))
+    weights = weights / weights.sum(-1, keepdim=True)  # every key of every row, summing to 1
     torch.testing.assert_close(previous_token_score(weights), previous_by_loop(weights))
     torch.testing.assert_close(induction_score(weights, 6), induction_by_loop(weights, 6))
 
@@ -230,7 +231,7 @@ def test_the_scores_of_a_model_attention_map_have_one_value_per_head():
     [
         ([[1.0, 0.0], [0.5, 0.5]], "weights must be a torch.Tensor (..., n, n), got list"),
         (torch.ones(2, 2).numpy(), "got a numpy array: convert it with torch.from_numpy"),
-        (torch.ones(2, 2, dtype=torch.int64), "floating point attention weights, got torch.int64"),
+        (torch.ones(2, 2, dtype=torch.int64), "floating-point attention weights (..., n, n), got "),
         (torch.ones(4), "must be (..., n, n), one row of key weights per query, got shape (4,)"),
         (torch.ones(3, 4, 6), "got shape (3, 4, 6)"),
         (
@@ -249,10 +250,10 @@ def test_previous_token_score_refuses_bad_weights(weights, words):
 @pytest.mark.parametrize(
     ("weights", "length", "error", "words"),
     [
-        (torch.ones(6, 6), 2, ValueError, "n = 6 positions, but a block of length 2 and its copy"),
-        (torch.ones(5, 5), 2, ValueError, "are n = 2 * length = 4"),
-        (torch.ones(4, 4), 2.0, ValueError, "length must be a whole number >= 1, got 2.0"),
-        (torch.ones(4, 4), 0, ValueError, "length must be a whole number >= 1, got 0"),
+        (torch.ones(6, 6) / 6, 2, ValueError, "n = 6 positions, but a block of length 2 and its"),
+        (torch.ones(5, 5) / 5, 2, ValueError, "are n = 2 * length = 4"),
+        (torch.ones(4, 4) / 4, 2.0, ValueError, "length must be a whole number >= 1, got 2.0"),
+        (torch.ones(4, 4) / 4, 0, ValueError, "length must be a whole number >= 1, got 0"),
         (torch.ones(4, 4, dtype=torch.bool), 2, ValueError, "got torch.bool"),
         (torch.full((2, 2), float("nan")), 1, ValueError, "weights hold NaN"),
         ("weights", 2, ValueError, "weights must be a torch.Tensor (..., n, n), got str"),
@@ -504,6 +505,70 @@ def test_both_scores_refuse_tensors_without_ordinary_values(weights, words):
             score(weights)
         assert "weights must be an ordinary dense tensor" in str(raised.value)
         assert words in str(raised.value)
+
+
+def _not_attention_weights() -> dict:
+    """Numbers that cannot be attention weights, each of which scored without a word before."""
+    weights = causal_weights(2, 6)  # (2, 6, 6)
+    return {
+        "raw scores of 5.0": (torch.full((6, 6), 5.0), "each in 0..1, got values from 5 to 5"),
+        "raw random scores": (
+            torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1)),
+            "raw scores become weights through a softmax over the keys",
+        ),
+        "negative weights": (weights - 0.1, "each in 0..1, got values from -0.1 to"),
+        "weights x10": (weights * 10, "each in 0..1, got values from 0 to"),
+        "weights x0.5": (weights * 0.5, "but row (0, 0) sums to 0.5"),
+        "weights x1.01": (weights * 1.01, "got values from 0 to 1.01"),
+        "weights x0.99": (weights * 0.99, "but row (0, 0) sums to 0.99"),
+        "transposed: keys on the rows": (
+            weights.transpose(-1, -2),
+            "are the keys on the last axis, and the weights taken before dropout?",
+        ),
+        "log-probabilities": (weights.log().clamp(min=-30), "each in 0..1, got values from -30"),
+        "float16 raw scores": (torch.full((6, 6), 5.0, dtype=torch.float16), "got values from 5"),
+        "float64 weights x3": (causal_weights(6, dtype=torch.float64) * 3, "got values from 0"),
+        "1e308": (torch.full((6, 6), 1e308, dtype=torch.float64), "got values from 1e+308"),
+        "a row of 1.5 and -0.5": (
+            torch.tensor([[1.0, 0.0], [1.5, -0.5]]),
+            "each in 0..1, got values from -0.5 to 1.5",
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_not_attention_weights()))
+def test_both_scores_refuse_numbers_that_cannot_be_attention_weights(case):
+    weights, words = _not_attention_weights()[case]
+    for score in (previous_token_score, lambda w: induction_score(w, w.shape[-1] // 2)):
+        with pytest.raises(ValueError) as raised:
+            score(weights)
+        assert "weights must be attention weights" in str(raised.value)
+        assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_both_scores_accept_a_softmax_rounded_to_any_floating_dtype(dtype):
+    weights = causal_weights(3, 2, 8, seed=11, dtype=torch.float64)
+    rounded = weights.to(dtype)
+    torch.testing.assert_close(
+        previous_token_score(rounded).double(), previous_by_loop(weights), atol=1e-2, rtol=0
+    )
+    torch.testing.assert_close(
+        induction_score(rounded, 4).double(), induction_by_loop(weights, 4), atol=1e-2, rtol=0
+    )
+    softmax_in_dtype = (
+        torch.randn(4, 8, 8, dtype=dtype)
+        .masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+        .softmax(-1)
+    )
+    assert previous_token_score(softmax_in_dtype).shape == (4,)
+
+
+def test_a_query_with_no_key_allowed_has_a_row_of_zeros_and_is_scored():
+    weights = causal_weights(6)
+    weights[3] = 0.0  # what masked_softmax returns for a fully masked row
+    torch.testing.assert_close(previous_token_score(weights), previous_by_loop(weights))
+    torch.testing.assert_close(induction_score(weights, 3), induction_by_loop(weights, 3))
 
 
 @pytest.mark.parametrize(
