@@ -15,7 +15,8 @@ help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
 	@echo "              (on another port: make lab PORT=8890)"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
-	@echo "              and every notebook's widgets in JupyterLab in headless Chromium"
+	@echo "              and every notebook's widgets in JupyterLab in headless Chromium, Chrome or"
+	@echo "              Edge (without one, it says so and how to get one, and passes; CI=true fails)"
 	@echo "make test-threads  every notebook again under strict nbval with 1 and 3 torch threads"
 	@echo "              (others: make test-threads THREADS=\"1 2 3 4\")"
 	@echo "make test-browser  only the browser test"
@@ -71,30 +72,38 @@ lab: setup
 # one worker per core), every notebook under strict nbval, and the browser tests alone (each
 # module starts its own JupyterLab: one runs every notebook in it, the others drag and draw on
 # the widgets made for it). All three always run; any failure fails make test.
+# tests/find_browser.py finds Chromium, Chrome or Edge and runs the browser tests with it; with
+# none it says so in one line and how to get one, and passes, except under CI=true.
+# UNIT_TESTS and NOTEBOOKS may be narrowed on the command line (tests/test_readme_commands.py).
 BROWSER_TESTS := $(sort $(wildcard tests/test_*_in_browser.py))
+UNIT_TESTS := tests
 PYTEST := $(PY) -m pytest -p no:cacheprovider
 test: setup
 	@status=0; \
-	$(PYTEST) tests $(addprefix --ignore=,$(BROWSER_TESTS)) -n auto --durations=20 \
+	$(PYTEST) $(UNIT_TESTS) $(addprefix --ignore=,$(BROWSER_TESTS)) -n auto --durations=20 \
 		--durations-min=0.5 || status=1; \
 	$(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env --durations=0 --durations-min=0.5 \
 		|| status=1; \
-	$(PYTEST) $(BROWSER_TESTS) --durations=0 || status=1; \
+	$(PY) tests/find_browser.py -p no:cacheprovider $(BROWSER_TESTS) --durations=0 || status=1; \
 	exit $$status
 
 # A stored output must not depend on how many threads torch uses (they change the order of
 # floating-point sums). OMP_NUM_THREADS sets torch's intra-op thread count at start-up.
 # 1 and 3 beside make test's own run (2 threads on a 2-core machine); ask for more with
 # make test-threads THREADS="1 2 3 4".
+# With one thread each, the notebooks run side by side, one kernel per core (pytest-xdist; a
+# notebook's cells stay together in one kernel, in order).
 THREADS ?= 1 3
 test-threads: setup
 	@for n in $(THREADS); do \
 		echo "== strict nbval with OMP_NUM_THREADS=$$n"; \
-		OMP_NUM_THREADS=$$n $(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env -q || exit 1; \
+		if [ "$$n" = 1 ]; then side_by_side="-n auto --dist loadfile"; else side_by_side=; fi; \
+		OMP_NUM_THREADS=$$n $(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env -q \
+			$$side_by_side || exit 1; \
 	done
 
 test-browser: setup
-	$(PYTEST) $(BROWSER_TESTS) -s --durations=0
+	$(PY) tests/find_browser.py -p no:cacheprovider $(BROWSER_TESTS) -s --durations=0
 
 lint: setup
 	$(VENV)/bin/ruff check helpers solutions tests benchmarks notebooks

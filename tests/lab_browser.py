@@ -3,7 +3,7 @@ then move every control of every explorer and check that what it drives changed.
 
 Used by test_notebooks_in_browser.py. JupyterLab runs from this environment on a free
 localhost port with a random token, with its configuration and caches in a temporary
-folder; Chromium is Debian's (Playwright's own browser download does not work here).
+folder; the browser is the one find_browser.py finds (Chromium, Chrome or Edge).
 """
 
 import json
@@ -20,8 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+import pytest
+from find_browser import GET_ONE, find_browser
 
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM, CHROMIUM_FOUND = find_browser()
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -31,6 +33,18 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def skip_without_a_browser() -> None:
+    """At the top of each browser test module: no browser skips the module, except under
+    CI=true, where it is a failure."""
+    if CHROMIUM is None:
+        message = f"the browser tests did not run ({CHROMIUM_FOUND}); to run them: {GET_ONE}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            raise RuntimeError(message)
+        pytest.skip(message, allow_module_level=True)
+
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
 KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"

@@ -4,16 +4,14 @@ point. After each gesture the test reads the numbers the widget displays and che
 the helpers' numbers, computed here, for the positions the widget displays. Chapter 14's drawing
 pad has its own module, test_drawing_in_browser.py."""
 
-import os
-
 import pytest
 import torch
 from lab_browser import (
-    CHROMIUM,
     drag_point,
     point_centre,
     readout_rows,
     show_widget,
+    skip_without_a_browser,
     wait_until_settled,
 )
 
@@ -22,11 +20,7 @@ from helpers.kernel_regression import gaussian_kernel, kernel_pooling, make_data
 from helpers.scoring import SCORE_FUNCTIONS, fixed_additive_attention, scores_by_function
 from helpers.widgets.ch03_scoring_functions import TABLE_NAMES
 
-if not CHROMIUM.exists():
-    message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
-    if os.environ.get("CI"):
-        raise RuntimeError(message)  # CI installs it: missing there is a failure, not a skip
-    pytest.skip(message, allow_module_level=True)
+skip_without_a_browser()
 pytest.importorskip("playwright.sync_api")
 
 SHOWN = 0.0005 + 1e-9  # numbers are shown to three decimals

@@ -8,20 +8,15 @@ Run alone: OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_drawing_in_br
 
 import copy
 import json
-import os
 
 import pytest
 import torch
-from lab_browser import CHROMIUM, show_widget, wait_until_settled
+from lab_browser import show_widget, skip_without_a_browser, wait_until_settled
 
 from helpers.vision import MAX_INK, ink_counts, rasterise_strokes
 from helpers.vision_models import BOS, EOS, cell_masks, load_vision_models, read_canvas
 
-if not CHROMIUM.exists():
-    message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
-    if os.environ.get("CI"):
-        raise RuntimeError(message)  # CI installs it: missing there is a failure, not a skip
-    pytest.skip(message, allow_module_level=True)
+skip_without_a_browser()
 
 PAD_NOTEBOOK = ["from helpers.widgets import DrawingExplorer", "DrawingExplorer().widget"]
 SCREENSHOT = "/tmp/pad.png"

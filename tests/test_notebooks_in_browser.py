@@ -10,14 +10,12 @@ a user who asks to be asked about news prove the checks can fail.
 Run alone with `make test-browser`.
 """
 
-import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
 from lab_browser import (
-    CHROMIUM,
     error_outputs,
     exercise_explorer,
     jupyterlab,
@@ -25,6 +23,7 @@ from lab_browser import (
     open_and_run_all,
     open_first_view,
     set_user_setting,
+    skip_without_a_browser,
     stored_widget_count,
     widget_outputs,
     write_notebook,
@@ -34,11 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SCREENSHOTS = ROOT / "artifacts" / "browser"
 
-if not CHROMIUM.exists():
-    message = f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
-    if os.environ.get("CI"):
-        raise RuntimeError(message)  # CI installs it: missing there is a failure, not a skip
-    pytest.skip(message, allow_module_level=True)
+skip_without_a_browser()
 
 
 BROKEN_WIDGET = """

@@ -1,0 +1,86 @@
+"""The README's `make test`, run the way the README says, on a machine state the README allows:
+a fresh copy of the project and a machine with Python and make but no browser (no Chromium,
+Chrome or Edge on the PATH, none downloaded by Playwright). It must pass and end with one line
+that says the browser tests did not run and how to get them; under CI=true it must fail.
+
+The copy shares this checkout's .venv (set up already, as after a first `make test`), and runs
+one unit-test file and one notebook instead of all of them; the recipe is the Makefile's own."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from find_browser import GET_ONE, ON_THE_PATH
+
+ROOT = Path(__file__).resolve().parents[1]
+NARROWED = ["UNIT_TESTS=tests/test_masks.py", "NOTEBOOKS=notebooks/02_masked_softmax.ipynb"]
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory) -> Path:
+    """The files git would clone (and new ones not ignored), as they are in this checkout."""
+    copy = tmp_path_factory.mktemp("fresh") / "attention"
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)  # the dates too: make must see setup as done
+    (copy / ".venv").symlink_to(ROOT / ".venv")
+    return copy
+
+
+@pytest.fixture(scope="module")
+def machine_without_a_browser(tmp_path_factory) -> dict:
+    """Every program on this PATH but the browsers, a new home (no Playwright download) and
+    none of this run's variables that would change the inner run."""
+    programs = tmp_path_factory.mktemp("bin")
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not Path(folder).is_dir():
+            continue
+        for path in Path(folder).iterdir():
+            if path.name not in ON_THE_PATH and not (programs / path.name).exists():
+                (programs / path.name).symlink_to(path)
+    dropped = ("CHROMIUM", "CI", "PLAYWRIGHT_BROWSERS_PATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in dropped and not name.startswith(("PYTEST_", "OMP_"))
+    }
+    environment.update(PATH=str(programs), HOME=str(tmp_path_factory.mktemp("home")))
+    return environment
+
+
+def make_test(folder: Path, environment: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "test", *NARROWED],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_make_test_passes_without_a_browser_and_says_so(fresh_copy, machine_without_a_browser):
+    run = make_test(fresh_copy, machine_without_a_browser)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert " passed" in out and out.count("passed") >= 2, out  # the unit tests and the notebook
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("Skipped: the browser tests did not run") and GET_ONE in last, out
+
+
+def test_make_test_fails_without_a_browser_under_ci(fresh_copy, machine_without_a_browser):
+    run = make_test(fresh_copy, {**machine_without_a_browser, "CI": "true"})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    lines = out.strip().splitlines()  # the last is make's own "Error 1"
+    assert lines[-2].startswith("FAILED: the browser tests did not run"), out
