@@ -7,9 +7,10 @@ silences heads (zeroed_heads, logits_with_heads_zeroed).
 """
 
 import contextlib
+import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from helpers import validation
+from helpers.bahdanau import MAX_CHECKPOINT_PARAMETERS
 from helpers.checkpoints import (
     CheckpointError,
     float_weights,
@@ -34,9 +36,10 @@ LARGEST_ID = 2**63 - 1  # int64
 MOST_IDS = 2**31  # 16 GiB of int64 ids: more is a mistake in a size, not a batch to draw
 
 
-def _check_generator(generator: object) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+def _check_generator(generator: object, optional: bool = True) -> None:
+    if not isinstance(generator, torch.Generator) and not (optional and generator is None):
+        accepted = "a torch.Generator or None" if optional else "a torch.Generator"
+        raise TypeError(f"generator must be {accepted}, got {validation.shown(generator)}")
 
 
 def repeated_sequences(
@@ -48,11 +51,14 @@ def repeated_sequences(
     length = validation.whole_number(length, "length")
     vocab_size = validation.whole_number(vocab_size, "vocab_size")
     if vocab_size > LARGEST_ID:
-        raise ValueError(f"vocab_size must be at most 2^63 - 1 (int64 ids), got {vocab_size}")
+        raise ValueError(
+            f"vocab_size must be at most 2^63 - 1 (int64 ids), got {validation.shown(vocab_size)}"
+        )
     if batch * 2 * length > MOST_IDS:
         raise ValueError(
-            f"batch * 2 * length = {batch * 2 * length} ids is more than {MOST_IDS} (16 GiB of "
-            f"int64): batch {batch}, length {length}"
+            f"batch * 2 * length = {validation.shown(batch * 2 * length)} ids is more than "
+            f"{MOST_IDS} (16 GiB of int64): batch {validation.shown(batch)}, length "
+            f"{validation.shown(length)}"
         )
     _check_generator(generator)
     device = None if generator is None else generator.device
@@ -98,8 +104,9 @@ def induction_score(weights: torch.Tensor, length: int) -> torch.Tensor:
     length = validation.whole_number(length, "length")
     if weights.shape[-1] != 2 * length:
         raise ValueError(
-            f"weights cover n = {weights.shape[-1]} positions, but a block of length {length} "
-            f"and its copy are n = 2 * length = {2 * length}"
+            f"weights cover n = {weights.shape[-1]} positions, but a block of length "
+            f"{validation.shown(length)} and its copy are n = 2 * length = "
+            f"{validation.shown(2 * length)}"
         )
     stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # t = length - 1..n - 1
     return stripe[..., 1:].mean(-1)  # the queries of the copy, t = length..n - 1
@@ -128,13 +135,13 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
         head = validation.whole_number(pair[1], "head", minimum=0)
         if layer >= config.num_layers:
             raise ValueError(
-                f"layer {layer} is out of range: the model has {config.num_layers} layers, "
-                f"0..{config.num_layers - 1}"
+                f"layer {validation.shown(layer)} is out of range: the model has "
+                f"{config.num_layers} layers, 0..{config.num_layers - 1}"
             )
         if head >= config.num_heads:
             raise ValueError(
-                f"head {head} is out of range: each layer has {config.num_heads} heads, "
-                f"0..{config.num_heads - 1}"
+                f"head {validation.shown(head)} is out of range: each layer has "
+                f"{config.num_heads} heads, 0..{config.num_heads - 1}"
             )
         pairs.append((layer, head))
     return pairs
@@ -209,9 +216,20 @@ def logits_with_heads_zeroed(
         model.eval()
         try:
             with torch.no_grad():
-                return model(ids)
+                return _finite(model(ids), model)
         finally:
             model.train(was_training)
+
+
+def _finite(logits: torch.Tensor, model: GPT) -> torch.Tensor:
+    """The logits, if finite: finite weights too large for the model's dtype overflow."""
+    if not logits.isfinite().all():
+        name, weight = max(model.state_dict().items(), key=lambda item: item[1].abs().max().item())
+        raise ValueError(
+            f"the logits overflow to inf or NaN in {logits.dtype}: the model's weights are too "
+            f"large for it (up to {weight.abs().max().item():.3g}, in {name})"
+        )
+    return logits
 
 
 def _check_model_and_ids(model: object, ids: object) -> None:
@@ -242,8 +260,8 @@ def _check_repeated(model: object, ids: object, length: object) -> tuple[GPT, to
     length = validation.whole_number(length, "length", minimum=2)
     if ids.shape[1] != 2 * length:
         raise ValueError(
-            f"ids must be (B, 2 * length) = (B, {2 * length}), a block and its copy, "
-            f"got {tuple(ids.shape)}"
+            f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
+            f"its copy, got {tuple(ids.shape)}"
         )
     return model, ids, length
 
@@ -260,12 +278,10 @@ def measure(
     of the model, so the numbers do not depend on the thread count."""
     model, ids, length = _check_repeated(model, ids, length)
     pairs = _head_pairs(model, heads_zeroed)
-    with torch.random.fork_rng(devices=[]):  # the copy's initial weights: not the caller's draws
-        exact = GPT(model.config)
-    exact = exact.to(model.tokens.weight.device, torch.float64).eval()
+    exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
     exact.load_state_dict(model.state_dict())  # copied into float64
     with _zeroing(exact, pairs):
-        logits = exact(ids)  # (B, 2 * length, vocab)
+        logits = _finite(exact(ids), exact)  # (B, 2 * length, vocab)
     targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
     # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, 2 * length - 1)
@@ -282,10 +298,18 @@ def measure(
     }
 
 
+def blank_model(config: GPTConfig) -> GPT:
+    """A GPT of this config to load weights into, built without drawing from torch's global
+    generator: its initial weights are overwritten, and the caller's random numbers stay theirs."""
+    with torch.random.fork_rng(devices=[]):
+        return GPT(config)
+
+
 # Training: a block repeated after a gap, the two models, the saved file
 
 
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
+MOST_LOGITS = 2**31  # in one batch: 8 GiB of float32, more is a mistake in a size
 
 
 @dataclass(frozen=True)
@@ -321,7 +345,8 @@ class Recipe:
                 value = validation.whole_number(getattr(self, field.name), field.name)
                 if value > LARGEST_SIZE:
                     raise ValueError(
-                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got {value}"
+                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
+                        f"{validation.shown(value)}"
                     )
             object.__setattr__(self, field.name, value)
         if self.d_model % self.num_heads:
@@ -344,6 +369,15 @@ class Recipe:
                 f"eval_length {self.eval_length} and its copy do not fit in the context of "
                 f"{self.context_length}"
             )
+        for batch in ("batch_size", "eval_batch"):
+            logits = getattr(self, batch) * self.context_length * self.vocab_size
+            if logits > MOST_LOGITS:
+                raise ValueError(
+                    f"{batch} * context_length * vocab_size = {logits:,} logits in one batch, "
+                    f"more than {MOST_LOGITS:,} (8 GiB of float32): {batch} "
+                    f"{getattr(self, batch)}, context_length {self.context_length}, "
+                    f"vocab_size {self.vocab_size}"
+                )
 
 
 MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}
@@ -351,9 +385,23 @@ SAVED_MODELS = Path(__file__).parents[1] / "data" / "induction_models.pt"
 REMAKE = "make induction-models"
 
 
+def _check_recipe(recipe: object) -> Recipe:
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    return recipe
+
+
 def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
-    """An attention-only GPT of the recipe's sizes."""
-    return GPTConfig(
+    """An attention-only GPT of the recipe's sizes, refused by its number of parameters, counted
+    before any model is built, when a checkpoint could not hold it."""
+    _check_recipe(recipe)
+    num_layers = validation.whole_number(num_layers, "num_layers")
+    if num_layers > LARGEST_SIZE:
+        raise ValueError(
+            f"num_layers must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
+            f"{validation.shown(num_layers)}"
+        )
+    config = GPTConfig(
         vocab_size=recipe.vocab_size,
         context_length=recipe.context_length,
         d_model=recipe.d_model,
@@ -362,15 +410,34 @@ def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
         d_ff=4 * recipe.d_model,  # unused: attention_only drops the feed-forward blocks
         attention_only=True,
     )
+    parameters = _parameter_count(config)
+    if parameters > MAX_CHECKPOINT_PARAMETERS:
+        raise ValueError(
+            f"a {num_layers}-layer model of this recipe would have {parameters:,} parameters, "
+            f"more than a checkpoint of at most 16 MB in float16 can hold "
+            f"({MAX_CHECKPOINT_PARAMETERS:,}): vocab_size {recipe.vocab_size}, context_length "
+            f"{recipe.context_length}, d_model {recipe.d_model}"
+        )
+    return config
+
+
+def _parameter_count(config: GPTConfig) -> int:
+    """A GPT's parameters, counted on the meta device (nothing is allocated, however large the
+    config): the blocks are alike, so one block's count times the layers, plus the rest."""
+    with torch.device("meta"):
+        one, two = (
+            sum(p.numel() for p in GPT(replace(config, num_layers=layers)).parameters())
+            for layers in (1, 2)
+        )
+    return one + (config.num_layers - 1) * (two - one)
 
 
 def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
     """(batch_size, context_length) random ids in which one block of a random length is copied
     after a random gap, starting anywhere: the only way to predict the copy is to find the
     earlier occurrence of the current token and read the token after it."""
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
-    _check_generator(generator)
+    _check_recipe(recipe)
+    _check_generator(generator, optional=False)  # never torch's global one
     batch, n = recipe.batch_size, recipe.context_length
     ids = torch.randint(recipe.vocab_size, (batch, n), generator=generator)
     lengths = torch.randint(
@@ -393,9 +460,7 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     "previous_token" ((rows, layers, heads) tensors). snapshots: the weights every
     recipe.snapshot_every steps, {step: state_dict}. Runs on one thread, so a rerun is
     bit-identical on the same machine."""
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
-    num_layers = validation.whole_number(num_layers, "num_layers")
+    model_config(recipe, num_layers)  # checked before the minutes of training
     progress = validation.flag(progress, "progress")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -465,8 +530,8 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -
     """Train the one-layer and the two-layer model with one recipe and save both, their logs
     and their snapshots in one checksummed file. Returns {name: seconds of training}."""
     path = savable_path(path)
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    for layers in MODEL_LAYERS.values():
+        model_config(recipe, layers)  # both checked before the first one trains
     results = {
         name: train_model(layers, recipe, progress=True) for name, layers in MODEL_LAYERS.items()
     }
@@ -497,12 +562,18 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
             )
     models = {}
     for name, layers in MODEL_LAYERS.items():
-        models[name] = GPT(model_config(recipe, layers))
+        try:
+            config = model_config(recipe, layers)  # sizes checked before a model is built
+        except ValueError as error:
+            raise CheckpointError(
+                f"{path}: its recipe builds no loadable model ({error})"
+            ) from None
+        models[name] = blank_model(config)
         where = f"{path} ({name})"
         load_weights(models[name], float_weights(saved["weights"][name], where), where)
         models[name].eval()
-        _check_log(where, saved["logs"][name], models[name].config)
-        _check_snapshots(where, saved["snapshots"][name], GPT(models[name].config))
+        check_log(where, saved["logs"][name], config)
+        check_snapshots(where, saved["snapshots"][name], config)
     return {
         "recipe": recipe,
         "models": models,
@@ -528,30 +599,49 @@ def _saved_recipe(path: Path, found: object) -> Recipe:
 
 LOG_LISTS = ("step", "first_copy_loss", "second_copy_loss", "second_copy_accuracy")
 LOG_SCORES = ("induction", "previous_token")
+LOG_RANGES = {  # what each logged number can be
+    "first_copy_loss": (0.0, math.inf),  # a cross-entropy
+    "second_copy_loss": (0.0, math.inf),
+    "second_copy_accuracy": (0.0, 1.0),  # a share
+}
 
 
-def _check_log(where: str, log: object, config: GPTConfig) -> None:
-    """A log as train_model writes it: equally long lists of numbers, and the scores as
-    (rows, layers, heads) tensors."""
+def check_log(where: str, log: object, config: GPTConfig) -> None:
+    """A log as train_model writes it, or a CheckpointError naming `where` it came from: the
+    steps in increasing order, for each one a loss >= 0 and an accuracy in 0..1, and the scores
+    as (rows, layers, heads) tensors of weights in 0..1."""
     if not isinstance(log, dict) or set(log) != {*LOG_LISTS, *LOG_SCORES}:
         found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
         raise CheckpointError(
             f"{where}: its log should hold {[*LOG_LISTS, *LOG_SCORES]}, found {found}"
         )
-    rows = log["step"] if isinstance(log["step"], list) else []
-    for key in LOG_LISTS:
+    steps = log["step"]
+    if (
+        not isinstance(steps, list)
+        or not steps
+        or not all(type(step) is int and step >= 0 for step in steps)
+        or steps != sorted(set(steps))
+    ):
+        raise CheckpointError(
+            f"{where}: its log's step should be a list of training steps, whole numbers >= 0 "
+            f"in increasing order, found {validation.shown(steps)}"
+        )
+    for key, (low, high) in LOG_RANGES.items():
         column = log[key]
-        if not isinstance(column, list) or not column or len(column) != len(rows):
+        if not isinstance(column, list) or len(column) != len(steps):
             found = (
                 f"a list of {len(column)}" if isinstance(column, list) else type(column).__name__
             )
             raise CheckpointError(
                 f"{where}: its log's {key} should be a list of one number per logged step "
-                f"({len(rows)} steps), found {found}"
+                f"({len(steps)} steps), found {found}"
             )
-        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in column):
-            raise CheckpointError(f"{where}: its log's {key} should hold numbers only")
-    expected = (len(rows), config.num_layers, config.num_heads)
+        if not all(_number_in(x, low, high) for x in column):
+            raise CheckpointError(
+                f"{where}: its log's {key} should hold finite numbers only, each in "
+                f"{low:g}..{high:g}, found {validation.shown(column)}"
+            )
+    expected = (len(steps), config.num_layers, config.num_heads)
     for key in LOG_SCORES:
         scores = log[key]
         if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != expected:
@@ -562,18 +652,42 @@ def _check_log(where: str, log: object, config: GPTConfig) -> None:
                 f"{where}: its log's {key} should be a (rows, layers, heads) = {expected} tensor, "
                 f"found {found}"
             )
+        if not scores.is_floating_point() or not ((scores >= 0) & (scores <= 1)).all():
+            raise CheckpointError(
+                f"{where}: its log's {key} scores should be floating-point means of attention "
+                f"weights, each in 0..1, found {scores.dtype} from {scores.min().item():.4g} to "
+                f"{scores.max().item():.4g}"
+            )
 
 
-def _check_snapshots(where: str, snapshots: object, model: GPT) -> None:
-    """Snapshots as train_model keeps them: {step: weights}, each fitting the model (checked
-    by loading them into `model`, a scratch copy)."""
+def _number_in(value: object, low: float, high: float) -> bool:
+    """Whether value is a real number (an int or a float, not a bool) in low..high, finite as a
+    float."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(float(value)) and low <= value <= high
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def check_snapshots(where: str, snapshots: object, config: GPTConfig) -> None:
+    """Snapshots as train_model keeps them, or a CheckpointError naming `where` they came from:
+    {step: weights}, each finite and fitting a model of the config (checked by loading them into
+    a scratch one)."""
     if not isinstance(snapshots, dict) or not snapshots:
         found = "an empty dict" if isinstance(snapshots, dict) else type(snapshots).__name__
         raise CheckpointError(f"{where}: its snapshots should be {{step: weights}}, found {found}")
+    model = blank_model(config)
     for step, weights in snapshots.items():
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        if type(step) is not int or step < 0:
             raise CheckpointError(
-                f"{where}: its snapshots should be keyed by training step, found {step!r:.40}"
+                f"{where}: its snapshots should be keyed by training step, found "
+                f"{validation.shown(step)}"
             )
         snapshot = f"{where} snapshot {step}"
-        load_weights(model, float_weights(weights, snapshot), snapshot)
+        weights = float_weights(weights, snapshot)
+        for key, value in weights.items():
+            if not value.isfinite().all():
+                raise CheckpointError(f"{snapshot}: its weight {key} holds NaN or inf")
+        load_weights(model, weights, snapshot)

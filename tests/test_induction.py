@@ -633,3 +633,93 @@ def test_logits_with_heads_zeroed_checks_the_ids_before_registering_a_hook():
     with pytest.raises(ValueError, match="ids must hold integer token ids"):
         logits_with_heads_zeroed(model, torch.zeros(1, 4), [(0, 0)])
     assert registered == []
+
+
+# After a hostile pass: numbers too large to print, sparse ids, logits that overflow, and
+# torch's random numbers
+
+
+HUGE = 10**5000  # more digits than Python prints
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ((HUGE, 4, 10), "batch * 2 * length = a int too large to print ids is more than"),
+        ((2, HUGE, 10), "batch 2, length a int too large to print"),
+        ((2, 4, HUGE), "vocab_size must be at most 2^63 - 1 (int64 ids), got a int too large"),
+        ((-HUGE, 4, 10), "batch must be a whole number >= 1, got a int too large to print"),
+        ((2, -HUGE, 10), "length must be a whole number >= 1, got a int too large to print"),
+    ],
+    ids=["batch", "length", "vocab_size", "-batch", "-length"],
+)
+def test_repeated_sequences_name_a_number_too_large_to_print(arguments, words):
+    with pytest.raises(ValueError) as raised:
+        repeated_sequences(*arguments)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("length", "words"),
+    [
+        (HUGE, "a block of length a int too large to print and its copy are n = 2 * length"),
+        (-HUGE, "length must be a whole number >= 1, got a int too large to print"),
+    ],
+    ids=["huge", "-huge"],
+)
+def test_induction_score_names_a_length_too_large_to_print(length, words):
+    with pytest.raises(ValueError) as raised:
+        induction_score(causal_weights(6), length)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("heads", "words"),
+    [
+        ([(HUGE, 0)], "layer a int too large to print is out of range: the model has 2 layers"),
+        ([(0, HUGE)], "head a int too large to print is out of range: each layer has 2 heads"),
+        ([(0, -HUGE)], "head must be a whole number >= 0, got a int too large to print"),
+    ],
+    ids=["layer", "head", "-head"],
+)
+def test_heads_too_large_to_print_are_named(heads, words):
+    with pytest.raises(ValueError) as raised:
+        logits_with_heads_zeroed(small_model(), ids_of(), heads)
+    assert words in str(raised.value)
+
+
+def test_sparse_ids_are_refused_by_name():
+    with pytest.raises(
+        ValueError, match="ids must be an ordinary dense tensor, got a torch.sparse"
+    ):
+        logits_with_heads_zeroed(small_model(), ids_of().to_sparse(), [])
+
+
+def test_logits_that_overflow_are_refused_instead_of_returned():
+    model, ids = small_model(), ids_of()
+    with torch.no_grad():
+        model.tokens.weight[ids[0, 0]] = 1e30  # finite, but its logits are not in float32
+    with pytest.raises(ValueError) as raised:
+        logits_with_heads_zeroed(model, ids, [(0, 1)])
+    assert "the logits overflow to inf or NaN in torch.float32" in str(raised.value)
+    assert "(up to 1e+30, in tokens.weight)" in str(raised.value)
+    assert model.training is False and not any(
+        module._forward_pre_hooks for module in model.modules()
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda model, ids, weights: previous_token_score(weights),
+        lambda model, ids, weights: induction_score(weights, 3),
+        lambda model, ids, weights: logits_with_heads_zeroed(model, ids, [(0, 1)]),
+        lambda model, ids, weights: zeroed_heads(model, [(1, 0)]).__enter__(),
+    ],
+    ids=["previous_token_score", "induction_score", "logits_with_heads_zeroed", "zeroed_heads"],
+)
+def test_the_measuring_tools_leave_torchs_random_numbers_alone(call):
+    model, ids, weights = small_model(), ids_of(), causal_weights(2, 6)
+    before = torch.random.get_rng_state()
+    call(model, ids, weights)
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -14,10 +14,13 @@ from helpers.gpt import GPT, GPTConfig
 from helpers.induction import (
     MODEL_LAYERS,
     Recipe,
+    _parameter_count,
+    check_snapshots,
     induction_score,
     load_models,
     load_training,
     measure,
+    model_config,
     previous_token_score,
     repeated_sequences,
     train_and_save,
@@ -296,8 +299,9 @@ def test_a_recipe_that_could_not_train_is_refused_when_it_is_made(changes, words
     [
         (None, torch.Generator(), TypeError, "recipe must be a Recipe, got NoneType"),
         ({"batch_size": 2}, torch.Generator(), TypeError, "recipe must be a Recipe, got dict"),
-        (TINY, 0, TypeError, "generator must be a torch.Generator or None, got 0"),
-        (TINY, "seed", TypeError, "generator must be a torch.Generator or None, got 'seed'"),
+        (TINY, 0, TypeError, "generator must be a torch.Generator, got 0"),
+        (TINY, "seed", TypeError, "generator must be a torch.Generator, got 'seed'"),
+        (TINY, None, TypeError, "generator must be a torch.Generator, got None"),
     ],
 )
 def test_training_batch_refuses_bad_arguments_by_name(recipe, generator, error, words):
@@ -375,7 +379,7 @@ SOME_WEIGHT = "blocks.0.attention.W_q.weight"
         (("logs", "one-layer", "step"), DELETE, "its log should hold"),
         (("logs", "one-layer", "step"), 5, "its log's step should be a list"),
         (("logs", "one-layer", "second_copy_loss"), [1.0], "found a list of 1"),
-        (("logs", "one-layer", "first_copy_loss"), ["low"] * 4, "should hold numbers only"),
+        (("logs", "one-layer", "first_copy_loss"), ["low"] * 4, "should hold finite numbers only"),
         (("logs", "two-layer", "induction"), torch.zeros(2, 2), "(4, 2, 2) tensor, found (2, 2)"),
         (("logs", "two-layer", "previous_token"), [0.5], "tensor, found list"),
         (("snapshots", "one-layer"), [1], "its snapshots should be {step: weights}, found list"),
@@ -394,3 +398,198 @@ def test_a_file_whose_weights_logs_or_snapshots_are_not_as_saved_is_refused(
     with pytest.raises(CheckpointError) as raised:
         load_training(path)
     assert words in str(raised.value)
+
+
+# After a hostile pass: sizes refused by name before anything is built, logs that cannot be a
+# training run's, and torch's random numbers left alone
+
+
+HUGE = 10**5000  # more digits than Python prints
+
+
+@pytest.mark.parametrize(
+    "field", [f.name for f in dataclasses.fields(Recipe) if f.name != "learning_rate"]
+)
+@pytest.mark.parametrize("value", [HUGE, -HUGE], ids=["huge", "-huge"])
+def test_a_recipe_names_an_int_too_large_to_print(field, value):
+    with pytest.raises(ValueError) as raised:
+        Recipe(**{field: value})
+    assert f"{field} must be" in str(raised.value) and "int too large to print" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"batch_size": 2**31 - 1}, "batch_size * context_length * vocab_size = 6,597,069,"),
+        ({"eval_batch": 2**30}, "eval_batch * context_length * vocab_size = 3,298,534,883,328"),
+        ({"vocab_size": 2**31 - 1}, "logits in one batch, more than 2,147,483,648 (8 GiB"),
+    ],
+)
+def test_a_recipe_whose_batches_torch_could_not_hold_is_refused(changes, words):
+    with pytest.raises(ValueError) as raised:
+        Recipe(**changes)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "layers", "words"),
+    [
+        ({"d_model": 2**20}, 2, "a 2-layer model of this recipe would have 8,796,225,142,784"),
+        ({"d_model": 2**16}, 1, "a 1-layer model of this recipe would have 17,187,733,504"),
+        ({"context_length": 2**23, "batch_size": 1, "eval_batch": 1}, 1, "have 536,891,904"),
+        ({}, 2**20, "a 1048576-layer model of this recipe would have 17,582,529,664"),
+    ],
+    ids=["d_model 2^20", "d_model 2^16", "context 2^23", "2^20 layers"],
+)
+def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
+    monkeypatch, changes, layers, words
+):
+    built, build = [], GPT.__init__
+
+    def recording(model, config):
+        build(model, config)
+        built.append(model.tokens.weight.device.type)
+
+    monkeypatch.setattr(GPT, "__init__", recording)
+    recipe = Recipe(**changes)
+    for call in (
+        lambda: model_config(recipe, layers),
+        lambda: train_model(layers, recipe),
+    ):
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert words in str(raised.value) and "more than a checkpoint of at most 16 MB" in str(
+            raised.value
+        )
+    assert built and set(built) == {"meta"}  # counted on the meta device, nothing allocated
+
+
+def test_a_number_of_layers_too_large_to_print_is_refused_by_name():
+    with pytest.raises(
+        ValueError, match=r"num_layers must be at most 2\^31 - 1 = 2147483647, got a"
+    ):
+        train_model(HUGE)
+
+
+def test_model_config_counts_the_parameters_a_model_has():
+    for layers in (1, 2, 5):
+        config = model_config(Recipe(), layers)
+        assert sum(p.numel() for p in GPT(config).parameters()) == _parameter_count(config)
+
+
+def test_model_config_refuses_what_is_not_a_recipe():
+    with pytest.raises(TypeError, match="recipe must be a Recipe, got str"):
+        model_config("recipe", 2)
+
+
+def test_train_and_save_checks_both_models_before_training(tmp_path, monkeypatch):
+    trained = []
+    monkeypatch.setattr("helpers.induction.train_model", lambda *args, **kw: trained.append(args))
+    with pytest.raises(ValueError, match="a 2-layer model of this recipe would have"):
+        train_and_save(tmp_path / "big.pt", Recipe(d_model=1024, batch_size=1, eval_batch=1))
+    assert trained == []
+
+
+@pytest.mark.parametrize(
+    ("recipe", "words"),
+    [
+        ({"vocab_size": 2**31 - 1}, "its recipe is not a valid one (batch_size * context_length"),
+        ({"vocab_size": 2**22, "batch_size": 1, "eval_batch": 1}, "would have 33,554,"),
+        ({"d_model": 2**22}, "a 1-layer model of this recipe would have"),
+        ({"context_length": 2**31 - 1, "batch_size": 1, "eval_batch": 1}, "its recipe"),
+    ],
+)
+def test_a_crafted_recipe_is_refused_before_a_model_is_built(
+    tmp_path, saved_contents, monkeypatch, recipe, words
+):
+    """With a valid checksum: 2^31 - 1 ended in torch's "can't allocate memory", and 2^22
+    allocated a gigabyte before its weights' shapes were refused."""
+    path = tmp_path / "induction.pt"
+    contents = copy.deepcopy(saved_contents)
+    contents["recipe"].update(recipe)
+    save_checkpoint(path, contents)
+    monkeypatch.setattr("helpers.induction.blank_model", lambda config: pytest.fail("built"))
+    with pytest.raises(CheckpointError) as raised:
+        load_training(path)
+    assert words in str(raised.value) and str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "words"),
+    [
+        (("logs", "two-layer", "step", 1), 0, "in increasing order, found [0, 0, 4, 6]"),
+        (("logs", "two-layer", "step", 0), -2, "whole numbers >= 0 in increasing order"),
+        (("logs", "two-layer", "step", 0), True, "its log's step should be a list of training"),
+        (("logs", "two-layer", "step"), [], "its log's step should be a list of training steps"),
+        (("logs", "two-layer", "second_copy_loss", 0), -3.0, "each in 0..inf, found [-3.0"),
+        (("logs", "two-layer", "first_copy_loss", 0), 10**400, "finite numbers only, each in 0"),
+        (("logs", "two-layer", "second_copy_accuracy", 0), 5.0, "accuracy should hold finite"),
+        (("logs", "one-layer", "second_copy_accuracy", 1), 1.5, "accuracy should hold finite"),
+        (("logs", "one-layer", "second_copy_loss", 1), "low", "finite numbers only, each in 0.."),
+        (
+            ("logs", "two-layer", "induction", 0, 0, 0),
+            7.0,
+            "each in 0..1, found torch.float64 from",
+        ),
+    ],
+)
+def test_a_log_that_no_training_run_writes_is_refused(tmp_path, saved_contents, keys, value, words):
+    path = tmp_path / "induction.pt"
+    contents = copy.deepcopy(saved_contents)
+    target = contents
+    for key in keys[:-1]:
+        target = target[key]
+    target[keys[-1]] = value
+    save_checkpoint(path, contents)
+    with pytest.raises(CheckpointError) as raised:
+        load_training(path)
+    assert words in str(raised.value), str(raised.value)
+
+
+def test_a_log_of_integer_scores_is_refused(tmp_path, saved_contents):
+    path = tmp_path / "induction.pt"
+    contents = copy.deepcopy(saved_contents)
+    contents["logs"]["two-layer"]["previous_token"] = torch.zeros(4, 2, 2, dtype=torch.int64)
+    save_checkpoint(path, contents)
+    with pytest.raises(CheckpointError, match="scores should be floating-point means"):
+        load_training(path)
+
+
+def test_a_snapshot_with_a_non_finite_weight_is_refused():
+    model = tiny_model()
+    snapshot = {key: value.clone() for key, value in model.state_dict().items()}
+    snapshot["norm.weight"][0] = float("nan")
+    with pytest.raises(CheckpointError, match="snapshot 3: its weight norm.weight holds NaN"):
+        check_snapshots("here", {0: model.state_dict(), 3: snapshot}, model.config)
+
+
+@pytest.mark.parametrize("load", [load_training, load_models], ids=["load_training", "load_models"])
+def test_loading_leaves_the_callers_random_numbers_alone(load):
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    load()
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_training_batch_never_draws_from_torchs_global_generator():
+    before = torch.random.get_rng_state()
+    training_batch(TINY, torch.Generator().manual_seed(0))
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_measure_names_a_length_too_large_to_print():
+    with pytest.raises(ValueError, match="length must be a whole number >= 2, got a int too"):
+        measure(tiny_model(), repeated_sequences(2, 8, 16), -HUGE)
+    with pytest.raises(ValueError, match=r"\(B, a int too large to print\), a block and its"):
+        measure(tiny_model(), repeated_sequences(2, 8, 16), HUGE)
+
+
+def test_measure_refuses_logits_that_overflow():
+    model = tiny_model().double()
+    with torch.no_grad():
+        model.tokens.weight[3] = 1e300  # finite in float64, its square is not
+    ids = repeated_sequences(2, 8, 16, torch.Generator().manual_seed(0))
+    ids[:, 0] = 3
+    with pytest.raises(ValueError, match="the logits overflow to inf or NaN in torch.float64"):
+        measure(model, ids, 8)

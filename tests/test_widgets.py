@@ -839,27 +839,30 @@ def _broken_training(change: str) -> object:
         (
             {"training": "no snapshots"},
             ValueError,
-            "training['snapshots']['two-layer'] must be a non-empty dict",
+            "training['snapshots']['two-layer']: its snapshots should be {step: weights}, found "
+            "an empty dict",
         ),
         (
             {"training": "snapshot of another model"},
             ValueError,
-            "[10] is not a state_dict of the two-layer model",
+            "training['snapshots']['two-layer'] snapshot 10: its weights do not fit its config",
         ),
         (
             {"training": "log scores of another shape"},
             ValueError,
-            "['induction'] must be a tensor (rows, layers, heads) = (3, 2, 2), got (3, 1, 2)",
+            "training['logs']['two-layer']: its log's induction should be a (rows, layers, heads) "
+            "= (3, 2, 2) tensor, found (3, 1, 2)",
         ),
         (
             {"training": "log of unequal lists"},
             ValueError,
-            "one second_copy_loss per step, at least one: got 1 for 3 steps",
+            "its log's second_copy_loss should be a list of one number per logged step (3 steps), "
+            "found a list of 1",
         ),
         (
             {"training": "log steps in a tensor"},
             ValueError,
-            "training['logs']['one-layer']['step'] and ['second_copy_loss'] must be lists",
+            "training['logs']['one-layer']: its log's step should be a list of training steps",
         ),
     ],
 )

@@ -20,6 +20,9 @@ from helpers import validation
 from helpers.gpt import GPT
 from helpers.induction import (
     MODEL_LAYERS,
+    blank_model,
+    check_log,
+    check_snapshots,
     load_training,
     measure,
     previous_token_score,
@@ -62,8 +65,10 @@ class InductionExplorer(Explorer):
         tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
-        if model not in MODEL_LAYERS:
-            raise ValueError(f"model must be one of {list(MODEL_LAYERS)}, got {model!r}")
+        if not isinstance(model, str) or model not in MODEL_LAYERS:
+            raise ValueError(
+                f"model must be one of {list(MODEL_LAYERS)}, got {validation.shown(model)}"
+            )
         if sequence not in SEQUENCES:
             raise ValueError(f"sequence must be one of {list(SEQUENCES)}, got {sequence!r}")
         if tokens is None:
@@ -131,8 +136,8 @@ class InductionExplorer(Explorer):
             step = steps[-1]
         elif validation.whole_number(step, "step", minimum=0) not in steps:
             raise ValueError(
-                f"step {step} is not a stored snapshot of the {model} model: one of "
-                f"{', '.join(map(str, steps))}"
+                f"step {validation.shown(step)} is not a stored snapshot of the {model} model: "
+                f"one of {', '.join(map(str, steps))}"
             )
         layer = config.num_layers - 1 if layer is None else _index(layer, "layer", model, config)
         if head is None:  # the head that scores highest as an induction head in the last row
@@ -245,7 +250,7 @@ class InductionExplorer(Explorer):
         """The model's weights at that step in a float64 copy in eval mode (built once)."""
         key = (model, step)
         if key not in self._snapshots:
-            exact = GPT(self.training["models"][model].config).double().eval()
+            exact = blank_model(self.training["models"][model].config).double().eval()
             exact.load_state_dict(self.training["snapshots"][model][step])
             self._snapshots[key] = exact
         return self._snapshots[key]
@@ -409,12 +414,14 @@ def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tenso
     for word in words:
         if not re.fullmatch(r"[0-9]+", word):
             raise ValueError(f"{word[:20]!r} is not a token number: {example}")
-    numbers = [int(word) for word in words]
-    outside = [number for number in numbers if number >= vocab_size]
-    if outside:
-        raise ValueError(
-            f"token {outside[0]} is outside the vocabulary 0..{vocab_size - 1}: {example}"
-        )
+    digits = [word.lstrip("0") or "0" for word in words]  # 0007 is 7, however many zeros
+    for number in digits:  # a number too long for the vocabulary is not read (nor printed) whole
+        if len(number) > len(str(vocab_size - 1)) or int(number) >= vocab_size:
+            shown = number if len(number) <= 12 else f"{number[:6]}... ({len(number)} digits)"
+            raise ValueError(
+                f"token {shown} is outside the vocabulary 0..{vocab_size - 1}: {example}"
+            )
+    numbers = [int(number) for number in digits]
     if len(numbers) > context_length:
         raise ValueError(
             f"{len(numbers)} tokens do not fit in the context of {context_length}: type at most "
@@ -456,14 +463,15 @@ def _index(value: object, name: str, model: str, config) -> int:
     if value >= count:
         where = "the model has" if name == "layer" else "each layer has"
         raise ValueError(
-            f"{name} {value} is out of range for the {model} model: {where} {count} {name}s, "
-            f"0..{count - 1}"
+            f"{name} {validation.shown(value)} is out of range for the {model} model: {where} "
+            f"{count} {name}s, 0..{count - 1}"
         )
     return value
 
 
 def _checked_training(training: object) -> dict:
-    """training shaped as load_training() returns it, every snapshot loadable into its model."""
+    """training shaped as load_training() returns it: its logs and snapshots as
+    helpers.induction checks a saved file's."""
     if not isinstance(training, dict):
         raise TypeError(
             "training must be the dict helpers.induction.load_training() returns, got "
@@ -491,49 +499,8 @@ def _checked_training(training: object) -> dict:
                 f"the {name} model's context of {model.config.context_length} does not hold a "
                 f"block of {REPEAT_LENGTH} and its copy"
             )
-        _check_snapshots(name, model, training["snapshots"][name])
-        _check_log(name, model, training["logs"][name])
+        check_snapshots(
+            f"training['snapshots'][{name!r}]", training["snapshots"][name], model.config
+        )
+        check_log(f"training['logs'][{name!r}]", training["logs"][name], model.config)
     return training
-
-
-def _check_snapshots(name: str, model: GPT, snapshots: object) -> None:
-    where = f"training['snapshots'][{name!r}]"
-    if not isinstance(snapshots, dict) or not snapshots:
-        raise ValueError(f"{where} must be a non-empty dict {{step: state_dict}}")
-    shapes = _shapes(model.state_dict())
-    for step, weights in snapshots.items():
-        validation.whole_number(step, f"a step of {where}", minimum=0)
-        if _shapes(weights) != shapes:
-            raise ValueError(
-                f"{where}[{step}] is not a state_dict of the {name} model (its weights' names "
-                "and shapes differ)"
-            )
-
-
-def _shapes(weights: object) -> dict | None:
-    """{name: shape} of a state_dict's tensors; None for anything else."""
-    if not isinstance(weights, dict):
-        return None
-    return {key: getattr(value, "shape", None) for key, value in weights.items()}
-
-
-def _check_log(name: str, model: GPT, log: object) -> None:
-    where = f"training['logs'][{name!r}]"
-    if not isinstance(log, dict) or not {"step", "second_copy_loss", "induction"} <= set(log):
-        raise ValueError(f"{where} must hold 'step', 'second_copy_loss' and 'induction'")
-    if not isinstance(log["step"], list) or not isinstance(log["second_copy_loss"], list):
-        raise ValueError(f"{where}['step'] and ['second_copy_loss'] must be lists, one per row")
-    rows = len(log["step"])
-    expected = (rows, model.config.num_layers, model.config.num_heads)
-    induction = log["induction"]
-    if rows == 0 or len(log["second_copy_loss"]) != rows:
-        raise ValueError(
-            f"{where} must hold one second_copy_loss per step, at least one: got "
-            f"{len(log['second_copy_loss'])} for {rows} steps"
-        )
-    if not isinstance(induction, torch.Tensor) or tuple(induction.shape) != expected:
-        found = tuple(induction.shape) if isinstance(induction, torch.Tensor) else induction
-        raise ValueError(
-            f"{where}['induction'] must be a tensor (rows, layers, heads) = {expected}, got "
-            f"{found!r:.80}"
-        )
