@@ -13,6 +13,10 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
     Floats are refused even when whole (2.0): a size that arrives as a float usually comes
     from a division that should have been an integer division.
     """
+    if isinstance(value, torch.Tensor) and value.is_meta:
+        raise ValueError(
+            f"{name} must be a whole number >= {minimum}, got a meta tensor (no value)"
+        )
     if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

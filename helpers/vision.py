@@ -50,8 +50,18 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
         values = torch.tensor([[float(x) for x in row] for row in rows], dtype=torch.float64)
     except (OSError, EOFError, ValueError) as error:
         raise ValueError(f"cannot read the digits from {path}: {error}") from None
+    if not len(values):
+        raise ValueError(f"{path} holds no rows: each row must hold 64 pixels and a label")
     if values.ndim != 2 or values.shape[1] != PIXELS * PIXELS + 1:
-        raise ValueError(f"{path}: each row must hold 64 pixels and a label, got {values.shape}")
+        raise ValueError(
+            f"{path}: each row must hold 64 pixels and a label, got rows of "
+            f"{values.shape[-1]} numbers"
+        )
+    if len(values) < 5:
+        raise ValueError(
+            f"{path} holds {len(values)} digit(s): at least 5 are needed, so that the test split "
+            "(a fifth of them) holds one"
+        )
     pixels, labels = values[:, :-1], values[:, -1]
     if (
         pixels.isnan().any()
@@ -77,9 +87,7 @@ def check_digits(digits: object, name: str = "digits") -> Digits:
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
         raise ValueError(f"{name}.images must be a tensor (N, 1, 8, 8), got {got}")
-    if not images.is_floating_point() or not images.isfinite().all():
-        problem = images.dtype if not images.is_floating_point() else "NaN or inf"
-        raise ValueError(f"{name}.images must hold finite floating-point pixels, got {problem}")
+    check_pixels(images, f"{name}.images", "(N, 1, 8, 8)")
     if not isinstance(labels, torch.Tensor) or labels.shape != (len(images),):
         got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
         raise ValueError(
@@ -91,12 +99,57 @@ def check_digits(digits: object, name: str = "digits") -> Digits:
 
 def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
     """Integer labels lowest..9 (-1 marks an empty cell of a canvas)."""
+    _readable(labels, name, "integer digit labels")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ValueError(f"{name} must be integer digit labels, got {labels.dtype}")
-    if labels.numel() and (labels.min() < lowest or labels.max() > 9):
+    if labels.numel():
+        low, high = int(labels.min()), int(labels.max())  # Python ints: uint8 cannot hold -1
+        if low < lowest or high > 9:
+            raise ValueError(f"{name} must lie in {lowest}..9, got {low}..{high}")
+
+
+def _dense(values: object, name: str, what: str) -> torch.Tensor:
+    """values itself if it is a tensor laid out densely (a meta one passes: what is computed
+    from it is meta too)."""
+    validation.tensor(values, name, what)
+    if values.layout != torch.strided:
         raise ValueError(
-            f"{name} must lie in {lowest}..9, got {labels.min().item()}..{labels.max().item()}"
+            f"{name} must be a dense tensor of {what}, got a {values.layout} one: convert it "
+            "with .to_dense()"
         )
+    return values
+
+
+def _readable(values: object, name: str, what: str) -> torch.Tensor:
+    """values itself if it is a tensor whose numbers can be read: dense, not on the meta device."""
+    _dense(values, name, what)
+    if values.is_meta:
+        raise ValueError(f"{name} is on the meta device: it has a shape but no {what} to read")
+    return values
+
+
+def check_pixels(images: object, name: str = "images", shape: str = "(B, 1, H, W)") -> torch.Tensor:
+    """images itself if it holds pixels as the models read them: a dense floating-point tensor
+    of finite numbers in 0..1 (load_digits divides the UCI digits' 0..16 by MAX_INK); otherwise
+    an error naming what came and how to scale it. The shape is the caller's to check."""
+    _readable(images, name, f"pixels {shape}")
+    if not images.is_floating_point():
+        raise ValueError(
+            f"{name} must hold floating-point pixels in 0..1, got {images.dtype}: the UCI "
+            f"digits' raw ink counts 0..16 become pixels with .float() / {MAX_INK:g} "
+            "(helpers.vision.MAX_INK)"
+        )
+    if not images.isfinite().all():
+        raise ValueError(f"{name} hold NaN or inf: every pixel must be a finite number in 0..1")
+    if images.numel():
+        low, high = images.min().item(), images.max().item()
+        if low < 0 or high > 1:
+            raise ValueError(
+                f"{name} must hold pixels in 0..1, as load_digits scales them, got values from "
+                f"{low:.4g} to {high:.4g}: divide the UCI digits' raw ink counts 0..16 by "
+                f"{MAX_INK:g} (helpers.vision.MAX_INK), or rescale other images into 0..1"
+            )
+    return images
 
 
 def _check_size(numbers: int, what: str) -> None:
@@ -112,7 +165,7 @@ def _check_size(numbers: int, what: str) -> None:
 
 
 def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int]:
-    validation.tensor(images, "images", "(B, C, H, W)")
+    _dense(images, "images", "pixels (B, C, H, W)")
     if images.dim() != 4:
         raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
     patch_size = validation.whole_number(patch_size, "patch_size")
@@ -139,7 +192,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
 
 def unpatchify(patches: torch.Tensor, patch_size: int, image_size: tuple[int, int]) -> torch.Tensor:
     """The inverse of patchify: (B, (H/p)(W/p), C p p) -> (B, C, H, W) for image_size (H, W)."""
-    validation.tensor(patches, "patches", "(B, n, C p p)")
+    _dense(patches, "patches", "patches (B, n, C p p)")
     p = validation.whole_number(patch_size, "patch_size")
     if not isinstance(image_size, tuple | list) or len(image_size) != 2:
         raise ValueError(f"image_size must be (H, W), got {image_size!r}")
@@ -286,9 +339,7 @@ def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
         raise ValueError(
             f"{name}.images must be a tensor {expected}, one per row of digits, got {got}"
         )
-    if not images.is_floating_point() or not images.isfinite().all():
-        problem = images.dtype if not images.is_floating_point() else "NaN or inf"
-        raise ValueError(f"{name}.images must hold finite floating-point pixels, got {problem}")
+    check_pixels(images, f"{name}.images", str(expected))
     return canvases
 
 
@@ -297,11 +348,11 @@ def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:
     grid = validation.whole_number(grid, "grid")
     cell = validation.whole_number(cell, "cell", minimum=0)
     p = validation.whole_number(patch_size, "patch_size")
-    if cell >= grid * grid or PIXELS % p:
-        raise ValueError(
-            f"cell must be in 0..{grid * grid - 1} and patch_size divide {PIXELS}, got cell "
-            f"{cell}, patch_size {p}"
-        )
+    _check_size((grid * PIXELS) ** 2, f"a canvas of {grid} x {grid} cells")
+    if cell >= grid * grid:
+        raise ValueError(f"cell must be one of the grid's cells 0..{grid * grid - 1}, got {cell}")
+    if PIXELS % p:
+        raise ValueError(f"patch_size must divide a cell's {PIXELS} pixels, got {p}")
     per_cell, cols = PIXELS // p, grid * PIXELS // p  # patches across a cell, across the canvas
     row, col = divmod(cell, grid)
     rows = torch.arange(row * per_cell, (row + 1) * per_cell)
@@ -444,7 +495,7 @@ def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor
     """(1, 1, H / block, W / block) float64: the inked cells of a bool bitmap (H, W) counted in
     block x block squares, 0..block² (0..16 for 4 x 4), as sklearn's digits were made from
     32 x 32 bitmaps. Divide by MAX_INK for the models' 0..1 pixels."""
-    validation.tensor(bitmap, "bitmap", "(H, W) bool")
+    _dense(bitmap, "bitmap", "inked cells (H, W) bool")
     block = validation.whole_number(block, "block")
     if bitmap.dtype != torch.bool or bitmap.dim() != 2:
         raise ValueError(

@@ -46,6 +46,7 @@ from helpers.vision import (
     cell_patches,
     check_canvases,
     check_digits,
+    check_pixels,
     load_digits,
     make_canvases,
     patchify,
@@ -73,6 +74,7 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, d_model: int, image_size: int):
         super().__init__()
+        d_model = _check_d_model(d_model)
         image_size = validation.whole_number(image_size, "image_size")
         if image_size % PATCH:
             raise ValueError(
@@ -80,8 +82,8 @@ class PatchEmbedding(nn.Module):
             )
         self.image_size = image_size
         side = image_size // PATCH  # patches across the image
+        positions = sinusoidal_2d(side, side, d_model)  # (n, d_model); its size checked there
         self.project = nn.Linear(PATCH * PATCH, d_model)
-        positions = sinusoidal_2d(side, side, d_model)  # (n, d_model)
         self.register_buffer("positions", positions, persistent=False)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -90,15 +92,25 @@ class PatchEmbedding(nn.Module):
         return self.project(patches) + self.positions  # (B, n, d_model)
 
 
-def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
+def _check_d_model(d_model: object) -> int:
     d_model = validation.whole_number(d_model, "d_model")
-    num_heads = validation.whole_number(num_heads, "num_heads")
-    d_ff = validation.whole_number(d_ff, "d_ff")
     if d_model % 4:
         raise ValueError(
             f"d_model ({d_model}) must be a multiple of 4: the 2-D encoding's two halves of "
             f"sin/cos pairs"
         )
+    if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
+        raise ValueError(
+            f"d_model {d_model} makes a patch projection of {(PATCH * PATCH + 1) * d_model:,} "
+            f"parameters, more than 2^26 = {LARGEST_MODEL:,}: a smaller model was meant"
+        )
+    return d_model
+
+
+def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
+    d_model = _check_d_model(d_model)
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    d_ff = validation.whole_number(d_ff, "d_ff")
     if d_model % num_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
     return d_model, num_heads, d_ff
@@ -126,27 +138,57 @@ def _check_grid(grid: object) -> int:
 
 
 def _check_images(embed: PatchEmbedding, images: object) -> torch.Tensor:
-    """images (B, 1, S, S) for the embedding's image size S, finite, in the dtype of its
-    weights."""
+    """images (B, 1, S, S) for the embedding's image size S, pixels in 0..1, in the dtype of
+    its weights."""
     size = embed.image_size
-    validation.tensor(images, "images", f"(B, 1, {size}, {size})")
+    shape = f"(B, 1, {size}, {size})"
+    validation.tensor(images, "images", shape)
     if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-        raise ValueError(f"images must be (B, 1, {size}, {size}), got {tuple(images.shape)}")
+        raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
+    check_pixels(images, "images", shape)
     weight = embed.project.weight
     if images.dtype != weight.dtype or images.device != weight.device:
         raise ValueError(
             f"images are {images.dtype} on {images.device} but the model's weights are "
             f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
         )
-    if not images.isfinite().all():
-        raise ValueError("images hold NaN or inf: every pixel must be a finite number")
     return images
 
 
-def _check_model(model: object, kind: type) -> nn.Module:
+def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
+    """model itself if it is a `kind` (VisionTransformer, DigitFinder, CanvasReader) whose
+    weights are finite numbers; otherwise an error naming what is wrong."""
     if not isinstance(model, kind):
-        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
+        raise TypeError(f"{name} must be a {kind.__name__}, got {type(model).__name__}")
+    for key, weight in model.state_dict().items():
+        if weight.is_meta:
+            raise ValueError(
+                f"{name} holds {key} on the meta device: it has shapes but no weights; load or "
+                "train it first"
+            )
+        if weight.is_floating_point() and not weight.isfinite().all():
+            raise ValueError(
+                f"{name} holds NaN or inf in {key}: everything it computes would be NaN; load or "
+                "train it again"
+            )
     return model
+
+
+def float64_copy(model: nn.Module) -> nn.Module:
+    """A float64 copy in eval mode (of a model check_model took): sums in float64 give the same
+    numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes
+    (deepcopy refuses the attention weights a training step keeps), with torch's global random
+    numbers left as they were: the fresh weights the constructor draws are overwritten."""
+    with torch.random.fork_rng(devices=[]):
+        twin = type(model)(**model.sizes)
+    try:
+        twin.load_state_dict(model.state_dict())
+    except RuntimeError:
+        raise ValueError(
+            f"the model's weights do not fit its sizes {model.sizes} (was model.sizes changed?): "
+            "build the model again"
+        ) from None
+    return twin.double().eval()
 
 
 # 1. A small Vision Transformer
@@ -183,18 +225,9 @@ class VisionTransformer(nn.Module):
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
-    """The entropy in nats of each attention row: (..., k) -> (...)."""
-    validation.tensor(weights, "weights", "(..., k) attention weights")
-    if weights.dim() == 0 or not weights.is_floating_point():
-        raise ValueError(
-            f"weights must be floating-point attention rows (..., k), got {weights.dtype} of "
-            f"shape {tuple(weights.shape)}"
-        )
-    if weights.numel() and not ((weights >= 0) & (weights <= 1)).all():  # NaN fails too
-        raise ValueError(
-            "weights must be attention weights, each in 0..1, got values from "
-            f"{weights.min().item()} to {weights.max().item()} (or NaN)"
-        )
+    """The entropy in nats of each attention row: (..., k) -> (...). Each row must be attention
+    weights (validation.attention_weights): in 0..1, summing to 1, or all 0 (no key allowed)."""
+    validation.attention_weights(weights, "weights", "(..., k)")
     return -torch.special.xlogy(weights, weights).sum(-1)
 
 
@@ -203,7 +236,7 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
     """How spread the class token's attention is: {"entropy": (layers, heads) float64, the mean
     over images of the entropy (nats) of the class token's row over its keys (itself and the 4
     patches), "uniform": ln(keys), the entropy of a uniform row, the largest possible}."""
-    model = _float64_copy(_check_model(model, VisionTransformer))
+    model = float64_copy(check_model(model, VisionTransformer))
     images = _check_images(model.embed, _as_float64(images))
     if not len(images):
         raise ValueError("images must hold at least one digit: the mean over none is undefined")
@@ -216,27 +249,16 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
 @torch.no_grad()
 def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
     """{"accuracy": the share of `digits` (e.g. the test split) the model names right}."""
-    _check_model(model, VisionTransformer)
+    check_model(model, VisionTransformer)
     if not len(check_digits(digits)):
         raise ValueError("digits must hold at least one image: an accuracy over none is undefined")
-    model = _float64_copy(model)
+    model = float64_copy(model)
     predicted = model(digits.images.double()).argmax(-1)  # (N,)
     return {"accuracy": (predicted == digits.labels).double().mean().item()}
 
 
-def _float64_copy(model: nn.Module) -> nn.Module:
-    """A float64 copy in eval mode: sums in float64 give the same numbers on any thread count.
-    (Rebuilt from its sizes: deepcopy refuses the attention weights a training step keeps.)"""
-    twin = type(model)(**model.sizes)
-    twin.load_state_dict(model.state_dict())
-    return twin.double().eval()
-
-
 def _as_float64(images: object) -> torch.Tensor:
-    validation.tensor(images, "images", "(B, 1, H, W)")
-    if not images.is_floating_point():
-        raise ValueError(f"images must be floating point, got {images.dtype}")
-    return images.double()
+    return check_pixels(images, "images", "(B, 1, H, W)").double()
 
 
 # 2. Find the digit: a word's query over the canvas
@@ -286,6 +308,23 @@ def _check_words(words: object, batch: int) -> torch.Tensor:
     if len(words) != batch:
         raise ValueError(f"words must hold one id per canvas ({batch}), got {len(words)}")
     return words
+
+
+def _check_cells(cells: object, batch: int, count: int) -> torch.Tensor:
+    validation.tensor(cells, "cells", f"(B,) cell indices 0..{count - 1}")
+    if cells.dim() != 1 or len(cells) != batch:
+        raise ValueError(
+            f"cells must hold one cell per canvas, ({batch},), got shape {tuple(cells.shape)}"
+        )
+    if cells.is_meta:
+        raise ValueError("cells is on the meta device: it has a shape but no cells to read")
+    if cells.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise ValueError(f"cells must hold integer cell indices 0..{count - 1}, got {cells.dtype}")
+    if len(cells) and (int(cells.min()) < 0 or int(cells.max()) >= count):
+        raise ValueError(
+            f"cells must be cell indices 0..{count - 1}, got {int(cells.min())}..{int(cells.max())}"
+        )
+    return cells
 
 
 def cell_masks(grid: int = GRID) -> torch.Tensor:
@@ -343,12 +382,10 @@ def evaluate_finder(
 ) -> dict:
     """{"accuracy": the share of questions answered with the right cell, "attention_on_cell":
     the mean attention mass of the word's query on the 4 patches of the right cell}."""
-    _check_model(model, DigitFinder)
+    check_model(model, DigitFinder)
     _check_canvases(canvases, model.grid)
     _check_words(words, len(canvases))
-    validation.token_ids(cells, "cells", model.grid**2, shape="(B,) cell indices", dim=1)
-    if len(cells) != len(canvases):
-        raise ValueError(f"cells must hold one cell per canvas ({len(canvases)}), got {len(cells)}")
+    _check_cells(cells, len(canvases), model.grid**2)
     asked = canvases.digits.gather(1, cells[:, None].long())[:, 0]  # (B,): the digit in each cell
     if not torch.equal(asked, words.long()):
         wrong = int((asked != words).nonzero()[0, 0])
@@ -356,7 +393,7 @@ def evaluate_finder(
             f"cells must hold the words' digits (finder_questions()): canvas {wrong} asks for "
             f"{int(words[wrong])} at cell {int(cells[wrong])}, which holds {int(asked[wrong])}"
         )
-    model = _float64_copy(model)
+    model = float64_copy(model)
     predicted = model(canvases.images.double(), words).argmax(-1)  # (B,)
     weights = model.attention.attention_weights[:, 0, 0]  # (B, patches)
     on_cell = (weights * cell_masks(model.grid)[cells]).sum(-1)  # (B,)
@@ -435,9 +472,15 @@ def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:
     """The encoder's output (B, n, d_model), finite, in the dtype of the decoder's weights."""
     d_model = weight.shape[1]
     validation.tensor(memory, "memory", f"(B, n, {d_model}) from encode()")
-    if memory.dim() != 3 or memory.shape[-1] != d_model:
+    if memory.dim() != 3 or memory.shape[-1] != d_model or not memory.shape[1]:
         raise ValueError(
-            f"memory must be (B, n, {d_model}) from encode(), got {tuple(memory.shape)}"
+            f"memory must be (B, n, {d_model}) from encode(), n >= 1 patches to attend to, got "
+            f"{tuple(memory.shape)}"
+        )
+    if memory.is_meta or memory.layout != torch.strided:
+        raise ValueError(
+            "memory must be encode()'s output, a dense tensor of numbers, got a "
+            f"{'meta' if memory.is_meta else memory.layout} one"
         )
     if memory.dtype != weight.dtype or memory.device != weight.device:
         raise ValueError(
@@ -487,7 +530,7 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
 def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
     after it (a row that never writes <eos> holds cells + 1 digits)."""
-    _check_model(model, CanvasReader)
+    check_model(model, CanvasReader)
     memory = model.encode(images)  # (B, 36, d_model)
     written = torch.full((len(images), 1), BOS, dtype=torch.long)  # (B, 1)
     done = torch.zeros(len(images), dtype=torch.bool)
@@ -509,12 +552,12 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     <eos>), "attention_share": the mean over canvases of the mean over their digits of the
     cross-attention (decoder block `layer`, averaged over heads) on the 4 patches of that
     digit's cell, as the digit is written (teacher forcing with the true digits)}."""
-    _check_model(model, CanvasReader)
+    check_model(model, CanvasReader)
     _check_canvases(canvases, model.grid)
     if not (canvases.digits >= 0).any():
         raise ValueError("canvases must hold at least one digit to read: every cell is empty")
     layer = _check_layer(layer, len(model.decoder))
-    model = _float64_copy(model)
+    model = float64_copy(model)
     images = canvases.images.double()
     inputs, targets = reader_sequences(canvases)
     exact = (read_canvas(model, images) == targets).all(1)  # (B,)
@@ -820,11 +863,12 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     for name, kind in MODELS.items():
         where = f"{path} ({name})"
         recipe = _saved_recipe(where, kind, saved["recipes"][name])
-        model = build(recipe)
+        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+            model = build(recipe)
         load_weights(model, float_weights(saved["weights"][name], where), where)
         loaded[name] = model.eval()
         loaded["recipes"][name] = recipe
-        loaded["logs"][name] = _checked_log(where, saved["logs"][name])
+        loaded["logs"][name] = _checked_log(where, saved["logs"][name], recipe)
     return loaded
 
 
@@ -839,18 +883,30 @@ def _saved_recipe(where: str, kind: type, found: object) -> Recipe:
         raise CheckpointError(f"{where}: its recipe is not a valid one ({error})") from None
 
 
-def _checked_log(where: str, log: object) -> dict:
-    """A log as train writes it: {"step": [...], "loss": [...]}, equally long lists of numbers."""
+def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
+    """A log as train writes it for the recipe: {"step": the steps it logged (every log_every
+    and the last), "loss": a number for each}."""
     if not isinstance(log, dict) or set(log) != {"step", "loss"}:
         found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
         raise CheckpointError(f"{where}: its log should hold ['loss', 'step'], found {found}")
-    columns = [log["step"], log["loss"]]
-    if not all(isinstance(column, list) and column for column in columns) or len(columns[0]) != len(
-        columns[1]
+    every, last = recipe.log_every, recipe.steps
+    count = last // every + (last % every > 0)  # the steps train logs: every `every`, the last
+    logged = log["step"]
+    if not (
+        isinstance(logged, list)
+        and len(logged) == count
+        and all(
+            type(step) is int and step == min((i + 1) * every, last)
+            for i, step in enumerate(logged)
+        )
     ):
-        raise CheckpointError(f"{where}: its log's step and loss should be equally long lists")
-    if not all(
-        isinstance(x, int | float) and not isinstance(x, bool) for column in columns for x in column
-    ):
-        raise CheckpointError(f"{where}: its log should hold numbers only")
+        raise CheckpointError(
+            f"{where}: its log should hold the steps its recipe logs (every {every} of {last}, "
+            f"and the last), found {validation.shown(logged)}"
+        )
+    losses = log["loss"]
+    if not isinstance(losses, list) or len(losses) != count:
+        raise CheckpointError(f"{where}: its log should hold one loss per logged step")
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in losses):
+        raise CheckpointError(f"{where}: its log's losses should be numbers only")
     return log

@@ -435,10 +435,10 @@ def test_cell_patches_names_exactly_the_patches_inside_each_cell(patch_size):
 @pytest.mark.parametrize(
     ("cell", "grid", "patch_size", "words"),
     [
-        (9, 3, 4, r"cell must be in 0..8"),
+        (9, 3, 4, "cell must be one of the grid's cells 0..8, got 9"),
         (-1, 3, 4, "cell must be a whole number >= 0, got -1"),
-        (0, 3, 3, "patch_size divide 8, got cell 0, patch_size 3"),
-        (0, 3, 16, "patch_size divide 8"),
+        (0, 3, 3, "patch_size must divide a cell's 8 pixels, got 3"),
+        (0, 3, 16, "patch_size must divide a cell's 8 pixels, got 16"),
         (0, 0, 4, "grid must be a whole number >= 1"),
         (True, 3, 4, "cell must be a whole number"),
         (0, 3, 0, "patch_size must be a whole number >= 1"),

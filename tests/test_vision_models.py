@@ -210,7 +210,7 @@ def test_evaluations_are_shares(digits, canvases):
 def test_a_perfect_reader_attention_scores_one(monkeypatch):
     """evaluate_reader's share, checked on weights put exactly on each digit's cell (by a hook
     on the model itself, not the float64 copy it evaluates)."""
-    monkeypatch.setattr(vision_models, "_float64_copy", lambda model: model.double().eval())
+    monkeypatch.setattr(vision_models, "float64_copy", lambda model: model.double().eval())
     canvases = hand_made_canvas()
     model = tiny_reader()
     masks = cell_masks()
@@ -312,7 +312,7 @@ def test_a_damaged_file_is_refused(tmp_path):
             lambda: evaluate_finder(
                 tiny_finder(), hand_made_canvas(), torch.tensor([2, 2]), torch.tensor([1, 9])
             ),
-            "outside",
+            "cells must be cell indices 0..8, got 1..9",
         ),
         (lambda: vit_attention_entropy(tiny_vit(), torch.zeros(2, 8, 8)), r"\(B, 1, 8, 8\)"),
         (
@@ -423,8 +423,8 @@ def test_images_that_are_not_finite_are_refused_not_answered_with_nan(call, bad)
         (lambda: vision_models.PatchEmbedding(8, 8)(torch.zeros(2, 3, 8, 8)), r"\(B, 1, 8, 8\)"),
         (lambda: vision_models.PatchEmbedding(8, 8)(torch.zeros(2, 1, 8, 8).double()), "float64"),
         (lambda: row_entropy(torch.tensor([[-0.5, 1.5]])), "each in 0..1"),
-        (lambda: row_entropy(torch.tensor([[float("nan"), 0.5]])), "each in 0..1"),
-        (lambda: row_entropy(torch.tensor(0.5)), r"attention rows \(..., k\)"),
+        (lambda: row_entropy(torch.tensor([[float("nan"), 0.5]])), "weights hold NaN"),
+        (lambda: row_entropy(torch.tensor(0.5)), r"attention weights \(..., k\), got"),
         (lambda: row_entropy(torch.full((1, 2), 0.5).to(torch.complex64)), "complex64"),
         (lambda: row_entropy([[0.5, 0.5]]), "torch.Tensor"),
         (lambda: vit_attention_entropy(tiny_vit(), torch.zeros(0, 1, 8, 8)), "at least one"),

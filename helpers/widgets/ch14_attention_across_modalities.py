@@ -5,6 +5,7 @@ canvas reader writes (its cross-attention as each token is written), the attenti
 the image next to the model's answer. And a pad to draw digits on (DrawingExplorer): the reader
 reads the drawing, the ViT names each digit drawn, and the reader's attention is painted over it."""
 
+import numbers
 import re
 import textwrap
 from collections import OrderedDict
@@ -15,7 +16,6 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from torch import nn
 
 from helpers import validation, vision_models
 from helpers.vision import (
@@ -39,7 +39,9 @@ from helpers.vision_models import (
     CanvasReader,
     DigitFinder,
     VisionTransformer,
+    check_model,
     finder_test_set,
+    float64_copy,
     read_canvas,
 )
 from helpers.widgets.base import Explorer, one_torch_thread
@@ -53,6 +55,7 @@ TEST_CANVASES = 50  # the slider's canvases: the first of helpers.vision_models.
 DEFAULT_LAYOUT = "7 . . . 3 . . . 1"
 CELLS = GRID * GRID
 SIDE = GRID * PIXELS  # pixels across a canvas
+PATCHES = (SIDE // PATCH) ** 2  # 36 patches of 4 x 4 pixels
 COLOUR_LIMITS = (0.1, 0.25, 0.5, 1.0)  # the weight scale: the smallest that holds the largest
 KEPT_BACKGROUNDS = 8  # one per mode and colour limit: switching back costs no redraw
 COLOURS = {"answer": "tab:blue", "truth": "tab:green", "current": "gold"}
@@ -79,12 +82,13 @@ class CanvasExplorer(Explorer):
         models: dict | None = None,
         token: int = 0,
     ):
-        """canvas: one of the first 50 test canvases, 0..49 (shown unless layout is given);
-        layout: nine cells in reading order separated by spaces, each a digit 0-9 or "." for
-        an empty cell, e.g. "7 . . . 3 . . . 1", filled with the first test image of each
-        digit; token: the read-out token shown in "read" mode, 0 the first digit written;
-        models: the dict helpers.vision_models.load_vision_models() returns, or one holding a
-        "finder" (DigitFinder) and a "reader" (CanvasReader) (default: loaded from data/)."""
+        """canvas: one of the first 50 test canvases, 0..49 (shown unless layout is given, its
+        layout then in the compose box); layout: nine cells in reading order separated by
+        spaces, each a digit 0-9 or "." for an empty cell, e.g. "7 . . . 3 . . . 1", filled
+        with the first test image of each digit; token: the read-out token shown in "read"
+        mode, 0 the first digit written; models: the dict
+        helpers.vision_models.load_vision_models() returns, or one holding a "finder"
+        (DigitFinder) and a "reader" (CanvasReader) (default: loaded from data/)."""
         canvas = validation.whole_number(canvas, "canvas", minimum=0)
         if canvas >= TEST_CANVASES:
             raise ValueError(
@@ -104,13 +108,14 @@ class CanvasExplorer(Explorer):
         finder, reader = _checked_models(
             vision_models.load_vision_models() if models is None else models
         )
-        self.finder, self.reader = _float64_copy(finder), _float64_copy(reader)
+        self.finder, self.reader = float64_copy(finder), float64_copy(reader)
         self.canvases = finder_test_set(TEST_CANVASES)[0]
         self._first_images = first_test_images()
         self._readings = {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their key
         source = "test" if layout is None else "composed"
-        layout = DEFAULT_LAYOUT if layout is None else layout
+        if layout is None:  # the compose box shows the test canvas's layout
+            layout = layout_text(self.canvases.digits[canvas])
         try:
             with one_torch_thread():
                 written = self._written_count(source, canvas, layout)
@@ -163,8 +168,9 @@ class CanvasExplorer(Explorer):
     # What the controls may choose
 
     def follow(self, control) -> None:
-        """Moving the canvas slider shows a test canvas, typing a layout shows it; the token
-        slider spans the tokens written on the canvas shown; a mode enables its own control."""
+        """Moving the canvas slider shows a test canvas (and its layout in the compose box),
+        typing a layout shows it; the token slider spans the tokens written on the canvas shown;
+        a mode enables its own control."""
         controls = self.controls
         if control is controls["canvas"]:
             controls["source"].value = "test"
@@ -173,6 +179,8 @@ class CanvasExplorer(Explorer):
         elif control is controls["mode"]:
             self._enable_for(controls["mode"].value)
         values = self.values()
+        if values["source"] == "test":  # the compose box shows the layout drawn
+            controls["layout"].value = layout_text(self.canvases.digits[values["canvas"]])
         try:
             written = self._written_count(values["source"], values["canvas"], values["layout"])
         except ValueError:  # a layout the figure answers with a message: the slider stays
@@ -421,6 +429,10 @@ def read_with_attention(reader: CanvasReader, image: torch.Tensor) -> dict:
     first <eos> the last token) as "written", and its cross-attention as each is written
     (tokens, 36) as "attention": the last decoder block's, averaged over its heads (how
     helpers.vision_models measures it)."""
+    if isinstance(image, torch.Tensor) and (image.dim() != 4 or len(image) != 1):
+        raise ValueError(
+            f"image must be one canvas (1, 1, {SIDE}, {SIDE}), got {tuple(image.shape)}"
+        )
     tokens = read_canvas(reader, image)[0].tolist()
     end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
     written = tokens[:end]
@@ -457,6 +469,12 @@ def parse_layout(text: str) -> torch.Tensor:
     return digits
 
 
+def layout_text(digits: torch.Tensor) -> str:
+    """(9,) labels in reading order, -1 where empty, as parse_layout reads them, e.g.
+    "7 . . . 3 . . . 1"."""
+    return " ".join("." if digit < 0 else str(digit) for digit in digits.tolist())
+
+
 def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """(1, 1, 24, 24) float64: images[d] (the digit d's image, (10, 1, 8, 8)) in each cell
     whose label is d, black where it is -1."""
@@ -484,6 +502,12 @@ def _check_distinct(digits: torch.Tensor) -> None:
 
 def cell_mass(attention: torch.Tensor, cell: int) -> float:
     """The attention weight (36,) on the patches of one cell (helpers.vision.cell_patches)."""
+    if not isinstance(attention, torch.Tensor) or attention.shape != (PATCHES,):
+        got = tuple(attention.shape) if isinstance(attention, torch.Tensor) else attention
+        raise ValueError(
+            f"attention must be a tensor ({PATCHES},), a weight per patch, got "
+            f"{validation.shown(got)}"
+        )
     return float(attention[cell_patches(cell, GRID, PATCH)].sum())
 
 
@@ -549,15 +573,6 @@ def _place(box: Rectangle, cell: int | None) -> None:
         box.set_xy((col * PIXELS - 0.5, row * PIXELS - 0.5))
 
 
-def _float64_copy(model: nn.Module) -> nn.Module:
-    """A float64 copy in eval mode, as helpers.vision_models measures: the same numbers on
-    any thread count, and the learner's model left as it was. Rebuilt from its sizes: deepcopy
-    refuses the attention weights a training step keeps."""
-    twin = type(model)(**model.sizes)
-    twin.load_state_dict(model.state_dict())
-    return twin.double().eval()
-
-
 MODEL_KINDS = {"vit": VisionTransformer, "finder": DigitFinder, "reader": CanvasReader}
 
 
@@ -575,22 +590,11 @@ def _checked_models(models: object, names: tuple = ("finder", "reader")) -> tupl
         wanted = " and ".join(f"a {name!r} ({MODEL_KINDS[name].__name__})" for name in names)
         raise ValueError(f"models lacks {missing}: it must hold {wanted}")
     for name in names:
-        kind = MODEL_KINDS[name]
-        if not isinstance(models[name], kind):
-            raise TypeError(
-                f"models[{name!r}] must be a {kind.__name__}, got {type(models[name]).__name__}"
-            )
-        if kind is not VisionTransformer and models[name].grid != GRID:
+        model = check_model(models[name], MODEL_KINDS[name], f"models[{name!r}]")
+        if not isinstance(model, VisionTransformer) and model.grid != GRID:
             raise ValueError(
-                f"models[{name!r}] reads {models[name].grid} x {models[name].grid} canvases; "
-                f"the explorer shows {GRID} x {GRID}"
-            )
-        weights = models[name].state_dict()
-        broken = [key for key, weight in weights.items() if not weight.isfinite().all()]
-        if broken:
-            raise ValueError(
-                f"models[{name!r}] holds NaN or inf in {broken[0]}: its attention would be NaN; "
-                "load or train it again"
+                f"models[{name!r}] reads {model.grid} x {model.grid} canvases; the explorer "
+                f"shows {GRID} x {GRID}"
             )
     return tuple(models[name] for name in names)
 
@@ -625,7 +629,7 @@ class DrawingExplorer(DirectExplorer):
         vit, reader = _checked_models(
             vision_models.load_vision_models() if models is None else models, ("vit", "reader")
         )
-        self.vit, self.reader = _float64_copy(vit), _float64_copy(reader)
+        self.vit, self.reader = float64_copy(vit), float64_copy(reader)
         self.strokes = _kept_strokes(strokes)
         super().__init__(DrawingPadWidget(), {})
 
@@ -753,10 +757,9 @@ def drawing_figure(view: dict) -> Figure:
     """A pad's view as a matplotlib figure: the drawing on the left; on the right the 24 x 24
     canvas the models see with the reader's attention as it writes its first token, each
     inked cell labelled with the ViT's guess; the title names what both read."""
+    size, cells = _check_view(view)
     figure = Figure(figsize=(9, 5.2), layout="constrained")
     drawn, seen = figure.subplots(1, 2)
-    pad = view["pad"]
-    size, cells = pad["size"], pad["cells"]
     inked = rasterise_strokes(view["strokes"], size)  # (96, 96) as the pen inks the grid
     drawn.imshow(
         inked.numpy(), cmap="gray_r", vmin=0, vmax=1, extent=(0, size, size, 0),
@@ -805,3 +808,65 @@ def drawing_figure(view: dict) -> Figure:
         textwrap.fill(title, 110), fontsize=10, color="tab:red" if view.get("problem") else "black"
     )
     return figure
+
+
+VIEW = (
+    "a view must be the dict a DrawingExplorer's pad shows (explorer.live.view), holding "
+    "'strokes' (a list of strokes of [x, y] points), 'pad' ({'size': the drawing grid's cells "
+    "across, 'cells': the canvas's cells across}), 'counts' (cells * 8 rows of as many ink "
+    "counts 0..16), 'tokens' (the reader's, each {'label': text, 'attention': a weight 0..1 per "
+    "4 x 4 patch}) and 'guesses' (the ViT's, each {'cell', 'guess' 0..9, 'probability' 0..1})"
+)
+
+
+def _check_view(view: object) -> tuple[int, int]:
+    """(the drawing grid's size, the canvas's cells across) of a view drawing_figure can draw;
+    otherwise an error naming what a view must hold and what this one lacks."""
+    if not isinstance(view, dict):
+        raise TypeError(f"{VIEW}; got a {type(view).__name__}")
+    missing = [key for key in ("strokes", "pad", "counts", "tokens", "guesses") if key not in view]
+    pad = view.get("pad")
+    if missing or not isinstance(pad, dict) or not {"size", "cells"} <= set(pad):
+        lacks = f"it lacks {missing}" if missing else f"its 'pad' is {validation.shown(pad)}"
+        raise ValueError(f"{VIEW}; {lacks}")
+    size = validation.whole_number(pad["size"], "the view's pad size")
+    cells = validation.whole_number(pad["cells"], "the view's pad cells")
+    side = cells * PIXELS
+    counts = view["counts"]
+    rows_ok = isinstance(counts, list) and len(counts) == side
+    if not rows_ok or not all(_numbers(row, side, 0, MAX_INK) for row in counts):
+        raise ValueError(f"{VIEW}; its 'counts' are not {side} rows of {side} counts 0..16")
+    tokens, guesses = view["tokens"], view["guesses"]
+    patches = (side // PATCH) ** 2
+    if not isinstance(tokens, list) or not all(
+        isinstance(token, dict)
+        and isinstance(token.get("label"), str)
+        and _numbers(token.get("attention"), patches, 0, 1)
+        for token in tokens
+    ):
+        raise ValueError(f"{VIEW}; its 'tokens' are not that, with {patches} weights each")
+    if not isinstance(guesses, list) or not all(
+        isinstance(guess, dict)
+        and _numbers([guess.get("cell")], 1, 0, cells * cells - 1, whole=True)
+        and _numbers([guess.get("guess")], 1, 0, 9, whole=True)
+        and _numbers([guess.get("probability")], 1, 0, 1)
+        for guess in guesses
+    ):
+        raise ValueError(f"{VIEW}; its 'guesses' are not that, cells 0..{cells * cells - 1}")
+    for key in ("title", "problem"):
+        if view.get(key) is not None and not isinstance(view[key], str):
+            raise ValueError(f"{VIEW}; its {key!r} must be text, got {validation.shown(view[key])}")
+    return size, cells
+
+
+def _numbers(values: object, count: int, low: float, high: float, whole: bool = False) -> bool:
+    """Whether values is a list of `count` real numbers in low..high (whole ones if whole)."""
+    kind = numbers.Integral if whole else numbers.Real
+    return (
+        isinstance(values, list)
+        and len(values) == count
+        and all(
+            isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high
+            for value in values
+        )
+    )

@@ -1,0 +1,262 @@
+"""Regression tests from a hostile pass over chapter 14's explorers (issue 31): torch's global
+random numbers left alone by building and redrawing them, the compose box showing the layout
+drawn, models no explorer can use refused by name, and drawing_figure naming what a view must
+hold."""
+
+import copy
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.vision import MAX_INK
+from helpers.vision_models import (
+    CanvasReader,
+    DigitFinder,
+    VisionTransformer,
+    finder_test_set,
+    float64_copy,
+)
+from helpers.widgets import CanvasExplorer, DrawingExplorer
+from helpers.widgets.ch14_attention_across_modalities import (
+    cell_mass,
+    drawing_figure,
+    layout_text,
+    parse_layout,
+    read_with_attention,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> dict:
+    torch.manual_seed(14)
+    return {
+        "vit": VisionTransformer(8, 2, 1, 8),
+        "finder": DigitFinder(8),
+        "reader": CanvasReader(8, 2, 1, 1, 8),
+    }
+
+
+SEVEN_AND_ONE = [[[6, 5], [26, 5], [12, 29]], [[80, 67], [80, 93]]]
+
+
+def _unchanged(call) -> bool:
+    before = torch.random.get_rng_state()
+    call()
+    return torch.equal(torch.random.get_rng_state(), before)
+
+
+# Torch's global random numbers: building an explorer rebuilt its models through their
+# constructors, and loading the shipped models did too
+
+
+def test_building_the_explorers_leaves_torchs_random_numbers_alone(tiny):
+    assert _unchanged(lambda: CanvasExplorer(models=tiny))
+    assert _unchanged(lambda: CanvasExplorer(mode="read", layout="7 . . . 3 . . . 1", models=tiny))
+    assert _unchanged(lambda: DrawingExplorer(SEVEN_AND_ONE, models=tiny))
+
+
+def test_building_the_explorers_with_the_shipped_models_leaves_them_alone():
+    assert _unchanged(CanvasExplorer)
+    assert _unchanged(DrawingExplorer)
+
+
+@pytest.mark.parametrize(
+    ("control", "value"),
+    [
+        ("word", "three"),
+        ("canvas", 7),
+        ("layout", "4 . 2 . . . . . 9"),
+        ("source", "composed"),
+        ("mode", "read"),
+        ("token", 1),
+    ],
+)
+def test_moving_a_control_of_the_canvas_explorer_leaves_them_alone(tiny, control, value):
+    explorer = CanvasExplorer(mode="read" if control == "token" else "find", models=tiny)
+    assert _unchanged(lambda: setattr(explorer.controls[control], "value", value))
+    assert explorer.values()[control] == value and "error" not in explorer.state
+
+
+def test_drawing_on_the_pad_and_its_figure_leave_them_alone(tiny):
+    explorer = DrawingExplorer(models=tiny)
+    assert _unchanged(lambda: explorer.draw(SEVEN_AND_ONE))
+    assert _unchanged(explorer.clear)
+    assert _unchanged(lambda: explorer.draw("not strokes"))  # refused in the view
+    assert _unchanged(explorer._repr_png_)
+
+
+# The compose box shows the layout the figure draws (it showed "7 . . . 3 . . . 1" over the
+# first test canvas)
+
+
+def test_the_compose_box_shows_the_layout_of_the_test_canvas_drawn(tiny):
+    digits = finder_test_set(50)[0].digits
+    explorer = CanvasExplorer(canvas=4, models=tiny)
+    assert parse_layout(explorer.values()["layout"]).tolist() == digits[4].tolist()
+    assert explorer.state["digits"] == digits[4].tolist()
+    explorer.controls["canvas"].value = 9
+    assert explorer.values()["layout"] == layout_text(digits[9])
+    assert explorer.state["digits"] == digits[9].tolist()
+    explorer.controls["layout"].value = "5 . . . . . . . 6"  # typed: shown and drawn
+    assert explorer.values()["source"] == "composed"
+    assert explorer.state["digits"] == parse_layout("5 . . . . . . . 6").tolist()
+    assert explorer.values()["layout"] == "5 . . . . . . . 6"
+    explorer.controls["source"].value = "test"  # back to the test canvas, and its layout
+    assert explorer.values()["layout"] == layout_text(digits[9])
+    assert explorer.state["digits"] == digits[9].tolist()
+    explorer.controls["source"].value = "composed"  # composes what the box shows
+    assert explorer.state["canvas"] is None and explorer.state["digits"] == digits[9].tolist()
+
+
+def test_a_layout_given_is_kept_in_the_compose_box(tiny):
+    explorer = CanvasExplorer(layout="7 . . . 3 . . . 1", models=tiny)
+    assert explorer.values()["layout"] == "7 . . . 3 . . . 1"
+    assert explorer.state["digits"] == [7, -1, -1, -1, 3, -1, -1, -1, 1]
+
+
+def test_layout_text_is_what_parse_layout_reads():
+    for digits in finder_test_set(50)[0].digits:
+        assert torch.equal(parse_layout(layout_text(digits)), digits)
+
+
+# Models no explorer can use: named, never torch's own error
+
+
+def _broken(model, how: str):
+    twin = float64_copy(model).float()
+    if how == "meta":
+        return twin.to("meta")
+    twin.sizes = dict(twin.sizes, d_model=12)
+    return twin
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("meta", "holds .* on the meta device: it has shapes but no weights"),
+        ("sizes changed", "the model's weights do not fit its sizes"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("explorer", "name"),
+    [(CanvasExplorer, "finder"), (CanvasExplorer, "reader"), (DrawingExplorer, "vit")],
+    ids=["canvas explorer's finder", "canvas explorer's reader", "drawing explorer's ViT"],
+)
+def test_a_model_the_explorers_cannot_use_is_refused_by_name(tiny, how, words, explorer, name):
+    models = dict(tiny, **{name: _broken(tiny[name], how)})
+    with pytest.raises(ValueError, match=words):
+        explorer(models=models)
+
+
+def test_cell_mass_and_read_with_attention_name_what_they_take(tiny):
+    with pytest.raises(ValueError, match=r"attention must be a tensor \(36,\), a weight per patch"):
+        cell_mass(torch.full((20,), 0.05), 3)
+    with pytest.raises(ValueError, match=r"got \[0.5, 0.5\]"):
+        cell_mass([0.5, 0.5], 3)
+    reader = float64_copy(tiny["reader"])
+    with pytest.raises(ValueError, match=r"image must be one canvas \(1, 1, 24, 24\)"):
+        read_with_attention(reader, torch.zeros(2, 1, 24, 24, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"must hold pixels in 0..1, as load_digits scales"):
+        read_with_attention(reader, torch.full((1, 1, 24, 24), MAX_INK, dtype=torch.float64))
+
+
+# drawing_figure: a view it cannot draw is named (KeyError: 'pad' before), never drawn wrong
+
+
+@pytest.fixture(scope="module")
+def view(tiny) -> dict:
+    return dict(DrawingExplorer(SEVEN_AND_ONE, models=tiny).live.view)
+
+
+def _without(view: dict, key: str) -> dict:
+    return {name: value for name, value in view.items() if name != key}
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "words"),
+    [
+        (lambda v: [1, 2], TypeError, "got a list"),
+        (lambda v: {}, ValueError, "it lacks ['strokes', 'pad', 'counts', 'tokens', 'guesses']"),
+        (lambda v: _without(v, "pad"), ValueError, "it lacks ['pad']"),
+        (lambda v: _without(v, "counts"), ValueError, "it lacks ['counts']"),
+        (lambda v: _without(v, "tokens"), ValueError, "it lacks ['tokens']"),
+        (lambda v: _without(v, "guesses"), ValueError, "it lacks ['guesses']"),
+        (lambda v: _without(v, "strokes"), ValueError, "it lacks ['strokes']"),
+        (lambda v: {**v, "pad": 96}, ValueError, "its 'pad' is 96"),
+        (lambda v: {**v, "pad": {"size": 96}}, ValueError, "its 'pad' is {'size': 96}"),
+        (lambda v: {**v, "counts": [[0] * 3] * 3}, ValueError, "not 24 rows of 24 counts 0..16"),
+        (
+            lambda v: {**v, "counts": [[0] * 24] * 23 + [[0] * 5]},
+            ValueError,
+            "its 'counts' are not 24 rows",
+        ),
+        (lambda v: {**v, "counts": [[float("nan")] * 24] * 24}, ValueError, "counts 0..16"),
+        (lambda v: {**v, "counts": [[17] * 24] * 24}, ValueError, "counts 0..16"),
+        (
+            lambda v: {**v, "tokens": [{**v["tokens"][0], "attention": [0.1] * 5}]},
+            ValueError,
+            "its 'tokens' are not that, with 36 weights each",
+        ),
+        (
+            lambda v: {**v, "tokens": [{"attention": v["tokens"][0]["attention"]}]},
+            ValueError,
+            "its 'tokens' are not that",
+        ),
+        (
+            lambda v: {**v, "guesses": [{"cell": 99, "guess": 1, "probability": 0.5}]},
+            ValueError,
+            "its 'guesses' are not that, cells 0..8",
+        ),
+        (
+            lambda v: {**v, "guesses": [{"cell": 0, "guess": 1, "probability": "x"}]},
+            ValueError,
+            "its 'guesses' are not that",
+        ),
+        (
+            lambda v: {**v, "pad": {**v["pad"], "cells": 0}},
+            ValueError,
+            "the view's pad cells must be a whole number >= 1, got 0",
+        ),
+        (
+            lambda v: {**v, "pad": {**v["pad"], "size": "96"}},
+            ValueError,
+            "the view's pad size must be a whole number >= 1, got '96'",
+        ),
+        (lambda v: {**v, "title": 5}, ValueError, "its 'title' must be text, got 5"),
+        (lambda v: {**v, "strokes": "abc"}, TypeError, "strokes must be a list of strokes"),
+    ],
+    ids=["a list", "empty", "no pad", "no counts", "no tokens", "no guesses", "no strokes",
+         "pad a number", "pad without cells", "counts 3 x 3", "counts ragged", "counts NaN",
+         "counts 17", "attention short", "token without label", "guess cell 99",
+         "probability text", "cells 0", "size text", "title a number", "strokes text"],
+)  # fmt: skip
+def test_drawing_figure_names_what_a_view_must_hold(view, change, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        drawing_figure(change(copy.deepcopy(view)))
+
+
+def test_drawing_figure_says_what_a_view_holds():
+    with pytest.raises(ValueError) as refused:
+        drawing_figure({})
+    message = str(refused.value)
+    assert message.startswith("a view must be the dict a DrawingExplorer's pad shows")
+    for part in ("'strokes'", "'pad'", "'counts'", "'tokens'", "'guesses'", "ink counts 0..16"):
+        assert part in message, part
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda v: v,
+        lambda v: {**v, "tokens": []},
+        lambda v: {**v, "problem": "that move could not be taken"},
+        lambda v: {**v, "counts": np.full((24, 24), 0.5).tolist()},
+        lambda v: _without(v, "title"),
+    ],
+    ids=["the view", "no tokens yet", "a problem", "counts as floats", "no title"],
+)
+def test_drawing_figure_draws_every_view_the_pad_can_show(view, change):
+    figure = drawing_figure(change(copy.deepcopy(view)))
+    assert len(figure.axes) >= 2

@@ -1,0 +1,520 @@
+"""Regression tests from a hostile pass over helpers.vision and helpers.vision_models (issue 31):
+pixels outside the documented 0..1, meta and sparse tensors, models with NaN, meta or altered
+weights, damaged checkpoint logs, sizes nobody can allocate, and torch's global random numbers,
+which no helper may draw from behind the caller's back."""
+
+import gzip
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.checkpoints import CheckpointError, save_checkpoint
+from helpers.vision import (
+    MAX_INK,
+    Canvases,
+    Digits,
+    cell_patches,
+    check_canvases,
+    check_digits,
+    check_pixels,
+    ink_counts,
+    load_digits,
+    make_canvases,
+    patchify,
+    rasterise_strokes,
+    sinusoidal_2d,
+    unpatchify,
+)
+from helpers.vision_models import (
+    BOS,
+    CanvasReader,
+    DigitFinder,
+    PatchEmbedding,
+    VisionTransformer,
+    evaluate_finder,
+    evaluate_reader,
+    evaluate_vit,
+    finder_questions,
+    finder_test_set,
+    float64_copy,
+    load_vision_models,
+    read_canvas,
+    reader_sequences,
+    reader_test_set,
+    reading_order,
+    row_entropy,
+    vit_attention_entropy,
+)
+
+
+@pytest.fixture(scope="module")
+def test_digits() -> Digits:
+    return load_digits()[1]
+
+
+@pytest.fixture(scope="module")
+def models() -> dict:
+    torch.manual_seed(31)
+    return {
+        "vit": VisionTransformer(8, 2, 1, 8),
+        "finder": DigitFinder(8, 1, 8),
+        "reader": CanvasReader(8, 2, 1, 1, 8),
+    }
+
+
+@pytest.fixture(scope="module")
+def canvases(test_digits) -> Canvases:
+    return make_canvases(test_digits, 4, 3, generator=torch.Generator().manual_seed(0))
+
+
+# Pixels outside 0..1: refused by name, with the scale to use (evaluate_vit answered 0.401 on
+# raw 0..16 digits, without a word)
+
+OUT_OF_RANGE = {
+    "raw 0..16 ink counts": lambda images: images * MAX_INK,
+    "negative": lambda images: images - 0.5,
+    "just over 1": lambda images: images.clamp(max=1) + 1e-3,
+    "huge": lambda images: torch.full_like(images, 1e30),
+}
+
+
+def _image_doors(models, canvases, test_digits):
+    """name -> call(transform): every public door that takes images, fed transformed pixels."""
+    words, cells = finder_questions(canvases, torch.Generator().manual_seed(1))
+    vit, finder, reader = models["vit"], models["finder"], models["reader"]
+
+    def bent(canvases, change):
+        return Canvases(change(canvases.images), canvases.digits, canvases.grid)
+
+    return {
+        "evaluate_vit": lambda change: evaluate_vit(
+            vit, Digits(change(test_digits.images), test_digits.labels)
+        ),
+        "vit_attention_entropy": lambda change: vit_attention_entropy(
+            vit, change(test_digits.images[:4])
+        ),
+        "VisionTransformer": lambda change: vit(change(test_digits.images[:4])),
+        "check_digits": lambda change: check_digits(
+            Digits(change(test_digits.images), test_digits.labels)
+        ),
+        "make_canvases": lambda change: make_canvases(
+            Digits(change(test_digits.images), test_digits.labels), 2, 3
+        ),
+        "check_canvases": lambda change: check_canvases(bent(canvases, change)),
+        "evaluate_finder": lambda change: evaluate_finder(
+            finder, bent(canvases, change), words, cells
+        ),
+        "DigitFinder": lambda change: finder(change(canvases.images), words),
+        "evaluate_reader": lambda change: evaluate_reader(reader, bent(canvases, change)),
+        "CanvasReader": lambda change: reader(
+            change(canvases.images), torch.full((len(canvases), 1), BOS)
+        ),
+        "read_canvas": lambda change: read_canvas(reader, change(canvases.images)),
+    }
+
+
+DOORS = [
+    "evaluate_vit",
+    "vit_attention_entropy",
+    "VisionTransformer",
+    "check_digits",
+    "make_canvases",
+    "check_canvases",
+    "evaluate_finder",
+    "DigitFinder",
+    "evaluate_reader",
+    "CanvasReader",
+    "read_canvas",
+]
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("bad", OUT_OF_RANGE)
+def test_pixels_outside_0_to_1_are_refused_by_name(models, canvases, test_digits, door, bad):
+    call = _image_doors(models, canvases, test_digits)[door]
+    with pytest.raises(ValueError, match=r"must hold pixels in 0\.\.1, as load_digits scales"):
+        call(OUT_OF_RANGE[bad])
+
+
+def test_raw_ink_counts_are_told_how_to_scale(test_digits):
+    with pytest.raises(ValueError, match=r"got values from 0 to 16: divide the UCI digits' raw"):
+        check_pixels(test_digits.images * MAX_INK)
+    with pytest.raises(ValueError, match=r"got torch.int64: .* \.float\(\) / 16"):
+        check_pixels((test_digits.images * MAX_INK).long())
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_pixels_at_the_edges_of_0_to_1_are_taken(models, canvases, test_digits, door):
+    _image_doors(models, canvases, test_digits)[door](lambda images: images.round())
+
+
+# Meta and sparse tensors: named, never torch's own error from deep inside
+
+
+def _meta(tensor):
+    return torch.empty_like(tensor, device="meta")
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [(_meta, "is on the meta device: it has a shape but no pixels"), (torch.Tensor.to_sparse, "")],
+    ids=["meta", "sparse"],
+)
+def test_meta_and_sparse_images_are_refused_by_name(
+    models, canvases, test_digits, door, make, words
+):
+    words = words or "must be a dense tensor of pixels .* convert it with .to_dense()"
+    with pytest.raises(ValueError, match=words):
+        _image_doors(models, canvases, test_digits)[door](make)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: patchify(torch.zeros(1, 1, 8, 8).to_sparse(), 4),
+        lambda: unpatchify(torch.zeros(1, 4, 16).to_sparse(), 4, (8, 8)),
+        lambda: ink_counts(torch.zeros(8, 8, dtype=torch.bool).to_sparse()),
+    ],
+    ids=["patchify", "unpatchify", "ink_counts"],
+)
+def test_sparse_tensors_are_refused_by_the_layout_functions(call):
+    with pytest.raises(ValueError, match="must be a dense tensor of .* .to_dense()"):
+        call()
+
+
+def test_the_layout_functions_pass_a_meta_tensor_through():
+    assert patchify(torch.empty(2, 3, 8, 8, device="meta"), 4).shape == (2, 4, 48)
+    assert unpatchify(torch.empty(2, 4, 48, device="meta"), 4, (8, 8)).is_meta
+    assert ink_counts(torch.empty(8, 8, dtype=torch.bool, device="meta")).shape == (1, 1, 2, 2)
+
+
+META_INT = torch.empty((), dtype=torch.long, device="meta")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: patchify(torch.zeros(1, 1, 8, 8), META_INT),
+        lambda: unpatchify(torch.zeros(1, 4, 16), META_INT, (8, 8)),
+        lambda: sinusoidal_2d(META_INT, 2, 8),
+        lambda: cell_patches(0, META_INT, 4),
+        lambda: rasterise_strokes([], META_INT),
+        lambda: ink_counts(torch.zeros(8, 8, dtype=torch.bool), META_INT),
+        lambda: VisionTransformer(META_INT, 2, 1, 8),
+        lambda: PatchEmbedding(8, META_INT),
+        lambda: finder_test_set(META_INT),
+    ],
+    ids=[
+        "patchify",
+        "unpatchify",
+        "sinusoidal_2d",
+        "cell_patches",
+        "rasterise",
+        "ink_counts",
+        "VisionTransformer",
+        "PatchEmbedding",
+        "finder_test_set",
+    ],  # fmt: skip
+)
+def test_a_size_given_as_a_meta_tensor_is_refused_by_name(call):
+    with pytest.raises(ValueError, match="must be a whole number >= .*, got a meta tensor"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda d: Digits(d.images, _meta(d.labels)), "labels is on the meta device"),
+        (lambda d: Digits(d.images, d.labels.to_sparse()), "labels must be a dense tensor"),
+    ],
+    ids=["meta labels", "sparse labels"],
+)
+def test_meta_and_sparse_labels_are_refused_by_name(test_digits, make, words):
+    with pytest.raises(ValueError, match=words):
+        check_digits(make(test_digits))
+
+
+@pytest.mark.parametrize(
+    "call", [check_canvases, reading_order, reader_sequences, finder_questions], ids=str
+)
+def test_meta_canvas_digits_are_refused_by_name(canvases, call):
+    damaged = Canvases(canvases.images, _meta(canvases.digits), canvases.grid)
+    with pytest.raises(ValueError, match="digits is on the meta device: it has a shape but no"):
+        call(damaged)
+
+
+# Labels in any integer dtype: uint8 digits 0..9 were refused as "outside -1..9, got 0..9"
+
+
+def test_canvas_digits_of_any_integer_dtype_are_read_as_numbers(canvases):
+    full = Canvases(canvases.images, canvases.digits.clamp(min=0).to(torch.uint8), 3)
+    assert check_canvases(full) is full
+    assert torch.equal(reading_order(full)[1], torch.full((4,), 9))
+    with pytest.raises(ValueError, match=r"must lie in -1..9, got -2..-2"):
+        check_canvases(Canvases(canvases.images, torch.full((4, 9), -2, dtype=torch.int8), 3))
+
+
+# Sizes and files
+
+
+def test_cell_patches_names_each_problem_and_refuses_a_grid_beyond_memory():
+    with pytest.raises(ValueError, match=r"cell must be one of the grid's cells 0..8, got 9"):
+        cell_patches(9, 3, 4)
+    with pytest.raises(ValueError, match=r"patch_size must divide a cell's 8 pixels, got 3"):
+        cell_patches(0, 3, 3)
+    for grid in (2**63, 10**30, 10**9):  # 2**63 overflowed in torch.arange
+        with pytest.raises(ValueError, match=r"a canvas of .* cells would hold"):
+            cell_patches(0, grid, 4)
+
+
+def _gzip(path, rows: int, row: str) -> str:
+    with gzip.open(path, "wt") as file:
+        file.write(row * rows)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [(0, "holds no rows"), (1, "holds 1 digit"), (4, "holds 4 digit")],
+)
+def test_a_digits_file_too_small_for_a_test_split_is_refused(tmp_path, rows, words):
+    path = _gzip(tmp_path / "few.csv.gz", rows, ",".join(["1"] * 64) + ",3\n")
+    with pytest.raises(ValueError, match=words):
+        load_digits(path)
+
+
+def test_five_digits_make_a_test_split_of_one(tmp_path):
+    train, test = load_digits(_gzip(tmp_path / "five.csv.gz", 5, ",".join(["1"] * 64) + ",3\n"))
+    assert (len(train), len(test)) == (4, 1)
+
+
+def test_a_row_of_the_wrong_width_says_how_many_numbers_it_holds(tmp_path):
+    path = _gzip(tmp_path / "wide.csv.gz", 5, ",".join(["1"] * 66) + "\n")
+    with pytest.raises(ValueError, match="got rows of 66 numbers"):
+        load_digits(path)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: PatchEmbedding(-1, 8), "d_model must be a whole number >= 1, got -1"),
+        (lambda: PatchEmbedding(2.0, 8), "d_model must be a whole number >= 1, got 2.0"),
+        (lambda: PatchEmbedding(2**63, 8), r"more than 2\^26"),
+        (lambda: PatchEmbedding(6, 8), r"d_model \(6\) must be a multiple of 4"),
+        (lambda: VisionTransformer(2**22, 1, 1, 8), r"more than 2\^26"),
+    ],
+    ids=["negative", "float", "2**63", "not a multiple of 4", "projection alone too large"],
+)
+def test_patch_embedding_sizes_are_refused_before_building(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+# Models in states no evaluation can use
+
+
+def _broken(model, how):
+    twin = float64_copy(model).float()
+    if how == "NaN":
+        with torch.no_grad():
+            next(twin.parameters()).view(-1)[0] = float("nan")
+    elif how == "meta":
+        twin = twin.to("meta")
+    elif how == "sizes changed":
+        twin.sizes = dict(twin.sizes, d_model=12)
+    return twin
+
+
+BROKEN = {
+    "NaN": "model holds NaN or inf in .*: everything it computes would be NaN",
+    "meta": "model holds .* on the meta device: it has shapes but no weights",
+    "sizes changed": r"the model's weights do not fit its sizes .*was model.sizes changed",
+}
+EVALUATIONS = ["vit", "entropy", "finder", "reader", "read_canvas"]
+
+
+@pytest.mark.parametrize(
+    ("how", "evaluation"),
+    [
+        (how, evaluation)
+        for how in BROKEN
+        for evaluation in EVALUATIONS
+        # read_canvas runs the model itself, not a copy rebuilt from its sizes
+        if (how, evaluation) != ("sizes changed", "read_canvas")
+    ],
+)
+def test_a_model_no_evaluation_can_use_is_refused_by_name(
+    models, canvases, test_digits, how, evaluation
+):
+    kind = {"vit": "vit", "entropy": "vit", "finder": "finder"}.get(evaluation, "reader")
+    model = _broken(models[kind], how)
+    calls = {
+        "vit": lambda: evaluate_vit(model, test_digits),
+        "entropy": lambda: vit_attention_entropy(model, test_digits.images[:4]),
+        "finder": lambda: evaluate_finder(model, *finder_test_set(4)),
+        "reader": lambda: evaluate_reader(model, canvases),
+        "read_canvas": lambda: read_canvas(model, canvases.images),
+    }
+    with pytest.raises(ValueError, match=BROKEN[how]):
+        calls[evaluation]()
+
+
+def test_cells_are_named_as_cells_not_as_a_vocabulary(models, canvases):
+    words, cells = finder_questions(canvases, torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match=r"cells must be cell indices 0..8, got 9..9"):
+        evaluate_finder(models["finder"], canvases, words, torch.full_like(cells, 9))
+    with pytest.raises(ValueError, match="cells is on the meta device"):
+        evaluate_finder(models["finder"], canvases, words, _meta(cells))
+    with pytest.raises(ValueError, match=r"one cell per canvas, \(4,\), got shape \(2,\)"):
+        evaluate_finder(models["finder"], canvases, words, cells[:2])
+    assert evaluate_finder(models["finder"], canvases, words, cells.int())["accuracy"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("memory", "words"),
+    [
+        (torch.zeros(2, 0, 8), r"n >= 1 patches to attend to, got \(2, 0, 8\)"),  # NaN before
+        (torch.empty(2, 36, 8, device="meta"), "a dense tensor of numbers, got a meta one"),
+    ],
+    ids=["no patches", "meta"],
+)
+def test_a_memory_the_decoder_cannot_attend_to_is_refused(models, memory, words):
+    with pytest.raises(ValueError, match=words):
+        models["reader"].decode(torch.full((2, 1), BOS), memory)
+
+
+@pytest.mark.parametrize(
+    ("weights", "words"),
+    [
+        (torch.full((2, 4), 0.5), r"each row .* summing to 1, but row \(0,\) sums to 2"),
+        (torch.tensor([[0.2, 0.2, 0.2, 0.2]]), "sums to 0.8"),
+        (torch.empty(2, 4, device="meta"), "an ordinary dense tensor, got one on the meta"),
+        (torch.full((2, 4), 0.25).to_sparse(), "got one torch.sparse_coo"),
+    ],
+    ids=["sums to 2", "sums to 0.8", "meta", "sparse"],
+)
+def test_row_entropy_refuses_rows_that_are_not_attention_weights(weights, words):
+    with pytest.raises(ValueError, match=words):
+        row_entropy(weights)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_row_entropy_takes_softmax_rows_and_masked_rows_in_any_precision(dtype):
+    rows = torch.randn(5, 36, generator=torch.Generator().manual_seed(3)).softmax(-1).to(dtype)
+    rows = torch.cat([rows, torch.zeros(1, 36, dtype=dtype)])  # a row with no key allowed
+    assert row_entropy(rows)[-1] == 0 and (row_entropy(rows)[:-1] > 0).all()
+
+
+# The saved file's logs: exactly the steps train logs for the recipe
+
+
+@pytest.fixture(scope="module")
+def saved_contents() -> dict:
+    saved = load_vision_models()
+    return {
+        "recipes": {name: asdict(recipe) for name, recipe in saved["recipes"].items()},
+        "weights": {name: saved[name].state_dict() for name in ("vit", "finder", "reader")},
+        "logs": saved["logs"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda log: log["step"].__setitem__(0, 2.5), r"found \[2.5, 100"),
+        (lambda log: log["step"].__setitem__(0, -5), r"found \[-5, 100"),
+        (lambda log: log["step"].__setitem__(0, 50.0), r"found \[50.0, 100"),
+        (lambda log: log["step"].reverse(), r"found \[1500, 1450"),
+        (lambda log: log["step"].__setitem__(-1, 10**9), "every 50 of 1500, and the last"),
+        (lambda log: log["step"].pop(), "every 50 of 1500, and the last"),
+        (lambda log: log["loss"].pop(), "one loss per logged step"),
+        (lambda log: log["loss"].__setitem__(0, "1.0"), "losses should be numbers only"),
+    ],
+    ids=["a float step", "a negative step", "a whole float step", "steps reversed",
+         "a step beyond the recipe", "a step missing", "a loss missing", "a loss as text"],
+)  # fmt: skip
+def test_a_log_that_train_cannot_have_written_is_refused(tmp_path, saved_contents, change, words):
+    contents = {
+        **saved_contents,
+        "logs": {
+            name: {key: list(values) for key, values in log.items()}
+            for name, log in saved_contents["logs"].items()
+        },
+    }
+    change(contents["logs"]["vit"])
+    path = tmp_path / "models.pt"
+    save_checkpoint(path, contents)
+    with pytest.raises(CheckpointError, match=words):
+        load_vision_models(path)
+
+
+def test_a_recipe_of_steps_beyond_memory_is_checked_without_listing_them(tmp_path, saved_contents):
+    recipes = dict(saved_contents["recipes"])
+    recipes["vit"] = dict(recipes["vit"], steps=2**31 - 1, log_every=1)
+    path = tmp_path / "models.pt"
+    save_checkpoint(path, {**saved_contents, "recipes": recipes})
+    with pytest.raises(CheckpointError, match="every 1 of 2147483647"):
+        load_vision_models(path)
+
+
+# Torch's global random numbers: every helper leaves them as they were (the evaluations and
+# load_vision_models rebuilt models through their constructors, which draw initial weights)
+
+
+def _calls(models, canvases, test_digits) -> dict:
+    def questions():
+        return finder_questions(canvases, torch.Generator().manual_seed(1))
+
+    return {
+        "evaluate_vit": lambda: evaluate_vit(models["vit"], test_digits),
+        "vit_attention_entropy": lambda: vit_attention_entropy(models["vit"], test_digits.images),
+        "evaluate_finder": lambda: evaluate_finder(models["finder"], canvases, *questions()),
+        "evaluate_reader": lambda: evaluate_reader(models["reader"], canvases),
+        "read_canvas": lambda: read_canvas(models["reader"], canvases.images),
+        "float64_copy": lambda: float64_copy(models["reader"]),
+        "load_vision_models": load_vision_models,
+        "finder_test_set": lambda: finder_test_set(5),
+        "reader_test_set": lambda: reader_test_set(5),
+        "load_digits": load_digits,
+        "make_canvases with a generator": lambda: make_canvases(
+            test_digits, 3, 3, generator=torch.Generator().manual_seed(2)
+        ),
+        "finder_questions with a generator": lambda: finder_questions(
+            canvases, torch.Generator().manual_seed(2)
+        ),
+        "patchify": lambda: patchify(canvases.images, 4),
+        "sinusoidal_2d": lambda: sinusoidal_2d(6, 6, 32),
+        "cell_patches": lambda: cell_patches(4, 3, 4),
+        "rasterise and ink_counts": lambda: ink_counts(rasterise_strokes([[[5, 5], [40, 60]]])),
+        "row_entropy": lambda: row_entropy(torch.full((3, 4), 0.25)),
+        "reading_order": lambda: reading_order(canvases),
+        "reader_sequences": lambda: reader_sequences(canvases),
+    }
+
+
+CALLS = list(_calls({}, None, None))
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_the_helpers_leave_torchs_global_random_numbers_alone(models, canvases, test_digits, name):
+    call = _calls(models, canvases, test_digits)[name]
+    before = torch.random.get_rng_state()
+    call()
+    assert torch.equal(torch.random.get_rng_state(), before), f"{name} drew from torch's generator"
+
+
+def test_the_float64_copy_is_the_model_in_float64_and_leaves_it_alone(models):
+    model = models["finder"].train()
+    copy = float64_copy(model)
+    assert model.training and not copy.training
+    assert next(copy.parameters()).dtype == torch.float64
+    for (key, a), (_, b) in zip(model.state_dict().items(), copy.state_dict().items(), strict=True):
+        assert torch.equal(a.double(), b), key
+    model.eval()
+
+
+def test_numpy_sizes_pass_through_the_size_checks():
+    assert sinusoidal_2d(np.int32(2), np.int64(3), np.int16(8)).shape == (6, 8)
