@@ -1,7 +1,10 @@
 """Chapter 14's checkers: its solutions, right answers written in other styles, and typical
 wrong answers, each refused with the message that names its mistake."""
 
+import math
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -470,6 +473,462 @@ RIGHT = [
 ]
 
 
+# A learner's pass (issue 31): answers written from the prompts alone, in the styles a learner
+# reaches for. Each right one must be accepted, each wrong one refused with its mistake named.
+
+
+def _patch_grid(images, p):
+    """(B, rows, cols, C, p, p): the blocks of each image, patch by patch."""
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, height // p, p, width // p, p)
+    return grid.permute(0, 2, 4, 1, 3, 5)
+
+
+def patchify_image_by_image(images, p):
+    return torch.stack([patchify(image[None], p)[0] for image in images])
+
+
+def patchify_with_contiguous_views(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.contiguous().view(batch, channels, height // p, p, width // p, p)
+    return grid.permute(0, 2, 4, 1, 3, 5).contiguous().view(batch, -1, channels * p * p)
+
+
+def patchify_by_unflatten(images, p):
+    height, width = images.shape[-2:]
+    grid = images.unflatten(2, (height // p, p)).unflatten(4, (width // p, p))
+    return grid.permute(0, 2, 4, 1, 3, 5).flatten(3).flatten(1, 2)
+
+
+def patchify_by_split(images, p):
+    strips = images.split(p, dim=2)
+    return torch.stack([block.flatten(1) for strip in strips for block in strip.split(p, 3)], 1)
+
+
+def patchify_by_cat(images, p):
+    batch = images.shape[0]
+    return torch.cat(
+        [
+            images[:, :, top : top + p, left : left + p].reshape(batch, 1, -1)
+            for top in range(0, images.shape[2], p)
+            for left in range(0, images.shape[3], p)
+        ],
+        dim=1,
+    )
+
+
+def patchify_by_indexing(images, p):
+    batch, channels, height, width = images.shape
+    rows, cols = height // p, width // p
+    top = torch.arange(rows).repeat_interleave(cols)[:, None] * p
+    left = torch.arange(cols).repeat(rows)[:, None] * p
+    down, across = torch.arange(p).repeat_interleave(p)[None], torch.arange(p).repeat(p)[None]
+    pixels = (top + down) * width + left + across  # (n, p * p): each patch's pixels, row by row
+    blocks = images.flatten(2)[:, :, pixels]  # (B, C, n, p * p)
+    return blocks.permute(0, 2, 1, 3).reshape(batch, rows * cols, channels * p * p)
+
+
+def patchify_by_transposes(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, height // p, p, width // p, p)
+    grid = grid.transpose(1, 2).transpose(3, 4).transpose(2, 3)  # (B, rows, cols, C, p, p)
+    return grid.reshape(batch, -1, channels * p * p)
+
+
+def patchify_by_movedim(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, height // p, p, width // p, p)
+    return torch.movedim(grid, (2, 4), (1, 2)).flatten(3).flatten(1, 2)
+
+
+def patchify_strip_by_strip(images, p):
+    batch, channels, height, width = images.shape
+    strips = []
+    for top in range(0, height, p):
+        strip = images[:, :, top : top + p].reshape(batch, channels, p, width // p, p)
+        strips.append(strip.permute(0, 3, 1, 2, 4).reshape(batch, width // p, -1))
+    return torch.cat(strips, dim=1)
+
+
+def patchify_by_chunk(images, p):
+    rows, cols = images.shape[2] // p, images.shape[3] // p
+    blocks = [block for strip in images.chunk(rows, 2) for block in strip.chunk(cols, 3)]
+    return torch.stack([block.flatten(1) for block in blocks], 1)
+
+
+def patchify_by_unfold_and_permute(images, p):
+    return F.unfold(images, kernel_size=(p, p), stride=(p, p)).permute(0, 2, 1)
+
+
+def patchify_for_square_images(images, p):
+    batch, channels, height = images.shape[:3]
+    side = height // p  # BUG: the width's patches counted from the height
+    grid = images.reshape(batch, channels, side, p, side, p).permute(0, 2, 4, 1, 3, 5)
+    return grid.reshape(batch, side * side, channels * p * p)
+
+
+def patchify_stopping_a_row_short(images, p):
+    return torch.stack(
+        [
+            images[:, :, top : top + p, left : left + p].flatten(1)
+            for top in range(0, images.shape[2] - p, p)  # BUG: the last row of patches
+            for left in range(0, images.shape[3], p)
+        ],
+        1,
+    )
+
+
+def patchify_stopping_a_column_short(images, p):
+    return torch.stack(
+        [
+            images[:, :, top : top + p, left : left + p].flatten(1)
+            for top in range(0, images.shape[2], p)
+            for left in range(0, images.shape[3] - p, p)  # BUG: the last column of patches
+        ],
+        1,
+    )
+
+
+def patchify_merging_the_batch(images, p):
+    return _patch_grid(images, p).reshape(-1, images.shape[1] * p * p)
+
+
+def patchify_of_the_first_image(images, p):
+    return patchify(images, p)[0]
+
+
+def patchify_rebuilt_from_a_list(images, p):
+    return torch.tensor(patchify(images, p).tolist(), dtype=images.dtype)
+
+
+def patchify_of_the_data(images, p):
+    return patchify(images.data, p)
+
+
+def patchify_into_float32_zeros(images, p):
+    patches = patchify(images, p)
+    out = torch.zeros(patches.shape)  # BUG: float32 whatever the images are
+    out[:] = patches
+    return out
+
+
+def patchify_averaging_the_channels(images, p):
+    return patchify(images.mean(1, keepdim=True), p)
+
+
+def patchify_of_the_first_channel(images, p):
+    return patchify(images[:, :1], p)
+
+
+def patchify_as_a_list(images, p):
+    return list(patchify(images, p).unbind(1))
+
+
+def patchify_bottom_up(images, p):
+    batch, channels = images.shape[:2]
+    return _patch_grid(images, p).flip(1).reshape(batch, -1, channels * p * p)
+
+
+def sinusoidal_2d_by_meshgrid(rows, cols, d_model):
+    half = d_model // 2
+    row, col = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    by_row = sinusoidal_encoding(rows, half)[row.flatten()]
+    return torch.cat([by_row, sinusoidal_encoding(cols, half)[col.flatten()]], 1)
+
+
+def sinusoidal_2d_by_cartesian_product(rows, cols, d_model):
+    half = d_model // 2
+    places = torch.cartesian_prod(torch.arange(rows), torch.arange(cols)).reshape(-1, 2)
+    by_row = sinusoidal_encoding(rows, half)[places[:, 0]]
+    return torch.cat([by_row, sinusoidal_encoding(cols, half)[places[:, 1]]], 1)
+
+
+def _sines_and_cosines_filled(positions, width):
+    """Chapter 05's encoding written out in float64: sines in 0::2, cosines in 1::2."""
+    frequencies = 1 / 10000 ** (torch.arange(0, width, 2, dtype=torch.float64) / width)
+    angles = positions.double()[:, None] * frequencies
+    encoding = torch.zeros(len(positions), width, dtype=torch.float64)
+    encoding[:, 0::2], encoding[:, 1::2] = angles.sin(), angles.cos()
+    return encoding
+
+
+def sinusoidal_2d_by_division_and_remainder(rows, cols, d_model):
+    index = torch.arange(rows * cols)
+    half = d_model // 2
+    return torch.cat(
+        [
+            _sines_and_cosines_filled(index // cols, half),
+            _sines_and_cosines_filled(index % cols, half),
+        ],
+        1,
+    ).float()
+
+
+def sinusoidal_2d_by_repeat(rows, cols, d_model):
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half).repeat_interleave(cols, dim=0)
+    return torch.cat([by_row, sinusoidal_encoding(cols, half).repeat(rows, 1)], dim=1)
+
+
+def sinusoidal_2d_row_block_by_row_block(rows, cols, d_model):
+    half = d_model // 2
+    by_col = sinusoidal_encoding(cols, half)
+    return torch.cat(
+        [torch.cat([row.expand(cols, half), by_col], 1) for row in sinusoidal_encoding(rows, half)]
+    )
+
+
+def sinusoidal_2d_by_kron(rows, cols, d_model):
+    half = d_model // 2
+    by_row = torch.kron(sinusoidal_encoding(rows, half), torch.ones(cols, 1))
+    by_col = torch.kron(torch.ones(rows, 1), sinusoidal_encoding(cols, half))
+    return torch.cat([by_row, by_col], 1)
+
+
+def sinusoidal_2d_stacked_patch_by_patch(rows, cols, d_model):
+    by_row = sinusoidal_encoding(rows, d_model // 2)
+    by_col = sinusoidal_encoding(cols, d_model // 2)
+    return torch.stack(
+        [torch.cat([by_row[r], by_col[c]]) for r in range(rows) for c in range(cols)]
+    )
+
+
+def sinusoidal_2d_by_exp_and_log(rows, cols, d_model):
+    half = d_model // 2
+    rates = torch.exp(torch.arange(0, half, 2).float() * (-math.log(10000.0) / half))
+
+    def encode(positions):
+        encoding = torch.zeros(len(positions), half)
+        encoding[:, 0::2] = torch.sin(positions[:, None].float() * rates)
+        encoding[:, 1::2] = torch.cos(positions[:, None].float() * rates)
+        return encoding
+
+    index = torch.arange(rows * cols)
+    return torch.cat([encode(index // cols), encode(index % cols)], 1)
+
+
+def sinusoidal_2d_from_one_longer_table(rows, cols, d_model):
+    table = sinusoidal_encoding(max(rows, cols), d_model // 2)  # position r is the same row
+    index = torch.arange(rows * cols)
+    return torch.cat([table[index // cols], table[index % cols]], 1)
+
+
+def sinusoidal_2d_into_an_empty_tensor(rows, cols, d_model):
+    half = d_model // 2
+    encoding = torch.empty(rows * cols, d_model)
+    encoding[:, :half] = sinusoidal_encoding(rows, half).repeat_interleave(cols, 0)
+    encoding[:, half:] = sinusoidal_encoding(cols, half).repeat(rows, 1)
+    return encoding
+
+
+def sinusoidal_2d_of_the_index_in_each_half(rows, cols, d_model):
+    encoding = sinusoidal_encoding(rows * cols, d_model // 2)
+    return torch.cat([encoding, encoding], 1)
+
+
+def sinusoidal_2d_counting_from_one(rows, cols, d_model):
+    half = d_model // 2
+    index = torch.arange(rows * cols)
+    by_row = sinusoidal_encoding(rows + 1, half)[index // cols + 1]
+    return torch.cat([by_row, sinusoidal_encoding(cols + 1, half)[index % cols + 1]], 1)
+
+
+def sinusoidal_2d_of_the_column_twice(rows, cols, d_model):
+    column_half = sinusoidal_2d(rows, cols, d_model).chunk(2, dim=1)[1]
+    return torch.cat([column_half, column_half], 1)
+
+
+def sinusoidal_2d_of_the_row_twice(rows, cols, d_model):
+    row_half = sinusoidal_2d(rows, cols, d_model).chunk(2, dim=1)[0]
+    return torch.cat([row_half, row_half], 1)
+
+
+def sinusoidal_2d_stacked_below(rows, cols, d_model):
+    row_half, column_half = sinusoidal_2d(rows, cols, d_model).chunk(2, dim=1)
+    return torch.cat([row_half, column_half], dim=0)  # BUG: side by side is dim=1
+
+
+def sinusoidal_2d_transposed(rows, cols, d_model):
+    return sinusoidal_2d(rows, cols, d_model).T
+
+
+def sinusoidal_2d_of_sines_only(rows, cols, d_model):
+    encoding = sinusoidal_2d(rows, cols, d_model).clone()
+    encoding[:, 1::2] = encoding[:, 0::2]  # BUG: the cosines' columns hold the sines again
+    return encoding
+
+
+def sinusoidal_2d_of_the_row_only(rows, cols, d_model):
+    encoding = sinusoidal_2d(rows, cols, d_model).clone()
+    encoding[:, d_model // 2 :] = 0
+    return encoding
+
+
+def sinusoidal_2d_with_a_float_width(rows, cols, d_model):
+    half = d_model / 2  # BUG: a float
+    return torch.cat([sinusoidal_encoding(rows, half), sinusoidal_encoding(cols, half)], 1)
+
+
+def _centres_of(grid_size, p, dtype):
+    rows, cols = grid_size
+    index = torch.arange(rows * cols)
+    return torch.stack([index // cols, index % cols], 1).to(dtype) * p + (p - 1) / 2
+
+
+def centroid_by_meshgrid(weights, grid_size, p):
+    row, col = torch.meshgrid(torch.arange(grid_size[0]), torch.arange(grid_size[1]), indexing="ij")
+    centres = (torch.stack([row.flatten(), col.flatten()], 1) * p + (p - 1) / 2).to(weights.dtype)
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_by_marginals(weights, grid_size, p):
+    rows, cols = grid_size
+    grid = weights.unflatten(-1, (rows, cols))
+    total = grid.sum((-2, -1))
+    down = torch.arange(rows, dtype=weights.dtype) * p + (p - 1) / 2
+    across = torch.arange(cols, dtype=weights.dtype) * p + (p - 1) / 2
+    return torch.stack(
+        [(grid.sum(-1) * down).sum(-1) / total, (grid.sum(-2) * across).sum(-1) / total], -1
+    )
+
+
+def centroid_by_tensordot(weights, grid_size, p):
+    centres = _centres_of(grid_size, p, weights.dtype)
+    return torch.tensordot(weights, centres, dims=1) / weights.sum(-1)[..., None]
+
+
+def centroid_by_broadcasting(weights, grid_size, p):
+    centres = _centres_of(grid_size, p, weights.dtype)
+    return (weights[..., None] * centres).sum(-2) / weights.sum(-1, keepdim=True)
+
+
+def centroid_in_float64(weights, grid_size, p):
+    return attention_centroid(weights.double(), grid_size, p).to(weights.dtype)
+
+
+def centroid_of_half_pixel_centres(weights, grid_size, p):
+    rows, cols = grid_size
+    index = torch.arange(rows * cols, dtype=weights.dtype)
+    centres = torch.stack(
+        [(torch.floor(index / cols) + 0.5) * p - 0.5, (index % cols + 0.5) * p - 0.5], 1
+    )
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_of_l1_normalised_weights(weights, grid_size, p):
+    return F.normalize(weights, p=1, dim=-1) @ _centres_of(grid_size, p, weights.dtype)
+
+
+def centroid_from_a_list_of_centres(weights, grid_size, p):
+    rows, cols = grid_size
+    centres = torch.tensor(
+        [[r * p + (p - 1) / 2, c * p + (p - 1) / 2] for r in range(rows) for c in range(cols)],
+        dtype=weights.dtype,
+    )
+    return torch.matmul(weights, centres) / torch.sum(weights, dim=-1, keepdim=True)
+
+
+def centroid_half_a_pixel_too_near(weights, grid_size, p):
+    centres = _centres_of(grid_size, p, weights.dtype) - 0.5  # BUG: r*p + p/2 - 1
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_of_softmaxed_weights(weights, grid_size, p):
+    return weights.softmax(-1) @ _centres_of(grid_size, p, weights.dtype)
+
+
+def centroid_of_the_most_attended_patch(weights, grid_size, p):
+    return _centres_of(grid_size, p, weights.dtype)[weights.argmax(-1)] + 0 * weights[..., :1]
+
+
+def centroid_rounded(weights, grid_size, p):
+    return attention_centroid(weights, grid_size, p).round()
+
+
+def centroid_with_rows_from_k_over_rows(weights, grid_size, p):
+    rows, cols = grid_size
+    index = torch.arange(rows * cols)
+    centres = torch.stack([index // rows, index % cols], 1).to(weights.dtype) * p + (p - 1) / 2
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_under_no_grad(weights, grid_size, p):
+    with torch.no_grad():
+        return attention_centroid(weights, grid_size, p)
+
+
+def centroid_over_a_detached_total(weights, grid_size, p):
+    total = weights.sum(-1, keepdim=True).detach()
+    return weights @ _centres_of(grid_size, p, weights.dtype) / total
+
+
+RIGHT += [
+    ("patchify", patchify_image_by_image),
+    ("patchify", patchify_with_contiguous_views),
+    ("patchify", patchify_by_unflatten),
+    ("patchify", patchify_by_split),
+    ("patchify", patchify_by_cat),
+    ("patchify", patchify_by_indexing),
+    ("patchify", patchify_by_transposes),
+    ("patchify", patchify_by_movedim),
+    ("patchify", patchify_strip_by_strip),
+    ("patchify", patchify_by_chunk),
+    ("patchify", patchify_by_unfold_and_permute),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_meshgrid),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_cartesian_product),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_division_and_remainder),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_repeat),
+    ("2-D sinusoidal encoding", sinusoidal_2d_row_block_by_row_block),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_kron),
+    ("2-D sinusoidal encoding", sinusoidal_2d_stacked_patch_by_patch),
+    ("2-D sinusoidal encoding", sinusoidal_2d_by_exp_and_log),
+    ("2-D sinusoidal encoding", sinusoidal_2d_from_one_longer_table),
+    ("2-D sinusoidal encoding", sinusoidal_2d_into_an_empty_tensor),
+    ("attention centroid", centroid_by_meshgrid),
+    ("attention centroid", centroid_by_marginals),
+    ("attention centroid", centroid_by_tensordot),
+    ("attention centroid", centroid_by_broadcasting),
+    ("attention centroid", centroid_in_float64),
+    ("attention centroid", centroid_of_half_pixel_centres),
+    ("attention centroid", centroid_of_l1_normalised_weights),  # refused before: |w|' at w = 0
+    ("attention centroid", centroid_from_a_list_of_centres),
+]
+WRONG += [
+    ("patchify", patchify_for_square_images, "this case's images are not square (H = 8, W = 12)"),
+    ("patchify", patchify_stopping_a_row_short, "leaves out the last row of patches"),
+    ("patchify", patchify_stopping_a_column_short, "leaves out the last column of patches"),
+    ("patchify", patchify_merging_the_batch, "merges the batch and the patches into one axis"),
+    ("patchify", patchify_of_the_first_image, "returns the patches of the first image only"),
+    ("patchify", patchify_rebuilt_from_a_list, "no gradient flows back to the inputs"),
+    ("patchify", patchify_of_the_data, "no gradient flows back to the inputs"),
+    ("patchify", patchify_into_float32_zeros, "dtype torch.float32, expected torch.float64"),
+    ("patchify", patchify_averaging_the_channels, "averages the channels"),
+    ("patchify", patchify_of_the_first_channel, "keeps one channel only"),
+    ("patchify", patchify_as_a_list, "returned a list of 4 tensors, expected one tensor"),
+    ("patchify", patchify_bottom_up, "the patch rows run bottom to top"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_of_the_index_in_each_half,
+        "encodes the patch's index r * cols + c in each half",
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_counting_from_one, "counts rows and columns from 1"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_the_column_twice, "the column in both halves"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_the_row_twice, "the row in both halves"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_stacked_below, "(torch.cat along dim 0)"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_transposed, "returns the encoding transposed"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_sines_only, "writes sin in both columns"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_the_row_only, "leaves the second half zeros"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_with_a_float_width, "d_model / 2 is a float"),
+    ("attention centroid", centroid_half_a_pixel_too_near, "half a pixel too near"),
+    ("attention centroid", centroid_of_softmaxed_weights, "applies a softmax to the weights"),
+    ("attention centroid", centroid_of_the_most_attended_patch, "most attended patch (argmax)"),
+    ("attention centroid", centroid_rounded, "rounds the centroid to whole pixels"),
+    ("attention centroid", centroid_with_rows_from_k_over_rows, "puts patch k in row k // rows"),
+    ("attention centroid", centroid_under_no_grad, "no gradient flows back to the inputs"),
+    ("attention centroid", centroid_over_a_detached_total, "weights.sum(-1) (not detached)"),
+]
+
+
 @pytest.mark.parametrize("exercise", CHECKERS)
 def test_the_solution_passes_its_checker(exercise, run_checker):
     checker, solution = CHECKERS[exercise]
@@ -531,14 +990,56 @@ def test_every_centroid_mistake_is_far_from_the_right_answer(case):
     )
 
 
-def test_the_cases_cover_what_the_docstrings_promise():
+def test_the_cases_are_what_the_docstrings_say():
+    """Each checker's docstring (and the your-turn cell's) names the cases' sizes: these."""
     shapes = [images.shape for _, images, _ in patchify_cases()]
-    assert {shape[1] for shape in shapes} >= {1, 3}
-    assert any(shape[2] != shape[3] for shape in shapes)
+    assert {shape[1] for shape in shapes} == {1, 2, 3}  # C from 1 to 3
+    assert {p for _, _, p in patchify_cases()} == {1, 2, 4}  # p from 1 to 4
+    assert any(shape[2] != shape[3] for shape in shapes)  # H and W not always equal
     assert any(not images.is_contiguous() for _, images, _ in patchify_cases())
-    totals = [weights.sum(-1) for _, weights, _, _ in centroid_cases()]
+    assert {images.dtype for _, images, _ in patchify_cases()} == {torch.float32, torch.float64}
+    sizes = torch.tensor(SINUSOIDAL_2D_SIZES)
+    assert sizes[:, :2].min() == 1 and sizes[:, :2].max() == 6  # rows and cols from 1 to 6
+    assert (sizes[:, 2] % 4 == 0).all() and (sizes[:, 2].min(), sizes[:, 2].max()) == (8, 32)
+    cases = centroid_cases()
+    assert {weights.dim() for _, weights, _, _ in cases} == {1, 2, 4}  # within 1 to 4 dims
+    assert all((weights > 0).all() for _, weights, _, _ in cases)  # each weight > 0
+    totals = [weights.sum(-1) for _, weights, _, _ in cases]
     assert any((total - 1).abs().max() > 0.1 for total in totals)  # not every row sums to one
-    assert any(rows != cols for _, _, (rows, cols), _ in centroid_cases())
+    assert any(rows != cols for _, _, (rows, cols), _ in cases)  # not always square
+    assert {p for _, _, _, p in cases} == {1, 2, 4}
+    assert {weights.dtype for _, weights, _, _ in cases} == {torch.float32, torch.float64}
+
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "14_attention_across_modalities.ipynb"
+RULES = {  # what every prompt states, and the checkers enforce
+    "patchify": ["Without calling helpers.vision.patchify", "within 5 s", "grad mode"],
+    "sinusoidal_2d": ["Without calling helpers.vision.sinusoidal_2d", "within 5 s", "grad mode"],
+    "attention_centroid": ["within 5 s", "grad mode"],
+}
+
+
+@pytest.mark.parametrize("function", RULES)
+def test_the_your_turn_docstrings_state_the_rules_the_checkers_enforce(function):
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    (cell,) = [cell for cell in notebook.cells if cell.get("id") == f"your-turn-{function}"]
+    source = " ".join(cell.source.split())
+    for rule in RULES[function]:
+        assert rule in source, rule
+    exercises = next(c.source for c in notebook.cells if c.source.startswith("## Exercises"))
+    exercises = " ".join(exercises.split())
+    assert "Each call must return within 5 s" in exercises
+    assert "calling that copy is refused, by name" in exercises
+    assert "no loop" not in exercises  # a loop is advice, not a rule: loops are accepted
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_the_checker_docstrings_state_the_time_limit_and_the_ban(exercise):
+    doc = " ".join(CHECKERS[exercise][0].__doc__.split())
+    assert "within ANSWER_TIME_LIMIT_SECONDS (5 s)" in doc
+    assert "grad mode, default dtype and module hooks" in doc
+    if exercise != "attention centroid":
+        assert "refused by name" in doc and "a loop over the patches is accepted" in doc
 
 
 def test_the_reference_centroid_of_one_patch_is_its_centre():

@@ -133,16 +133,54 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "F.unfold without stride=p slides the window one pixel at a time: overlapping "
             "patches, (H-p+1)(W-p+1) of them; pass stride=p"
         ] = F.unfold(images, p).transpose(1, 2)
+    right = flattened((0, 2, 4, 1, 3, 5))  # (B, n, C p p)
+    by_cell = right.reshape(batch, rows, cols, -1)
+    mistakes[
+        "merges the batch and the patches into one axis (B * n, C*p*p): keep the batch first, "
+        "(B, n, C*p*p), one sequence of patches per image"
+    ] = right.reshape(-1, channels * p * p)
+    mistakes["returns the patches of the first image only: keep the batch axis, (B, n, C*p*p)"] = (
+        right[0]
+    )
+    mistakes[
+        "the patch rows run bottom to top: patch 0 is the top-left one, patch r * cols + c "
+        "lies r patches down from the top"
+    ] = by_cell.flip(1).reshape(batch, rows * cols, -1)
+    if rows > 1:
+        mistakes[
+            "leaves out the last row of patches: a loop over range(0, H - p, p) stops one patch "
+            "short; range(0, H, p) reaches the last one"
+        ] = by_cell[:, :-1].reshape(batch, (rows - 1) * cols, -1)
+    if cols > 1:
+        mistakes[
+            "leaves out the last column of patches: a loop over range(0, W - p, p) stops one "
+            "patch short; range(0, W, p) reaches the last one"
+        ] = by_cell[:, :, :-1].reshape(batch, rows * (cols - 1), -1)
+    if channels > 1:
+        one_channel = images.reshape(batch, channels, rows, p, cols, p)[:, :1]
+        mistakes[
+            "keeps one channel only: each patch holds all C channels, C*p*p numbers, channel by "
+            "channel"
+        ] = one_channel.permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, p * p)
+        averaged = images.mean(1, keepdim=True).reshape(batch, 1, rows, p, cols, p)
+        mistakes[
+            "averages the channels: each patch keeps all C channels, C*p*p numbers, channel by "
+            "channel"
+        ] = averaged.permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, p * p)
     return _merged(mistakes)
 
 
 @exercise_checker
 def check_patchify(learner_patchify: Callable) -> bool:
     """learner_patchify(images, patch_size) -> (B, (H/p)(W/p), C p p): images (B, C, H, W)
-    float32 or float64 (C = 1 or 3, H and W multiples of p, not always contiguous), patch_size
-    p an int. The patches left to right, then top to bottom; each flattened in (C, p, p)
-    order, the layout of F.unfold(images, p, stride=p).transpose(1, 2); in the images' dtype,
-    with gradients. Without helpers.vision's patchify."""
+    float32 or float64, C from 1 to 3, H and W multiples of p and not always equal, not always
+    contiguous (one case is a channels-last view); patch_size p an int from 1 to 4. The patches
+    left to right, then top to bottom; each flattened in (C, p, p) order, the layout of
+    F.unfold(images, p, stride=p).transpose(1, 2) (which counts as right); in the images'
+    dtype, with gradients; the input left as it was. Without calling helpers.vision.patchify
+    (refused by name); a loop over the patches is accepted. Each call must return within
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype and module hooks
+    as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
     for name, images, p in patchify_cases():
         passed += run_case(
@@ -165,6 +203,16 @@ def check_patchify(learner_patchify: Callable) -> bool:
             ".view needs memory laid out in order, which a permuted or channels-last tensor "
             "is not: .reshape copies when it must",
         )
+        height, width = images.shape[-2:]
+        if height != width:
+            _advise(
+                failures,
+                name,
+                "your function raised",
+                "invalid for input of size",
+                f"this case's images are not square (H = {height}, W = {width}): split H into "
+                "H/p rows and W into W/p columns of patches, each from its own side",
+            )
     return report(failures, passed)
 
 
@@ -223,8 +271,42 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
         "sit side by side, each in its own half": (wide_row + wide_col).reshape(n, d_model),
         "returns the grid (rows, cols, d_model): flatten it to rows * cols vectors, in "
         "patchify's order": torch.cat([by_row, by_col], -1),
+        "encodes the patch's index r * cols + c in each half: the first half encodes its row "
+        "r, the second its column c": torch.cat([sinusoidal_encoding(n, half)] * 2, -1),
+        "counts rows and columns from 1: the top-left patch is in row 0, column 0, and its "
+        "encoding is sinusoidal_encoding(...)[0]": torch.cat(
+            _halves_from(rows, cols, half, 1), -1
+        ).reshape(n, d_model),
+        "encodes the column in both halves: the first half is the row's": torch.cat(
+            [by_col, by_col], -1
+        ).reshape(n, d_model),
+        "encodes the row in both halves: the second half is the column's": torch.cat(
+            [by_row, by_row], -1
+        ).reshape(n, d_model),
+        "puts the column's half below the row's (torch.cat along dim 0): put them side by "
+        "side, torch.cat([row_half, col_half], dim=-1)": torch.cat(
+            [by_row.reshape(n, half), by_col.reshape(n, half)], 0
+        ),
+        "returns the encoding transposed, (d_model, rows * cols): one row per patch, "
+        "(rows * cols, d_model)": torch.cat([by_row, by_col], -1).reshape(n, d_model).T,
+        "writes sin in both columns of each pair: the odd columns hold the cosines": torch.cat(
+            [by_row, by_col], -1
+        )
+        .reshape(n, d_model // 2, 2)[..., :1]
+        .expand(n, d_model // 2, 2)
+        .reshape(n, d_model),
+        "leaves the second half zeros: it encodes the patch's column": torch.cat(
+            [by_row, torch.zeros_like(by_col)], -1
+        ).reshape(n, d_model),
     }
     return _merged(mistakes)
+
+
+def _halves_from(rows: int, cols: int, width: int, first: int) -> tuple:
+    """_halves with rows and columns counted from `first`."""
+    by_row = sinusoidal_encoding(rows + first, width)[first:, None, :].expand(rows, cols, width)
+    by_col = sinusoidal_encoding(cols + first, width)[None, first:, :].expand(rows, cols, width)
+    return by_row, by_col
 
 
 def _float32_only(answers: Callable) -> Callable:
@@ -243,18 +325,21 @@ def _float32_only(answers: Callable) -> Callable:
 
 @exercise_checker
 def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
-    """learner_encoding(rows, cols, d_model) -> (rows * cols, d_model) float32: rows, cols and
-    d_model ints, d_model a multiple of 4. Row r * cols + c (patchify's order) is the encoding
-    of the patch in row r, column c: its first d_model/2 numbers are chapter 05's encoding of
-    position r, sinusoidal_encoding(rows, d_model // 2)[r], the last d_model/2 that of
-    position c. Without helpers.vision's sinusoidal_2d (chapter 05's sinusoidal_encoding may
-    be used)."""
+    """learner_encoding(rows, cols, d_model) -> (rows * cols, d_model) float32: rows and cols
+    ints from 1 to 6, d_model a multiple of 4 from 8 to 32. Row r * cols + c (patchify's order)
+    is the encoding of the patch in row r, column c: its first d_model/2 numbers are chapter
+    05's encoding of position r, sinusoidal_encoding(rows, d_model // 2)[r], the last d_model/2
+    that of position c. Without calling helpers.vision.sinusoidal_2d (refused by name; chapter
+    05's sinusoidal_encoding may be used); a loop over the patches is accepted. Each call must
+    return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype
+    and module hooks as they were."""
     failures, passed = [], 0
     answers = _float32_only(TimedAnswers(learner_encoding))
     for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
         right = sinusoidal_2d(rows, cols, d_model)
+        case = f"{rows} x {cols} patches, d_model = {d_model}"
         passed += run_case(
-            f"{rows} x {cols} patches, d_model = {d_model}",
+            case,
             lambda rows=rows, cols=cols, d_model=d_model: answers(rows, cols, d_model),
             (),
             lambda right=right: right,
@@ -263,6 +348,13 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             "the row's encoding (width d_model/2) then the column's, for patch r * cols + c",
             wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model), right),
             forbidden={"helpers.vision.sinusoidal_2d": sinusoidal_2d},
+        )
+        _advise(
+            failures,
+            case,
+            "your function raised",
+            "(float)",
+            "d_model / 2 is a float: the width of each half is d_model // 2, an int",
         )
     return report(failures, passed)
 
@@ -301,8 +393,9 @@ def centroid_cases() -> list[tuple[str, torch.Tensor, tuple[int, int], int]]:
             4,
         ),
         (
-            "one-hot weights (5, 8) over 2 x 4 patches of 4 x 4: each the centre of one patch",
-            torch.eye(8)[[0, 3, 4, 6, 7]],
+            "weights (5, 8) over 2 x 4 patches of 4 x 4, each 0.993 on one patch and 0.001 on "
+            "the others: each near the centre of that patch",
+            0.992 * torch.eye(8)[[0, 3, 4, 6, 7]] + 0.001,
             (2, 4),
             4,
         ),
@@ -361,6 +454,18 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "ignores the weights: the plain mean of the centres, the middle of the image": (
             torch.ones_like(total) * centres.mean(0)
         ).to(weights.dtype),
+        "places each patch's centre at r*p + p/2 - 1, half a pixel too near (for p = 4, "
+        "pixel 1 of 0..3): the centre of an even patch lies between its two middle pixels, "
+        "at r*p + (p - 1)/2": mean_of(centres - 0.5),
+        "applies a softmax to the weights: they are weights already, and a softmax moves "
+        "them; divide by their total instead": (w.softmax(-1) @ centres).to(weights.dtype),
+        "returns the centre of the most attended patch (argmax): the centroid is the weighted "
+        "mean over every patch": centres[w.argmax(-1)].to(weights.dtype),
+        "rounds the centroid to whole pixels: it lies between pixels in general": (
+            w @ centres / total
+        )
+        .round()
+        .to(weights.dtype),
     }
     mistakes[
         "stacks (row, column) along the first axis: each centroid's pair belongs on the last "
@@ -370,18 +475,26 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         mistakes[
             "reads grid_size as (cols, rows): it is (rows, cols), the patches down and across"
         ] = mean_of(_patch_centres((cols, rows), p, torch.float64))
+        index = torch.arange(rows * cols)
+        row_by_rows = torch.stack([index // rows, index % cols], -1).double()
+        mistakes[
+            "puts patch k in row k // rows: patchify's patch k lies in row k // cols (cols "
+            "patches to a row), column k % cols"
+        ] = mean_of(row_by_rows * p + (p - 1) / 2)
     return _merged(mistakes)
 
 
 @exercise_checker
 def check_attention_centroid(learner_centroid: Callable) -> bool:
-    """learner_centroid(weights, grid_size, patch_size) -> (..., 2): weights (..., n) attention
-    weights over the n = rows * cols patches of an image in patchify's order, float32 or
-    float64, non-negative, with a positive total; grid_size (rows, cols) the patches down and
-    across; patch_size p an int. The weighted mean of the patches' centres in pixels, (row,
+    """learner_centroid(weights, grid_size, patch_size) -> (..., 2): weights (..., n), 1 to 4
+    dims, float32 or float64, each weight > 0, over the n = rows * cols patches of an image in
+    patchify's order; grid_size (rows, cols) the patches down and across, not always square;
+    patch_size p an int, 1, 2 or 4. The weighted mean of the patches' centres in pixels, (row,
     column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
     weights need not sum to one (e.g. the attention on one cell only, or several heads'
-    weights added): divide by their total. In the weights' dtype, with gradients."""
+    weights added): divide by their total. In the weights' dtype, with gradients; the input
+    left as it was. Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave
+    torch's grad mode, default dtype and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)
@@ -416,8 +529,8 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             name,
             "the values are right but the gradient",
             "",
-            "where the weights sum to one, dividing by weights.sum(-1) changes no value but "
-            "does change the gradient: the centroid moves when the weights shift between "
-            "patches, not when they all grow together",
+            "where the weights sum to one, dividing by their total, weights.sum(-1) (not "
+            "detached), changes no value but does change the gradient: the centroid moves when "
+            "the weights shift between patches, not when they all grow together",
         )
     return report(failures, passed)
