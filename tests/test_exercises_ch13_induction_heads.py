@@ -1,8 +1,12 @@
 """Chapter 13's checkers: its solutions, right answers written in other styles, and typical
 wrong answers (run by test_exercises.py, with every other chapter's)."""
 
+import contextlib
 import copy
+import io
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -17,11 +21,12 @@ from helpers.exercises.ch13_induction_heads import (
     _induction_mistakes,
     _previous_mistakes,
     _watched,
+    failing_forward_case,
     head_zeroed_cases,
     induction_cases,
     previous_token_cases,
 )
-from helpers.exercises.framework import Refused
+from helpers.exercises.framework import ANSWER_TIME_LIMIT_SECONDS, Refused
 from helpers.induction import induction_score as helpers_induction_score
 from helpers.induction import logits_with_heads_zeroed, zeroed_heads
 from helpers.induction import previous_token_score as helpers_previous_token_score
@@ -32,11 +37,19 @@ from solutions.ch13_induction_heads import (
     previous_token_score,
 )
 
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "13_induction_heads.ipynb"
 CHECKERS = {
     "previous-token score": (check_previous_token_score, previous_token_score),
     "induction score": (check_induction_score, induction_score),
     "logits with a head zeroed": (check_logits_with_head_zeroed, logits_with_head_zeroed),
 }
+VALUE_CASES = {  # the cases whose values are compared
+    "previous-token score": len(previous_token_cases()),
+    "induction score": len(induction_cases()),
+    "logits with a head zeroed": len(head_zeroed_cases()),
+}
+ALL_CHECKS = {**VALUE_CASES, "logits with a head zeroed": len(head_zeroed_cases()) + 1}
+# (13.3 also runs the answer on ids on which model(ids) raises)
 
 
 # 1. The previous-token score: typical wrong answers
@@ -709,7 +722,8 @@ def test_an_answer_that_is_not_a_tensor_is_refused_by_what_it_is(
     exercise, convert, words, run_checker
 ):
     verdict, out = run_checker(CHECKERS[exercise][0], _not_a_tensor(convert)[exercise])
-    assert verdict is False and out.startswith("Not yet: 5 of 5 checks failed"), out
+    failed = f"Not yet: {VALUE_CASES[exercise]} of {ALL_CHECKS[exercise]} checks failed"
+    assert verdict is False and out.startswith(failed), out
     assert words in out, out
 
 
@@ -806,6 +820,243 @@ def test_torchs_global_settings_are_put_back_after_an_answer_changes_them(
 ):
     hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
-    assert verdict is False and out.startswith("Not yet: 5 of 5 checks failed"), out
+    failed = f"Not yet: {ALL_CHECKS[exercise]} of {ALL_CHECKS[exercise]} checks failed"
+    assert verdict is False and out.startswith(failed), out
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
     assert dict(torch.nn.modules.module._global_forward_pre_hooks) == hooks
+
+
+# Regressions from a second learner's pass: a model whose forward pass fails, a model in training
+# mode, heads of another width, and the rules the prompts state
+
+
+def _zeroing_hook(model, head, width=None):
+    width = _d_head(model) if width is None else width
+    columns = slice(head * width, (head + 1) * width)
+
+    def hook(module, inputs):
+        merged = inputs[0].clone()
+        merged[..., columns] = 0.0
+        return (merged,)
+
+    return hook
+
+
+def removing_the_hook_only_after_a_forward_pass_that_succeeds(model, ids, layer, head):
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(_zeroing_hook(model, head))
+    with torch.no_grad():
+        logits = model(ids)
+    handle.remove()  # BUG: never reached when model(ids) raises
+    return logits
+
+
+def putting_the_weights_back_only_after_a_forward_pass_that_succeeds(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    kept = W_o.weight[:, columns].clone()
+    with torch.no_grad():
+        W_o.weight[:, columns] = 0.0
+        logits = model(ids)
+        W_o.weight[:, columns] = kept  # BUG: never reached when model(ids) raises
+    return logits
+
+
+def hiding_the_error_of_the_forward_pass(model, ids, layer, head):
+    try:
+        return logits_with_head_zeroed(model, ids, layer, head)
+    except ValueError:  # BUG: the caller never learns that the ids were refused
+        return torch.zeros(*ids.shape, model.config.vocab_size)
+
+
+def with_a_head_width_of_4_typed_in(model, ids, layer, head):
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(
+        _zeroing_hook(model, head, width=4)  # BUG: right for some models only
+    )
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def with_a_head_width_of_d_model_over_the_layers(model, ids, layer, head):
+    width = model.config.d_model // model.config.num_layers  # BUG: heads, not layers
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(
+        _zeroing_hook(model, head, width=width)
+    )
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def switching_to_eval_mode_for_good(model, ids, layer, head):
+    model.eval()  # BUG: a model that came in training mode leaves in eval mode
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def a_hook_that_does_nothing(model, ids, layer, head):
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(lambda m, i: None)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+REFUSED_AFTER_A_SECOND_PASS = [
+    (
+        removing_the_hook_only_after_a_forward_pass_that_succeeds,
+        "model(ids) raised ValueError, and your function leaves a forward pre-hook registered on "
+        "blocks.1.attention.W_o",
+    ),
+    (
+        putting_the_weights_back_only_after_a_forward_pass_that_succeeds,
+        "model(ids) raised ValueError, and your function leaves the model's weights changed "
+        "(blocks.1.attention.W_o.weight)",
+    ),
+    (hiding_the_error_of_the_forward_pass, "your function returned instead of raising"),
+    (with_a_head_width_of_4_typed_in, "zeroes the columns 4:8, as if each head were 4 wide"),
+    (with_a_head_width_of_d_model_over_the_layers, "as if each head were 6 wide: d_head ="),
+    (switching_to_eval_mode_for_good, "leaves the model in eval mode (it came in training mode)"),
+    (a_hook_that_does_nothing, "(one that returns None leaves it as it was)"),
+    (with_the_helper, "calls helpers.induction.logits_with_heads_zeroed, which this exercise"),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    REFUSED_AFTER_A_SECOND_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_wrong_answer_found_by_a_second_learners_pass_is_refused_by_name(
+    answer, words, run_checker
+):
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    assert verdict is False and words in out, out
+
+
+def test_the_failing_case_names_try_finally_and_leaves_the_model_as_it_came(monkeypatch):
+    case = failing_forward_case()
+    model = case[1]
+    monkeypatch.setattr("helpers.exercises.ch13_induction_heads.failing_forward_case", lambda: case)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        verdict = check_logits_with_head_zeroed(
+            removing_the_hook_only_after_a_forward_pass_that_succeeds
+        )
+    assert not verdict and "undo in try/finally, or a `with` block" in out.getvalue()
+    assert not any(module._forward_pre_hooks for module in model.modules())
+    with pytest.raises(ValueError, match="do not fit in the context"):
+        model(case[2])  # the case's ids are ones on which model(ids) raises
+
+
+def test_a_hook_that_returns_nothing_is_not_blamed_on_the_head_width(run_checker):
+    for answer in (a_hook_that_returns_nothing, a_hook_that_does_nothing):
+        verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+        assert verdict is False and "as if each head were" not in out, out
+        assert out.count("nothing was zeroed") == len(head_zeroed_cases()), out
+
+
+def checking_the_ids_before_anything(model, ids, layer, head):
+    if ids.shape[1] > model.config.context_length:
+        raise ValueError("too many tokens for the model's context")
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def with_a_context_manager_of_its_own(model, ids, layer, head):
+    @contextlib.contextmanager
+    def head_silenced():
+        handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(
+            _zeroing_hook(model, head)
+        )
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    with head_silenced(), torch.no_grad():
+        return model(ids)
+
+
+def in_eval_mode_and_back(model, ids, layer, head):
+    was_training = model.training
+    model.eval()
+    try:
+        return logits_with_head_zeroed(model, ids, layer, head)
+    finally:
+        model.train(was_training)
+
+
+def previous_by_a_loop_over_the_queries_of_every_matrix(weights):
+    flat = weights.reshape(-1, *weights.shape[-2:])  # (matrices, n, n)
+    scores = [torch.stack([m[t, t - 1] for t in range(1, m.shape[-1])]).mean() for m in flat]
+    return torch.stack(scores).reshape(weights.shape[:-2])
+
+
+def induction_by_gathering_the_stripe(weights, length):
+    queries = torch.arange(length, 2 * length)
+    keys = (queries - length + 1).expand(*weights.shape[:-2], length).unsqueeze(-1)
+    return weights[..., length:, :].gather(-1, keys).squeeze(-1).mean(-1)
+
+
+ACCEPTED_AFTER_A_SECOND_PASS = [
+    ("logits with a head zeroed", checking_the_ids_before_anything),
+    ("logits with a head zeroed", with_a_context_manager_of_its_own),
+    ("logits with a head zeroed", in_eval_mode_and_back),
+    ("previous-token score", previous_by_a_loop_over_the_queries_of_every_matrix),
+    ("induction score", induction_by_gathering_the_stripe),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    ACCEPTED_AFTER_A_SECOND_PASS,
+    ids=[answer.__name__ for _, answer in ACCEPTED_AFTER_A_SECOND_PASS],
+)
+def test_a_right_answer_found_by_a_second_learners_pass_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+def test_the_cases_have_heads_of_two_widths_and_models_in_both_modes():
+    cases = head_zeroed_cases()
+    widths = {model.config.d_model // model.config.num_heads for _, model, *_ in cases}
+    modes = {model.training for _, model, *_ in cases}
+    assert len(widths) >= 2 and modes == {True, False}
+
+
+FORBIDDEN = {
+    "previous-token score": ["previous_token_score"],
+    "induction score": ["induction_score"],
+    "logits with a head zeroed": ["logits_with_heads_zeroed", "zeroed_heads"],
+}
+YOUR_TURN = {
+    "previous-token score": ("exercises", "your-turn-previous_token_score"),
+    "induction score": ("exercise-2", "your-turn-induction_score"),
+    "logits with a head zeroed": ("exercise-3", "your-turn-logits_with_head_zeroed"),
+}
+
+
+def _cells() -> dict:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    return {cell.get("id"): cell.source for cell in notebook.cells}
+
+
+@pytest.mark.parametrize("exercise", list(CHECKERS))
+def test_the_prompt_and_the_docstrings_state_every_rule_the_checker_enforces(exercise):
+    prompt_id, your_turn_id = YOUR_TURN[exercise]
+    cells = _cells()
+    prompt, your_turn, checker_doc = (
+        " ".join(text.split())  # as read, whatever the line breaks
+        for text in (cells[prompt_id], cells[your_turn_id], CHECKERS[exercise][0].__doc__)
+    )
+    limit = f"{ANSWER_TIME_LIMIT_SECONDS:g} s"
+    for text in (your_turn, checker_doc):
+        assert limit in text and "grad mode, default dtype" in text
+    assert f"within {limit}" in cells["exercises"]  # the exercises' introduction, for all three
+    for name in FORBIDDEN[exercise]:
+        for text in (prompt, your_turn, checker_doc):
+            assert name in text, (name, text)
+    assert "no python loop" not in prompt.lower() and "no loop over" not in prompt.lower()
+    if exercise == "logits with a head zeroed":
+        for text in (prompt, your_turn, checker_doc):
+            assert "train" in text and "raises" in text

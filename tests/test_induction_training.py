@@ -434,12 +434,13 @@ def test_a_recipe_whose_batches_torch_could_not_hold_is_refused(changes, words):
 @pytest.mark.parametrize(
     ("changes", "layers", "words"),
     [
-        ({"d_model": 2**20}, 2, "a 2-layer model of this recipe would have 8,796,225,142,784"),
-        ({"d_model": 2**16}, 1, "a 1-layer model of this recipe would have 17,187,733,504"),
-        ({"context_length": 2**23, "batch_size": 1, "eval_batch": 1}, 1, "have 536,891,904"),
-        ({}, 2**20, "a 1048576-layer model of this recipe would have 17,582,529,664"),
+        ({"d_model": 2**20}, 2, "8,796,225,142,784 parameters, more than"),
+        ({"d_model": 2**16}, 1, "17,187,733,504 parameters, more than"),
+        ({"context_length": 2**23, "batch_size": 1, "eval_batch": 1}, 1, "536,891,904 parameters"),
+        ({}, 2**20, "17,582,529,664 parameters, more than"),
+        ({"d_model": 1024}, 2, "a 2-layer model of this recipe would have 8,517,632 parameters"),
     ],
-    ids=["d_model 2^20", "d_model 2^16", "context 2^23", "2^20 layers"],
+    ids=["d_model 2^20", "d_model 2^16", "context 2^23", "2^20 layers", "d_model 1024"],
 )
 def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
     monkeypatch, changes, layers, words
@@ -458,10 +459,8 @@ def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
     ):
         with pytest.raises(ValueError) as raised:
             call()
-        assert words in str(raised.value) and "more than a checkpoint of at most 16 MB" in str(
-            raised.value
-        )
-    assert built and set(built) == {"meta"}  # counted on the meta device, nothing allocated
+        assert words in str(raised.value)
+    assert set(built) <= {"meta"}  # counted before any model, or on the meta device
 
 
 def test_a_number_of_layers_too_large_to_print_is_refused_by_name():
@@ -495,7 +494,7 @@ def test_train_and_save_checks_both_models_before_training(tmp_path, monkeypatch
     [
         ({"vocab_size": 2**31 - 1}, "its recipe is not a valid one (batch_size * context_length"),
         ({"vocab_size": 2**22, "batch_size": 1, "eval_batch": 1}, "would have 33,554,"),
-        ({"d_model": 2**22}, "a 1-layer model of this recipe would have"),
+        ({"d_model": 2**22}, "its recipe builds no loadable model ("),
         ({"context_length": 2**31 - 1, "batch_size": 1, "eval_batch": 1}, "its recipe"),
     ],
 )

@@ -4,7 +4,12 @@
 2. check_induction_score: on a block and its copy, the mean weight each query of the copy puts
    on the token after the earlier occurrence of its own token.
 3. check_logits_with_head_zeroed: a GPT's logits with one head's output set to zero, the model
-   left exactly as it came.
+   left exactly as it came, also when model(ids) raises.
+
+What every answer must do besides its values (the framework checks it, each docstring below
+states it): each call returns within ANSWER_TIME_LIMIT_SECONDS, leaves torch's global settings
+(grad mode, default dtype, global module hooks) as they were, and does not call the copy of the
+exercise's function in helpers.induction.
 """
 
 import copy
@@ -17,6 +22,7 @@ from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
     exercise_checker,
+    recording_calls,
     report,
     run_case,
     wrong_only,
@@ -120,8 +126,10 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     """learner_score(weights) -> (...): weights (..., n, n) attention weights, float32 or
     float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t,
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
-    matrix, in the weights' dtype, with gradients. Without helpers.induction's
-    previous_token_score."""
+    matrix, a tensor in the weights' dtype, with gradients; the weights left as they were.
+    Without calling helpers.induction.previous_token_score (refused by name). Each call returns
+    within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and
+    global module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights in previous_token_cases():
         passed += run_case(
@@ -202,11 +210,13 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
 @exercise_checker
 def check_induction_score(learner_score: Callable) -> bool:
     """learner_score(weights, length) -> (...): weights (..., n, n) attention weights on a
-    block of `length` tokens followed by its copy, n = 2 * length, float32 or float64, any
-    leading dims. The mean over the queries of the copy, t = length..2*length-1, of
-    weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
-    the query's own token. One score per (n, n) matrix, in the weights' dtype, with gradients.
-    Without helpers.induction's induction_score."""
+    block of `length` tokens followed by its copy, n = 2 * length, length >= 1, float32 or
+    float64, any leading dims. The mean over the queries of the copy, t = length..2*length-1,
+    of weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
+    the query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with
+    gradients; the weights left as they were. Without calling helpers.induction.induction_score
+    (refused by name). Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves
+    torch's grad mode, default dtype and global module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights, length in induction_cases():
 
@@ -255,13 +265,12 @@ def _model(seed: int, num_layers: int, num_heads: int, d_model: int, dtype) -> G
 
 def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
     """(name, model, ids (B, T), layer, head) for every case; new models on every call."""
-    torch_state = torch.random.get_rng_state()
-    try:
+    with torch.random.fork_rng(devices=[]):  # the learner's random numbers stay theirs
         two_layers = _model(132, 2, 3, 12, torch.float32)
         one_layer = _model(133, 1, 4, 16, torch.float32)
         in_float64 = _model(134, 2, 2, 8, torch.float64)
-    finally:
-        torch.random.set_rng_state(torch_state)  # the learner's random numbers stay theirs
+        wider_heads = _model(136, 2, 3, 18, torch.float32)
+        in_training = _model(137, 2, 2, 12, torch.float32).train()
     generator = torch.Generator().manual_seed(135)
     random_ids = torch.randint(16, (2, 10), generator=generator)
     repeated = repeated_sequences(1, 6, 16, generator)
@@ -271,7 +280,22 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
         ("the same model: layer 1, head 2 (the last columns)", two_layers, repeated, 1, 2),
         ("one layer of 4 heads: head 3, a block and its copy", one_layer, repeated, 0, 3),
         ("float64, two layers of 2 heads: layer 0, head 0", in_float64, random_ids[:1], 0, 0),
-    ]
+        ("two layers of 3 heads of width 6 (d_head = 6): layer 1, head 1", wider_heads, repeated,
+         1, 1),
+        ("a model in training mode (d_head = 6): layer 0, head 1", in_training, random_ids, 0, 1),
+    ]  # fmt: skip
+
+
+def failing_forward_case() -> tuple[str, GPT, torch.Tensor, int, int]:
+    """(name, model, ids, layer, head) on which model(ids) raises: ids longer than the context."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(138, 2, 2, 8, torch.float32)
+    ids = torch.zeros(1, model.config.context_length + 1, dtype=torch.int64)
+    name = (
+        f"ids of {ids.shape[1]} tokens, longer than the model's context of "
+        f"{model.config.context_length}, on which model(ids) raises: layer 1, head 0"
+    )
+    return name, model, ids, 1, 0
 
 
 def _edited_logits(model: GPT, ids: torch.Tensor, edit: Callable) -> torch.Tensor:
@@ -313,8 +337,6 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         logits = logits_with_heads_zeroed(model, ids, [(layer, head)])
         plain = logits_with_heads_zeroed(model, ids, [])
     mistakes = {
-        "the logits are the model's own: nothing was zeroed (a forward pre-hook must RETURN "
-        "the changed input, and an edited copy must be the model that runs)": plain,
         f"zeroes every head of layer {layer}: only head {head}'s columns {columns} of W_o's "
         f"input": logits_with_heads_zeroed(
             model, ids, [(layer, other) for other in range(config.num_heads)]
@@ -367,7 +389,30 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
                     f"{layer}: the layer is model.blocks[layer]"
                 )
             mistakes[diagnosis] = logits_with_heads_zeroed(model, ids, [(other_layer, other)])
+    for width in range(1, config.d_model // (head + 1) + 1):  # blocks inside W_o's input
+        if width != d_head and (head, width) != (0, config.d_model):  # (not the whole layer)
+            block = f"{head * width}:{(head + 1) * width}"
+            mistakes[
+                f"zeroes the columns {block}, as if each head were {width} wide: d_head = "
+                f"model.config.d_model // model.config.num_heads = {config.d_model} // "
+                f"{config.num_heads} = {d_head} here, so head {head} is the columns {columns}"
+            ] = _with_columns_zeroed(model, ids, layer, slice(head * width, (head + 1) * width))
+    mistakes[  # last: when nothing changed, that is the mistake, whatever else matches too
+        f"the logits are the model's own: nothing was zeroed. A forward pre-hook must RETURN "
+        f"the changed input (one that returns None leaves it as it was), the columns zeroed "
+        f"must lie inside W_o's input (head {head} is {columns}, d_head = {d_head} here), and "
+        f"an edited copy must be the model that runs"
+    ] = plain
     return mistakes
+
+
+def _with_columns_zeroed(model: GPT, ids: torch.Tensor, layer: int, columns: slice):
+    """The logits with the given columns of W_o's input in `layer` set to zero (on a copy)."""
+
+    def zero(edited: GPT) -> None:
+        edited.blocks[layer].attention.W_o.weight[:, columns] = 0.0
+
+    return _edited_logits(model, ids, zero)
 
 
 def _hooks(model: nn.Module) -> set[tuple[str, str, int]]:
@@ -543,15 +588,24 @@ def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
 @exercise_checker
 def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     """learner_logits(model, ids, layer, head) -> (B, T, vocab): model an attention-only
-    helpers.gpt.GPT in eval mode, ids (B, T) int64, layer and head ints. The logits of
-    model(ids) with head `head` of block `layer` writing nothing: W_o of that layer reads zeros
-    in the head's columns head*d_head:(head+1)*d_head of the merged heads, its bias stays. The
-    model (its modules and their forward, its weights with their dtype, requires_grad and grad,
-    its hooks and its mode) must be left as it came. The gradients are not checked: an
-    ablation measures a trained model, nothing is learned through it. Each case must take
-    under ANSWER_TIME_LIMIT_SECONDS. Without helpers.induction's zeroed_heads and
-    logits_with_heads_zeroed."""
+    helpers.gpt.GPT in eval or training mode (its dropout is 0), ids (B, T) int64, layer and head
+    ints. The logits of model(ids) with head `head` of block `layer` writing nothing: W_o of that
+    layer reads zeros in the head's columns head*d_head:(head+1)*d_head of the merged heads,
+    d_head = d_model // num_heads (the cases have heads 4 and 6 wide), its bias stays. A tensor:
+    the logits, not probabilities. The model (its modules and their forward, its weights with
+    their dtype, requires_grad and grad, its hooks and its train/eval mode) must be left as it
+    came, also when model(ids) raises: one case passes ids longer than the context, on which
+    the function must let model(ids)'s error through and still leave the model as it came
+    (try/finally, or a `with` block). The gradients are not checked: an ablation measures a
+    trained model, nothing is learned through it. Without calling
+    helpers.induction.logits_with_heads_zeroed or helpers.induction.zeroed_heads (refused by
+    name). Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad
+    mode, default dtype and global module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
+    forbidden = {
+        "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
+        "helpers.induction.zeroed_heads": zeroed_heads,
+    }
     for name, model, ids, layer, head in head_zeroed_cases():
 
         def reference(i, model=model, layer=layer, head=head):
@@ -567,10 +621,46 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             1e-4,
             f"the logits with head {head} of layer {layer} zeroed",
             wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
-            forbidden={
-                "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
-                "helpers.induction.zeroed_heads": zeroed_heads,
-            },
+            forbidden=forbidden,
             names=("ids",),
         )
+    passed += _left_as_it_came_when_the_forward_pass_fails(answers, failures, forbidden)
     return report(failures, passed)
+
+
+def _left_as_it_came_when_the_forward_pass_fails(
+    answers: Callable, failures: list[str], forbidden: dict
+) -> bool:
+    """The learner's function on ids the model refuses: model(ids)'s error must come through,
+    and the model must come back as it came (no hook left, no weight left zeroed)."""
+    name, model, ids, layer, head = failing_forward_case()
+    state = _model_state(model)
+    raised = None
+    try:
+        with recording_calls(forbidden) as called:
+            answers(model, ids, layer, head)
+    except Refused as refusal:  # torch's global settings left changed
+        _left_changed(model, state)
+        failures.append(f"{name}: {refusal}")
+        return False
+    except (Exception, SystemExit) as error:  # the learner's code may fail; here it should
+        raised = error
+    problem = _left_changed(model, state)
+    if called:
+        problem = f"calls {called[0]}, which this exercise asks you to write yourself"
+    elif problem is not None:
+        problem = (
+            f"model(ids) raised {type(raised).__name__}, and your function {problem} (code "
+            f"after model(ids) does not run when it raises: undo in try/finally, or a `with` "
+            f"block)"
+        )
+    elif raised is None:
+        problem = (
+            "your function returned instead of raising: model(ids) raises on these ids, and the "
+            "error must reach the caller (an `except` that returns something hides it; put the "
+            "clean-up in a `finally:` block instead)"
+        )
+    if problem is None:
+        return True
+    failures.append(f"{name}: {problem}")
+    return False
