@@ -150,11 +150,12 @@ def attention_weights(
         raise ValueError(
             f"{name} hold {value} (first at index {where}): attention weights are finite"
         )
-    if weights.numel() and not ((weights >= 0) & (weights <= 1)).all():
+    outside = (weights < 0) | (weights > 1)
+    if outside.any():
+        where = tuple(outside.nonzero()[0].tolist())
         raise ValueError(
-            f"{name} must be attention weights, each in 0..1, got values from "
-            f"{weights.min().item():.4g} to {weights.max().item():.4g}: raw scores become weights "
-            f"through a softmax over the keys"
+            f"{name} must be attention weights, each in 0..1, got {weights[where].item()!r} at "
+            f"index {where}: raw scores become weights through a softmax over the keys"
         )
     totals = weights.double().sum(-1)  # (...): one per query
     tolerance = max(1e-4, 8 * torch.finfo(value.dtype).eps)

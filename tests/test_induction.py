@@ -511,27 +511,30 @@ def _not_attention_weights() -> dict:
     """Numbers that cannot be attention weights, each of which scored without a word before."""
     weights = causal_weights(2, 6)  # (2, 6, 6)
     return {
-        "raw scores of 5.0": (torch.full((6, 6), 5.0), "each in 0..1, got values from 5 to 5"),
+        "raw scores of 5.0": (torch.full((6, 6), 5.0), "each in 0..1, got 5.0 at index (0, 0)"),
         "raw random scores": (
             torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1)),
             "raw scores become weights through a softmax over the keys",
         ),
-        "negative weights": (weights - 0.1, "each in 0..1, got values from -0.1 to"),
-        "weights x10": (weights * 10, "each in 0..1, got values from 0 to"),
+        "negative weights": (weights - 0.1, "each in 0..1, got -0.1"),
+        "weights x10": (weights * 10, "each in 0..1, got 10.0"),
         "weights x0.5": (weights * 0.5, "but row (0, 0) sums to 0.5"),
-        "weights x1.01": (weights * 1.01, "got values from 0 to 1.01"),
+        "weights x1.01": (weights * 1.01, "each in 0..1, got 1.0"),
         "weights x0.99": (weights * 0.99, "but row (0, 0) sums to 0.99"),
         "transposed: keys on the rows": (
             weights.transpose(-1, -2),
             "are the keys on the last axis, and the weights taken before dropout?",
         ),
-        "log-probabilities": (weights.log().clamp(min=-30), "each in 0..1, got values from -30"),
-        "float16 raw scores": (torch.full((6, 6), 5.0, dtype=torch.float16), "got values from 5"),
-        "float64 weights x3": (causal_weights(6, dtype=torch.float64) * 3, "got values from 0"),
-        "1e308": (torch.full((6, 6), 1e308, dtype=torch.float64), "got values from 1e+308"),
+        "log-probabilities": (weights.log().clamp(min=-30), "each in 0..1, got -"),
+        "float16 raw scores": (
+            torch.full((6, 6), 5.0, dtype=torch.float16),
+            "each in 0..1, got 5.0",
+        ),
+        "float64 weights x3": (causal_weights(6, dtype=torch.float64) * 3, "each in 0..1, got 3.0"),
+        "1e308": (torch.full((6, 6), 1e308, dtype=torch.float64), "each in 0..1, got 1e+308"),
         "a row of 1.5 and -0.5": (
             torch.tensor([[1.0, 0.0], [1.5, -0.5]]),
-            "each in 0..1, got values from -0.5 to 1.5",
+            "each in 0..1, got 1.5 at index (1, 0)",
         ),
     }
 
