@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.checkpoints import CheckpointError, save_checkpoint
+from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
     MAX_INK,
     Canvases,
@@ -448,6 +448,20 @@ def test_a_log_that_train_cannot_have_written_is_refused(tmp_path, saved_content
     path = tmp_path / "models.pt"
     save_checkpoint(path, contents)
     with pytest.raises(CheckpointError, match=words):
+        load_vision_models(path)
+
+
+def test_a_meta_tensor_in_a_checkpoint_is_named(tmp_path, saved_contents):
+    """A crafted file (save_checkpoint would not write it): its checksum is right."""
+    weights = dict(
+        saved_contents["weights"]["vit"], **{"head.bias": torch.empty(10, device="meta")}
+    )
+    path = tmp_path / "models.pt"
+    torch.save({**saved_contents, "weights": {**saved_contents["weights"], "vit": weights}}, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(
+        CheckpointError, match=r"head.bias \(a meta tensor: a shape without numbers"
+    ):
         load_vision_models(path)
 
 
