@@ -146,18 +146,26 @@ def check_pixels(images: object, name: str = "images", shape: str = "(B, 1, H, W
         if low < 0 or high > 1:
             raise ValueError(
                 f"{name} must hold pixels in 0..1, as load_digits scales them, got values from "
-                f"{low:.4g} to {high:.4g}: divide the UCI digits' raw ink counts 0..16 by "
-                f"{MAX_INK:g} (helpers.vision.MAX_INK), or rescale other images into 0..1"
+                f"{_pixel_text(low)} to {_pixel_text(high)}: divide the UCI digits' raw ink counts "
+                f"0..16 by {MAX_INK:g} (helpers.vision.MAX_INK), or rescale other images into 0..1"
             )
     return images
 
 
+def _pixel_text(value: float) -> str:
+    """value to 4 significant digits, unless they round a value outside 0..1 into it (1.000001
+    would print as 1): then all of its digits."""
+    text = f"{value:.4g}"
+    return text if (0 <= float(text) <= 1) == (0 <= value <= 1) else repr(value)
+
+
 def _check_size(numbers: int, what: str) -> None:
-    """A tensor of this many numbers fits in memory; more is a typing mistake."""
+    """A tensor of this many numbers fits in memory; more is a typing mistake. what names it,
+    its sizes through validation.shown (an int of thousands of digits does not print)."""
     if numbers > LARGEST_TENSOR:
         raise ValueError(
-            f"{what} would hold {numbers:,} numbers, more than 2^28 = {LARGEST_TENSOR:,} (1 GiB "
-            "of float32): a smaller size was meant"
+            f"{what} would hold more than 2^28 = {LARGEST_TENSOR:,} numbers (1 GiB of float32): "
+            "a smaller size was meant"
         )
 
 
@@ -169,6 +177,7 @@ def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int
     if images.dim() != 4:
         raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
     patch_size = validation.whole_number(patch_size, "patch_size")
+    _check_size(images.shape[1] * patch_size**2, f"a patch of size {validation.shown(patch_size)}")
     height, width = images.shape[-2:]
     if height % patch_size or width % patch_size:
         raise ValueError(
@@ -195,8 +204,13 @@ def unpatchify(patches: torch.Tensor, patch_size: int, image_size: tuple[int, in
     _dense(patches, "patches", "patches (B, n, C p p)")
     p = validation.whole_number(patch_size, "patch_size")
     if not isinstance(image_size, tuple | list) or len(image_size) != 2:
-        raise ValueError(f"image_size must be (H, W), got {image_size!r}")
+        raise ValueError(f"image_size must be (H, W), got {validation.shown(image_size)}")
     height, width = (validation.whole_number(size, "image_size") for size in image_size)
+    _check_size(p * p, f"a patch of size {validation.shown(p)}")
+    _check_size(
+        height * width,
+        f"an image of {validation.shown(height)} x {validation.shown(width)} pixels",
+    )
     if height % p or width % p:
         raise ValueError(
             f"the image's height {height} and width {width} must be multiples of patch_size {p}"
@@ -221,9 +235,14 @@ def sinusoidal_2d(rows: int, cols: int, d_model: int) -> torch.Tensor:
     d_model = validation.whole_number(d_model, "d_model")
     if d_model % 4:
         raise ValueError(
-            f"d_model ({d_model}) must be a multiple of 4: two halves of sin/cos pairs"
+            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: two halves of sin/cos "
+            "pairs"
         )
-    _check_size(rows * cols * d_model, f"a {rows} x {cols} encoding of d_model {d_model}")
+    _check_size(
+        rows * cols * d_model,
+        f"an encoding of {validation.shown(rows)} x {validation.shown(cols)} patches, d_model "
+        f"{validation.shown(d_model)},",
+    )
     half = d_model // 2
     by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(
         rows, cols, half
@@ -263,12 +282,15 @@ def make_canvases(
     count = validation.whole_number(count, "count")
     grid = validation.whole_number(grid, "grid")
     distinct = validation.flag(distinct, "distinct")
+    size = grid * PIXELS
+    _check_size(
+        count * size * size,
+        f"{validation.shown(count)} canvases of {validation.shown(size)} pixels across",
+    )
     fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
     _check_source(source, most, distinct)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
-    size = grid * PIXELS
-    _check_size(count * size * size, f"{count} canvases of {size} x {size} pixels")
     images = torch.zeros(count, 1, size, size)
     digits = torch.full((count, grid * grid), -1, dtype=torch.long)
     for index in range(count):
@@ -293,7 +315,8 @@ def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple
     if not fewest <= most <= limit:
         raise ValueError(
             f"digits_per_canvas must be a number or a (fewest, most) range within 1..{limit} "
-            f"(cells {cells}{', distinct labels' if distinct else ''}), got {digits_per_canvas!r}"
+            f"(cells {cells}{', distinct labels' if distinct else ''}), got "
+            f"{validation.shown(digits_per_canvas)}"
         )
     return fewest, most
 
@@ -348,9 +371,12 @@ def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:
     grid = validation.whole_number(grid, "grid")
     cell = validation.whole_number(cell, "cell", minimum=0)
     p = validation.whole_number(patch_size, "patch_size")
-    _check_size((grid * PIXELS) ** 2, f"a canvas of {grid} x {grid} cells")
+    _check_size((grid * PIXELS) ** 2, f"a canvas of {validation.shown(grid)} cells across")
     if cell >= grid * grid:
-        raise ValueError(f"cell must be one of the grid's cells 0..{grid * grid - 1}, got {cell}")
+        raise ValueError(
+            f"cell must be one of the grid's cells 0..{grid * grid - 1}, got "
+            f"{validation.shown(cell)}"
+        )
     if PIXELS % p:
         raise ValueError(f"patch_size must divide a cell's {PIXELS} pixels, got {p}")
     per_cell, cols = PIXELS // p, grid * PIXELS // p  # patches across a cell, across the canvas
@@ -367,6 +393,8 @@ PEN_RADIUS = 2.5  # drawing-grid cells: strokes 5 wide, near the digits' ink (me
 MOST_STROKE_POINTS = 20_000  # points (and strokes) in one drawing: more is no hand's drawing
 _PIECE = 2.0  # drawing-grid cells: segments are cut into pieces this long, each inked locally
 _CHUNK_CELLS = 2**22  # cells of the pieces' windows rasterise_strokes examines at a time
+MOST_PEN_CELLS = 2**19  # cells examined in all (pieces x window cells): about a second's work;
+# with the default pen, about 8,600 cells of stroke, some 90 times across the 96-cell pad
 
 
 def check_strokes(strokes: object, size: int) -> list[list[tuple[float, float]]]:
@@ -436,11 +464,11 @@ def rasterise_strokes(
     Points are (x, y) in grid cells, x across and y down; a point off the grid is clamped to it.
     No strokes: a blank grid."""
     size = _grid_size(size)
-    # a pen reaching across the grid's diagonal inks it all, as any wider one does
-    pen_radius = min(validation.positive_number(pen_radius, "pen_radius"), 2.0 * size)
+    pen_radius = validation.positive_number(pen_radius, "pen_radius")
     strokes = check_strokes(strokes, size)
-    starts, ends = _stroke_pieces(strokes)  # (n, 2) each: (x, y)
     bitmap = torch.zeros(size, size, dtype=torch.bool)
+    if pen_radius >= size * math.sqrt(2):  # reaches every cell from any point of the grid
+        return bitmap | any(strokes)
     # cells from a piece's middle to any it inks; no cell of the grid lies further than size
     reach = min(math.ceil(_PIECE / 2 + pen_radius) + 1, size + 1)
     window = 2 * reach + 1  # cells across the square round a piece's middle
@@ -449,6 +477,17 @@ def rasterise_strokes(
             f"pen_radius {pen_radius:g} reaches {window} x {window} cells round each piece of a "
             f"stroke, more than 2^22 = {_CHUNK_CELLS:,}: a smaller pen was meant"
         )
+    a, b = _stroke_segments(strokes)  # (segments, 2) each: (x, y)
+    pieces = ((b - a).norm(dim=-1) / _PIECE).ceil().clamp(min=1).long()  # (segments,)
+    if int(pieces.sum()) * window**2 > MOST_PEN_CELLS:
+        length = (b - a).norm(dim=-1).sum().item()
+        raise ValueError(
+            f"the strokes are {length:,.0f} cells long in all ({len(a):,} segments), more than a "
+            f"redraw can ink in about a second: with pen_radius {pen_radius:g}, at most about "
+            f"{MOST_PEN_CELLS // window**2 * _PIECE:,.0f} cells of stroke (fewer for many short "
+            "segments); draw less"
+        )
+    starts, ends = _stroke_pieces(a, b, pieces)  # (n, 2) each
     offsets = torch.arange(-reach, reach + 1, dtype=torch.float64)
     chunk = min(4096, _CHUNK_CELLS // window**2)  # pieces at a time
     for first in range(0, len(starts), chunk):  # chunks: pieces x window cells at a time
@@ -471,18 +510,23 @@ def rasterise_strokes(
     return bitmap
 
 
-def _stroke_pieces(strokes: list) -> tuple[torch.Tensor, torch.Tensor]:
-    """(starts, ends), each (n, 2) float64: every segment of every stroke cut into equal pieces
-    at most _PIECE long (a lone point a piece of length 0), so each piece inks only cells near
-    it."""
+def _stroke_segments(strokes: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, ends), each (segments, 2) float64: consecutive points of every stroke (a lone
+    point a segment of length 0)."""
     starts, ends = [], []
     for stroke in strokes:
         if stroke:
             starts += stroke[:-1] if len(stroke) > 1 else stroke
             ends += stroke[1:] if len(stroke) > 1 else stroke
     a = torch.tensor(starts, dtype=torch.float64).reshape(-1, 2)  # (segments, 2)
-    b = torch.tensor(ends, dtype=torch.float64).reshape(-1, 2)
-    pieces = ((b - a).norm(dim=-1) / _PIECE).ceil().clamp(min=1).long()  # (segments,)
+    return a, torch.tensor(ends, dtype=torch.float64).reshape(-1, 2)
+
+
+def _stroke_pieces(
+    a: torch.Tensor, b: torch.Tensor, pieces: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, ends), each (n, 2) float64: segment i from a[i] to b[i] cut into pieces[i] equal
+    pieces (at most _PIECE long), so each piece inks only cells near it."""
     segment = torch.repeat_interleave(torch.arange(len(a)), pieces)  # (n,): each piece's segment
     first = torch.cumsum(pieces, 0) - pieces  # (segments,): the index of each one's first piece
     k = (torch.arange(len(segment)) - first[segment]).double()  # (n,): the piece within it
@@ -497,6 +541,7 @@ def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor
     32 x 32 bitmaps. Divide by MAX_INK for the models' 0..1 pixels."""
     _dense(bitmap, "bitmap", "inked cells (H, W) bool")
     block = validation.whole_number(block, "block")
+    _check_size(block * block, f"a block of size {validation.shown(block)}")
     if bitmap.dtype != torch.bool or bitmap.dim() != 2:
         raise ValueError(
             f"bitmap must be a bool tensor (H, W), got {bitmap.dtype} of shape "

@@ -63,6 +63,7 @@ REMAKE = "make vision-models"
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
 LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
+MOST_LAYERS = 64  # blocks of one stack: the shipped models have 2; each block costs time to build
 
 
 # Patches in, vectors out
@@ -96,13 +97,13 @@ def _check_d_model(d_model: object) -> int:
     d_model = validation.whole_number(d_model, "d_model")
     if d_model % 4:
         raise ValueError(
-            f"d_model ({d_model}) must be a multiple of 4: the 2-D encoding's two halves of "
-            f"sin/cos pairs"
+            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: the 2-D encoding's "
+            "two halves of sin/cos pairs"
         )
     if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
         raise ValueError(
-            f"d_model {d_model} makes a patch projection of {(PATCH * PATCH + 1) * d_model:,} "
-            f"parameters, more than 2^26 = {LARGEST_MODEL:,}: a smaller model was meant"
+            f"d_model {validation.shown(d_model)} makes a patch projection of more than 2^26 = "
+            f"{LARGEST_MODEL:,} parameters: a smaller model was meant"
         )
     return d_model
 
@@ -112,8 +113,22 @@ def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int,
     num_heads = validation.whole_number(num_heads, "num_heads")
     d_ff = validation.whole_number(d_ff, "d_ff")
     if d_model % num_heads:
-        raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        raise ValueError(
+            f"d_model ({d_model}) must be divisible by num_heads ({validation.shown(num_heads)})"
+        )
     return d_model, num_heads, d_ff
+
+
+def _check_layers(count: object, name: str, minimum: int = 1) -> int:
+    """count as an int, if it is a whole number minimum..MOST_LAYERS: a stack of more blocks is
+    a typing mistake, and building it one module at a time would take minutes."""
+    count = validation.whole_number(count, name, minimum)
+    if count > MOST_LAYERS:
+        raise ValueError(
+            f"{name} must be at most {MOST_LAYERS} blocks, got {validation.shown(count)}: a "
+            "smaller model was meant"
+        )
+    return count
 
 
 def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int = 0) -> None:
@@ -124,8 +139,8 @@ def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int 
     estimate = (blocks + decoder_blocks) * per_block + decoder_blocks * 4 * d_model * d_model
     if estimate > LARGEST_MODEL:
         raise ValueError(
-            f"d_model {d_model}, d_ff {d_ff} and {blocks + decoder_blocks} blocks make about "
-            f"{estimate:,} parameters, more than 2^26 = {LARGEST_MODEL:,}: a smaller model was "
+            f"d_model {d_model}, d_ff {validation.shown(d_ff)} and {blocks + decoder_blocks} "
+            f"blocks make more than 2^26 = {LARGEST_MODEL:,} parameters: a smaller model was "
             "meant"
         )
 
@@ -133,7 +148,9 @@ def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int 
 def _check_grid(grid: object) -> int:
     grid = validation.whole_number(grid, "grid")
     if grid > LARGEST_GRID:
-        raise ValueError(f"grid must be at most {LARGEST_GRID} cells across, got {grid}")
+        raise ValueError(
+            f"grid must be at most {LARGEST_GRID} cells across, got {validation.shown(grid)}"
+        )
     return grid
 
 
@@ -158,6 +175,11 @@ def _check_images(embed: PatchEmbedding, images: object) -> torch.Tensor:
 def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
     """model itself if it is a `kind` (VisionTransformer, DigitFinder, CanvasReader) whose
     weights are finite numbers; otherwise an error naming what is wrong."""
+    if kind not in MODEL_KINDS:
+        raise TypeError(
+            f"kind must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
+            f"{validation.shown(kind)}"
+        )
     if not isinstance(model, kind):
         raise TypeError(f"{name} must be a {kind.__name__}, got {type(model).__name__}")
     for key, weight in model.state_dict().items():
@@ -179,6 +201,11 @@ def float64_copy(model: nn.Module) -> nn.Module:
     numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes
     (deepcopy refuses the attention weights a training step keeps), with torch's global random
     numbers left as they were: the fresh weights the constructor draws are overwritten."""
+    if not isinstance(model, MODEL_KINDS):
+        raise TypeError(
+            f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
+            f"{type(model).__name__}"
+        )
     with torch.random.fork_rng(devices=[]):
         twin = type(model)(**model.sizes)
     try:
@@ -203,7 +230,7 @@ class VisionTransformer(nn.Module):
     def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int):
         super().__init__()
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
-        num_layers = validation.whole_number(num_layers, "num_layers")
+        num_layers = _check_layers(num_layers, "num_layers")
         _check_parameters(d_model, d_ff, num_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "num_layers": num_layers}
         self.sizes["d_ff"] = d_ff
@@ -280,7 +307,7 @@ class DigitFinder(nn.Module):
     def __init__(self, d_model: int, encoder_layers: int = 0, d_ff: int = 64, grid: int = GRID):
         super().__init__()
         d_model, _, d_ff = _check_sizes(d_model, 1, d_ff)
-        encoder_layers = validation.whole_number(encoder_layers, "encoder_layers", minimum=0)
+        encoder_layers = _check_layers(encoder_layers, "encoder_layers", minimum=0)
         self.grid = _check_grid(grid)
         _check_parameters(d_model, d_ff, encoder_layers + 1)  # + the word's cross-attention
         self.sizes = {"d_model": d_model, "encoder_layers": encoder_layers, "d_ff": d_ff}
@@ -318,13 +345,21 @@ def _check_cells(cells: object, batch: int, count: int) -> torch.Tensor:
         )
     if cells.is_meta:
         raise ValueError("cells is on the meta device: it has a shape but no cells to read")
-    if cells.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-        raise ValueError(f"cells must hold integer cell indices 0..{count - 1}, got {cells.dtype}")
+    if cells.layout != torch.strided:
+        raise ValueError(
+            f"cells must be a dense tensor of cell indices, got a {cells.layout} one: convert it "
+            "with .to_dense()"
+        )
+    if cells.dtype not in (torch.int64, torch.int32):  # torch reads uint8 as a mask, not indices
+        raise ValueError(
+            f"cells must hold int64 or int32 cell indices 0..{count - 1}, got {cells.dtype}: "
+            "convert them with .long()"
+        )
     if len(cells) and (int(cells.min()) < 0 or int(cells.max()) >= count):
         raise ValueError(
             f"cells must be cell indices 0..{count - 1}, got {int(cells.min())}..{int(cells.max())}"
         )
-    return cells
+    return cells.long()
 
 
 def cell_masks(grid: int = GRID) -> torch.Tensor:
@@ -385,8 +420,8 @@ def evaluate_finder(
     check_model(model, DigitFinder)
     _check_canvases(canvases, model.grid)
     _check_words(words, len(canvases))
-    _check_cells(cells, len(canvases), model.grid**2)
-    asked = canvases.digits.gather(1, cells[:, None].long())[:, 0]  # (B,): the digit in each cell
+    cells = _check_cells(cells, len(canvases), model.grid**2)
+    asked = canvases.digits.gather(1, cells[:, None])[:, 0]  # (B,): the digit in each cell
     if not torch.equal(asked, words.long()):
         wrong = int((asked != words).nonzero()[0, 0])
         raise ValueError(
@@ -425,8 +460,8 @@ class CanvasReader(nn.Module):
     ):
         super().__init__()
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
-        encoder_layers = validation.whole_number(encoder_layers, "encoder_layers")
-        decoder_layers = validation.whole_number(decoder_layers, "decoder_layers")
+        encoder_layers = _check_layers(encoder_layers, "encoder_layers")
+        decoder_layers = _check_layers(decoder_layers, "decoder_layers")
         self.grid = _check_grid(grid)
         _check_parameters(d_model, d_ff, encoder_layers, decoder_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff, "grid": self.grid}
@@ -462,7 +497,15 @@ class CanvasReader(nn.Module):
         mask = causal_mask(length).to(tokens.device)  # (T, T), True where allowed
         for block in self.decoder:
             y = block(y, memory, mask, None)
-        return self.head(self.decoder_norm(y))  # (B, T, 13)
+        logits = self.head(self.decoder_norm(y))  # (B, T, 13)
+        if not logits.isfinite().all():
+            name, weight = max(self.state_dict().items(), key=lambda kv: kv[1].abs().max().item())
+            raise ValueError(
+                f"the logits overflow to inf or NaN in {logits.dtype}: memory (values up to "
+                f"{memory.abs().max().item():.3g}; encode()'s final LayerNorm keeps them near 1) "
+                f"or the weights (up to {weight.abs().max().item():.3g}, in {name}) are too large"
+            )
+        return logits
 
     def forward(self, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         return self.decode(tokens, self.encode(images))
@@ -579,9 +622,9 @@ def _check_layer(layer: object, num_layers: int) -> int:
     try:
         index = validation.whole_number(layer, "layer", minimum=-num_layers)
     except ValueError:
-        raise ValueError(f"{expected}, got {layer!r}") from None
+        raise ValueError(f"{expected}, got {validation.shown(layer)}") from None
     if index >= num_layers:
-        raise ValueError(f"{expected}, got {layer!r}")
+        raise ValueError(f"{expected}, got {validation.shown(layer)}")
     return index % num_layers
 
 
@@ -607,12 +650,14 @@ class Recipe:
                 value = validation.positive_number(value, field.name, field.name == "weight_decay")
             elif field.name == "seed":
                 value = validation.seed(value)
+            elif field.name.endswith("layers"):
+                value = _check_layers(value, field.name, 0 if field.name == "encoder_layers" else 1)
             else:
-                minimum = 0 if field.name == "encoder_layers" else 1
-                value = validation.whole_number(value, field.name, minimum)
+                value = validation.whole_number(value, field.name)
                 if value > LARGEST_SIZE:
                     raise ValueError(
-                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got {value}"
+                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
+                        f"{validation.shown(value)}"
                     )
             object.__setattr__(self, field.name, value)
 
@@ -672,6 +717,7 @@ class ReaderRecipe(Recipe):
 
 
 MODELS = {"vit": VitRecipe, "finder": FinderRecipe, "reader": ReaderRecipe}
+MODEL_KINDS = (VisionTransformer, DigitFinder, CanvasReader)
 
 
 def build(recipe: Recipe) -> nn.Module:
@@ -697,6 +743,7 @@ def vit_loss(
     model: VisionTransformer, recipe: VitRecipe, digits: Digits, generator: torch.Generator
 ) -> torch.Tensor:
     """Cross-entropy on a batch of random training digits."""
+    _check_recipe(recipe, VitRecipe)
     batch = torch.randint(len(digits), (recipe.batch_size,), generator=generator)
     return F.cross_entropy(model(digits.images[batch]), digits.labels[batch])
 
@@ -705,6 +752,7 @@ def finder_loss(
     model: DigitFinder, recipe: FinderRecipe, digits: Digits, generator: torch.Generator
 ) -> torch.Tensor:
     """Cross-entropy of the cell, on fresh canvases of 3 distinct training digits."""
+    _check_recipe(recipe, FinderRecipe)
     canvases = make_canvases(digits, recipe.batch_size, 3, model.grid, True, generator)
     words, cells = finder_questions(canvases, generator)
     return F.cross_entropy(model(canvases.images, words), cells)
@@ -715,6 +763,7 @@ def reader_loss(
 ) -> torch.Tensor:
     """Teacher-forced cross-entropy of every written token (not the padding), on fresh canvases
     of training digits (labels may repeat)."""
+    _check_recipe(recipe, ReaderRecipe)
     span = (recipe.fewest, recipe.most)
     canvases = make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
     inputs, targets = reader_sequences(canvases)
@@ -860,16 +909,33 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
             )
             raise CheckpointError(f"{path}: its {key} should name {sorted(MODELS)}, found {found}")
     loaded = {"recipes": {}, "logs": {}}
-    for name, kind in MODELS.items():
+    weights = {}
+    for name, kind in MODELS.items():  # everything checked before any model is built
         where = f"{path} ({name})"
         recipe = _saved_recipe(where, kind, saved["recipes"][name])
-        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
-            model = build(recipe)
-        load_weights(model, float_weights(saved["weights"][name], where), where)
-        loaded[name] = model.eval()
         loaded["recipes"][name] = recipe
         loaded["logs"][name] = _checked_log(where, saved["logs"][name], recipe)
+        weights[name] = _float32_weights(saved["weights"][name], where)
+    for name in MODELS:
+        where = f"{path} ({name})"
+        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+            model = build(loaded["recipes"][name])
+        load_weights(model, weights[name], where)
+        loaded[name] = model.eval()
     return loaded
+
+
+def _float32_weights(weights: object, where: str) -> dict:
+    """The saved weights as float32 (float_weights), each finite after the cast: a float64 weight
+    beyond float32's range (3.4e38) would load as inf."""
+    weights = float_weights(weights, where)
+    for key, value in weights.items():
+        if not value.isfinite().all():
+            raise CheckpointError(
+                f"{where}: weight {key} holds values beyond float32's range (about 3.4e38), which "
+                f"load as inf: {REMAKE} writes a new file"
+            )
+    return weights
 
 
 def _saved_recipe(where: str, kind: type, found: object) -> Recipe:
@@ -907,6 +973,10 @@ def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
     losses = log["loss"]
     if not isinstance(losses, list) or len(losses) != count:
         raise CheckpointError(f"{where}: its log should hold one loss per logged step")
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in losses):
-        raise CheckpointError(f"{where}: its log's losses should be numbers only")
+    for loss in losses:
+        if type(loss) is not float or not math.isfinite(loss) or loss < 0:
+            raise CheckpointError(
+                f"{where}: its log's losses should be cross-entropies, finite floats >= 0, found "
+                f"{validation.shown(loss)}"
+            )
     return log

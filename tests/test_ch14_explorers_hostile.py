@@ -4,6 +4,7 @@ drawn, models no explorer can use refused by name, and drawing_figure naming wha
 hold."""
 
 import copy
+import io
 import re
 
 import numpy as np
@@ -21,8 +22,11 @@ from helpers.vision_models import (
 from helpers.widgets import CanvasExplorer, DrawingExplorer
 from helpers.widgets.ch14_attention_across_modalities import (
     cell_mass,
+    compose_canvas,
     drawing_figure,
+    first_test_images,
     layout_text,
+    most_attended_cell,
     parse_layout,
     read_with_attention,
 )
@@ -260,3 +264,92 @@ def test_drawing_figure_says_what_a_view_holds():
 def test_drawing_figure_draws_every_view_the_pad_can_show(view, change):
     figure = drawing_figure(change(copy.deepcopy(view)))
     assert len(figure.axes) >= 2
+
+
+# A second hostile pass: typed '$' reached matplotlib's mathtext, a view without a title, ints
+# too large to print, and attention that cannot be weights answered with a number
+
+
+def test_a_drawing_quoting_a_dollar_sign_is_drawn_with_its_problem(tiny):
+    explorer = DrawingExplorer(models=tiny)
+    explorer.draw([[["$\\frac{", "$"]]])
+    assert "stroke 0 holds" in explorer.live.view["problem"]
+    assert explorer._repr_png_()[:4] == b"\x89PNG"
+    view = dict(explorer.live.view, problem=None)
+    token = dict(view["tokens"][0], label="$\\frac{$")
+    drawing_figure({**view, "tokens": [token]}).savefig(io.BytesIO(), format="png")
+
+
+def test_a_view_whose_title_is_none_is_drawn(tiny):
+    view = DrawingExplorer(SEVEN_AND_ONE, models=tiny).live.view
+    drawing_figure({**view, "title": None}).savefig(io.BytesIO(), format="png")
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda tiny: CanvasExplorer(canvas=10**5000, models=tiny), "canvas must be one of"),
+        (lambda tiny: CanvasExplorer(token=10**5000, models=tiny), "token a int too large"),
+        (
+            lambda tiny: drawing_figure(
+                {**DrawingExplorer(models=tiny).live.view, "pad": {"size": 96, "cells": 10**5000}}
+            ),
+            "cells must be at most 32",
+        ),
+    ],
+    ids=["canvas", "token", "view cells"],
+)
+def test_numbers_too_large_to_print_are_refused_by_name(tiny, call, words):
+    with pytest.raises(ValueError, match=words):
+        call(tiny)
+
+
+UNIFORM = torch.full((36,), 1 / 36)
+
+
+@pytest.mark.parametrize(
+    ("attention", "words"),
+    [
+        (torch.empty(36, device="meta"), "meta device"),
+        (torch.full((36,), float("nan")), "hold NaN"),
+        (-UNIFORM, "each in 0..1"),
+        (UNIFORM * 10, "sums to 10"),
+    ],
+    ids=["meta", "nan", "negative", "times ten"],
+)
+def test_cell_mass_refuses_what_cannot_be_attention_weights(attention, words):
+    for call in (lambda: cell_mass(attention, 0), lambda: most_attended_cell(attention)):
+        with pytest.raises(ValueError, match=words):
+            call()
+
+
+def test_cell_mass_of_uniform_attention_is_a_ninth():
+    assert cell_mass(UNIFORM, 4) == pytest.approx(1 / 9)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda tiny: compose_canvas(torch.tensor([10] * 9), first_test_images()),
+            r"digits must be \(9,\) labels -1..9",
+        ),
+        (
+            lambda tiny: compose_canvas(torch.full((9,), -1), torch.zeros(9, 1, 8, 8)),
+            r"\(10, 1, 8, 8\)",
+        ),
+        (lambda tiny: layout_text([7, -1]), "digits must be a torch.Tensor"),
+        (lambda tiny: layout_text(torch.tensor([7, -1])), r"shape \(2,\)"),
+        (
+            lambda tiny: DrawingExplorer(models=tiny).naming(
+                torch.zeros(1, 1, 16, 16, dtype=torch.float64)
+            ),
+            r"image must be a float64 canvas \(1, 1, 24, 24\)",
+        ),
+        (lambda tiny: DrawingExplorer(models=tiny).accept(None), "got a NoneType"),
+    ],
+    ids=["compose 10", "compose images", "layout list", "layout short", "naming", "accept"],
+)
+def test_the_explorers_helpers_refuse_bad_input_by_name(tiny, call, words):
+    with pytest.raises((ValueError, TypeError), match=words):
+        call(tiny)

@@ -168,7 +168,7 @@ def test_a_scribble_gets_an_answer_not_an_error(explorer):
         assert all(0 <= w <= 1 for w in token["attention"])
     for guess in view["guesses"]:
         assert 0 <= guess["guess"] <= 9 and 0.1 <= guess["probability"] <= 1
-    explorer.draw([[[0, 0], [96, 96], [0, 96], [96, 0], [0, 0]] * 50])  # ink everywhere
+    explorer.draw([[[0, 0], [96, 96], [0, 96], [96, 0], [0, 0]] * 15])  # ink everywhere
     assert "problem" not in explorer.live.view and len(explorer.live.view["guesses"]) == 9
 
 

@@ -3,6 +3,8 @@ F.unfold, the 2-D sinusoidal encoding, canvases of digits in the cells of a grid
 patches of each cell."""
 
 import gzip
+import math
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import torch.nn.functional as F
 from helpers.positional import sinusoidal_encoding
 from helpers.vision import (
     DIGITS,
+    MOST_PEN_CELLS,
     MOST_STROKE_POINTS,
     PEN_RADIUS,
     Canvases,
@@ -655,12 +658,35 @@ def test_hostile_strokes_are_refused_by_name(strokes, error, words):
         rasterise_strokes(strokes)
 
 
-def test_the_largest_drawing_allowed_is_rasterised():  # 20,000 points, each segment long
-    corners = [[[0, 0], [96, 96], [96, 0], [0, 96]] * (MOST_STROKE_POINTS // 4)]
-    inked = rasterise_strokes(corners)
-    np.testing.assert_array_equal(
-        inked.numpy(), inked_by_distance([corners[0][:5]], 96, PEN_RADIUS)
-    )
+def _pieces_allowed() -> int:
+    """Segments 2 cells long (one piece each) the default pen may ink: MOST_PEN_CELLS over the
+    cells examined round each piece, 2 (reach + 1) + 1 across."""
+    window = 2 * (math.ceil(1 + PEN_RADIUS) + 1) + 1
+    return MOST_PEN_CELLS // window**2
+
+
+def test_the_longest_drawing_allowed_is_rasterised():
+    zigzag = [[[40, 40], [42, 40]] * (_pieces_allowed() // 2) + [[40, 40]]]
+    assert len(zigzag[0]) - 1 == _pieces_allowed()
+    inked = rasterise_strokes(zigzag)
+    np.testing.assert_array_equal(inked.numpy(), inked_by_distance([zigzag[0][:3]], 96, PEN_RADIUS))
+
+
+@pytest.mark.parametrize(
+    ("strokes", "size"),
+    [
+        ([[[40, 40], [42, 40]] * (_pieces_allowed() // 2) + [[40, 40], [42, 40]]], 96),
+        ([[[0, 0], [16384, 16384]] * 10000], 16384),  # 231 M pieces: 1.85 GB, then refused
+        ([[[0, 0], [4096, 4096]]] * 10000, 4096),
+        ([[[0, 0], [96, 96]] * 10000], 96),  # took 7.5 s
+    ],
+    ids=["one piece more", "16384", "4096", "96"],
+)
+def test_strokes_too_long_to_ink_in_a_second_are_refused_by_their_length(strokes, size):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"the strokes are [\d,]+ cells long in all"):
+        rasterise_strokes(strokes, size)
+    assert time.perf_counter() - start < 5
 
 
 @pytest.mark.parametrize(

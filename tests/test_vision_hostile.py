@@ -4,12 +4,15 @@ weights, damaged checkpoint logs, sizes nobody can allocate, and torch's global 
 which no helper may draw from behind the caller's back."""
 
 import gzip
+import time
 from dataclasses import asdict
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
+from helpers import vision_models
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
     MAX_INK,
@@ -33,19 +36,26 @@ from helpers.vision_models import (
     DigitFinder,
     PatchEmbedding,
     VisionTransformer,
+    VitRecipe,
+    cell_masks,
+    check_model,
     evaluate_finder,
     evaluate_reader,
     evaluate_vit,
+    finder_loss,
     finder_questions,
     finder_test_set,
     float64_copy,
     load_vision_models,
     read_canvas,
+    reader_loss,
     reader_sequences,
     reader_test_set,
     reading_order,
     row_entropy,
+    same_cell_mask,
     vit_attention_entropy,
+    vit_loss,
 )
 
 
@@ -266,7 +276,7 @@ def test_cell_patches_names_each_problem_and_refuses_a_grid_beyond_memory():
     with pytest.raises(ValueError, match=r"patch_size must divide a cell's 8 pixels, got 3"):
         cell_patches(0, 3, 3)
     for grid in (2**63, 10**30, 10**9):  # 2**63 overflowed in torch.arange
-        with pytest.raises(ValueError, match=r"a canvas of .* cells would hold"):
+        with pytest.raises(ValueError, match=r"a canvas of .* cells across would hold"):
             cell_patches(0, grid, 4)
 
 
@@ -431,7 +441,7 @@ def saved_contents() -> dict:
         (lambda log: log["step"].__setitem__(-1, 10**9), "every 50 of 1500, and the last"),
         (lambda log: log["step"].pop(), "every 50 of 1500, and the last"),
         (lambda log: log["loss"].pop(), "one loss per logged step"),
-        (lambda log: log["loss"].__setitem__(0, "1.0"), "losses should be numbers only"),
+        (lambda log: log["loss"].__setitem__(0, "1.0"), "finite floats >= 0, found '1.0'"),
     ],
     ids=["a float step", "a negative step", "a whole float step", "steps reversed",
          "a step beyond the recipe", "a step missing", "a loss missing", "a loss as text"],
@@ -532,3 +542,185 @@ def test_the_float64_copy_is_the_model_in_float64_and_leaves_it_alone(models):
 
 def test_numpy_sizes_pass_through_the_size_checks():
     assert sinusoidal_2d(np.int32(2), np.int64(3), np.int16(8)).shape == (6, 8)
+
+
+# A second hostile pass: ints too large to print reached f-strings (Python's "Exceeds the limit
+# (4300 digits)"), patch sizes beyond torch's long long, 1.000001 printed as 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda digits: patchify(torch.zeros(1, 1, 8, 8), 10**5000),
+        lambda digits: unpatchify(torch.zeros(1, 4, 16), 4, (10**5000, 8)),
+        lambda digits: sinusoidal_2d(10**5000, 1, 4),
+        lambda digits: make_canvases(digits, 10**5000),
+        lambda digits: make_canvases(digits, 2, grid=10**5000),
+        lambda digits: make_canvases(digits, 2, grid=10**5000, distinct=False),
+        lambda digits: cell_patches(0, 10**5000, 4),
+        lambda digits: ink_counts(torch.zeros(8, 8, dtype=torch.bool), 10**5000),
+        lambda digits: patchify(torch.zeros(1, 1, 0, 0), 2**63),
+        lambda digits: patchify(torch.zeros(1, 1, 0, 0), 2**40),
+        lambda digits: ink_counts(torch.zeros(0, 0, dtype=torch.bool), 10**5000),
+    ],
+    ids=[
+        "patchify", "unpatchify", "sinusoidal_2d", "canvases count", "canvases grid",
+        "canvases grid repeats", "cell_patches", "ink_counts", "patch 2**63", "patch 2**40",
+        "empty ink_counts",
+    ],
+)  # fmt: skip
+def test_sizes_too_large_are_refused_by_name(test_digits, call):
+    with pytest.raises(ValueError, match=r"would hold more than 2\^28"):
+        call(test_digits)
+
+
+def test_an_empty_image_is_still_cut_into_no_patches():
+    assert patchify(torch.zeros(1, 1, 0, 0), 2).shape == (1, 0, 4)
+
+
+def test_a_pixel_just_above_1_is_printed_with_all_its_digits():
+    with pytest.raises(ValueError, match=r"got values from 1\.0000009\d* to 1\.0000009"):
+        check_pixels(torch.ones(1, 1, 8, 8) * (1 + 1e-6))
+
+
+# Silent wrong results and poor errors of vision_models
+
+
+def test_uint8_cells_are_refused_not_read_as_a_mask(models):
+    canvases, words, cells = finder_test_set(200)
+    index = (cells != 0).nonzero().flatten()[:9]
+    nine = Canvases(canvases.images[index], canvases.digits[index], 3)
+    with pytest.raises(ValueError, match="int64 or int32 cell indices.*got torch.uint8"):
+        evaluate_finder(models["finder"], nine, words[index], cells[index].to(torch.uint8))
+    as_int32 = evaluate_finder(models["finder"], nine, words[index], cells[index].int())
+    assert as_int32 == evaluate_finder(models["finder"], nine, words[index], cells[index])
+
+
+def test_sparse_cells_are_refused_by_name(models):
+    canvases, words, cells = finder_test_set(5)
+    with pytest.raises(ValueError, match="cells must be a dense tensor"):
+        evaluate_finder(models["finder"], canvases, words, cells.to_sparse())
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda c: c["weights"]["vit"].update(
+                {"head.bias": torch.full((10,), 1e39, dtype=torch.float64)}
+            ),
+            "weight head.bias holds values beyond float32's range",
+        ),
+        (
+            lambda c: c["weights"]["vit"].update(
+                {"head.bias": torch.full((10,), 1e300, dtype=torch.float64)}
+            ),
+            "weight head.bias holds values beyond float32's range",
+        ),
+        (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, -3.0), "found -3.0"),
+        (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, 10**400), "found 1000"),
+        (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, 2), "finite floats >= 0, found 2"),
+    ],
+    ids=["weight 1e39", "weight 1e300", "loss -3", "loss 10**400", "loss int"],
+)
+def test_a_crafted_file_the_models_cannot_use_is_refused(tmp_path, saved_contents, change, words):
+    contents = {
+        "recipes": saved_contents["recipes"],
+        "weights": {name: dict(weights) for name, weights in saved_contents["weights"].items()},
+        "logs": {
+            name: {key: list(values) for key, values in log.items()}
+            for name, log in saved_contents["logs"].items()
+        },
+    }
+    change(contents)
+    path = tmp_path / "models.pt"
+    torch.save(contents, path)  # save_checkpoint refuses some of these: the checksum is right
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match=words):
+        load_vision_models(path)
+
+
+def test_a_crafted_recipe_of_many_blocks_is_refused_before_anything_is_built(
+    tmp_path, saved_contents, monkeypatch
+):
+    recipes = dict(saved_contents["recipes"])
+    recipes["reader"] = dict(recipes["reader"], d_model=4, num_heads=1, d_ff=1)
+    recipes["reader"]["decoder_layers"] = 100_000
+    path = tmp_path / "models.pt"
+    torch.save({**saved_contents, "recipes": recipes}, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    built = []
+    monkeypatch.setattr(vision_models, "build", lambda recipe: built.append(recipe))
+    with pytest.raises(CheckpointError, match="decoder_layers must be at most 64 blocks"):
+        load_vision_models(path)
+    assert built == []  # not even the vit, whose recipe comes first
+
+
+def test_logits_that_overflow_are_refused_not_returned_as_nan(models, canvases):
+    reader = models["reader"]
+    memory = reader.encode(canvases.images).detach() * 1e30
+    with pytest.raises(ValueError, match="the logits overflow to inf or NaN"):
+        reader.decode(torch.full((len(canvases), 1), BOS), memory)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: VisionTransformer(4, 1, 200_000, 1),
+        lambda: DigitFinder(4, 200_000, 1, 3),
+        lambda: CanvasReader(4, 1, 1, 200_000, 1),
+        lambda: CanvasReader(4, 1, 200_000, 1, 1),
+        lambda: VitRecipe(num_layers=65),
+    ],
+    ids=["vit", "finder", "reader decoder", "reader encoder", "recipe"],
+)
+def test_more_than_64_blocks_are_refused_at_once(call):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="must be at most 64 blocks"):
+        call()
+    assert time.perf_counter() - start < 1
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda m: float64_copy(None), TypeError, "model must be one of VisionTransformer"),
+        (lambda m: float64_copy(nn.Linear(2, 2)), TypeError, "got Linear"),
+        (lambda m: check_model(m["vit"], "x"), TypeError, "kind must be one of"),
+        (lambda m: reader_loss(m["reader"], VitRecipe(), *_loss_inputs()), TypeError, "Reader"),
+        (lambda m: vit_loss(m["vit"], None, *_loss_inputs()), TypeError, "got NoneType"),
+        (lambda m: finder_loss(m["finder"], VitRecipe(), *_loss_inputs()), TypeError, "Finder"),
+    ],
+    ids=["copy None", "copy Linear", "check_model kind", "reader_loss", "vit_loss", "finder_loss"],
+)
+def test_the_wrong_kind_of_argument_is_refused_by_name(models, call, error, words):
+    with pytest.raises(error, match=words):
+        call(models)
+
+
+def _loss_inputs() -> tuple:
+    return load_digits()[0], torch.Generator().manual_seed(0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: VisionTransformer(10**5000, 1, 1, 1),
+        lambda m: VisionTransformer(8, 1, 1, 10**5000),
+        lambda m: DigitFinder(10**5000),
+        lambda m: PatchEmbedding(10**5000, 8),
+        lambda m: cell_masks(10**5000),
+        lambda m: same_cell_mask(10**5000),
+        lambda m: evaluate_reader(m["reader"], reader_test_set(5), 10**5000),
+        lambda m: finder_test_set(10**5000),
+        lambda m: VitRecipe(num_layers=10**5000),
+        lambda m: VitRecipe(steps=10**5000),
+    ],
+    ids=[
+        "vit d_model", "vit d_ff", "finder", "patch embedding", "cell_masks", "same_cell_mask",
+        "evaluate_reader layer", "finder_test_set", "recipe layers", "recipe steps",
+    ],
+)  # fmt: skip
+def test_ints_too_large_to_print_are_refused_by_name(models, call):
+    with pytest.raises(ValueError, match="too large to print"):
+        call(models)

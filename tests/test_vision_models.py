@@ -511,9 +511,9 @@ def test_images_that_are_not_finite_are_refused_not_answered_with_nan(call, bad)
         ),  # fmt: skip
         (lambda: ReaderRecipe(encoder_layers=0), "encoder_layers must be a whole number >= 1"),
         (lambda: VitRecipe(d_model=2**31 - 4, num_heads=1), r"more than 2\^26"),
-        (lambda: VitRecipe(num_layers=2**30), r"more than 2\^26"),
+        (lambda: VitRecipe(num_layers=2**30), "at most 64 blocks"),
         (lambda: FinderRecipe(d_ff=2**31 - 1), r"more than 2\^26"),
-        (lambda: VisionTransformer(8, 2, 10**12, 8), r"more than 2\^26"),
+        (lambda: VisionTransformer(8, 2, 10**12, 8), "at most 64 blocks"),
         (lambda: VisionTransformer(2**40, 2, 1, 8), r"more than 2\^26"),
         (lambda: CanvasReader(8, 2, 1, 1, 8, 10**5), "grid must be at most 32"),
         (lambda: DigitFinder(8, 1, 8, 33), "grid must be at most 32"),
@@ -558,7 +558,7 @@ def test_a_saved_recipe_too_large_to_build_is_a_checkpoint_error(tmp_path):
     from helpers.checkpoints import save_checkpoint
 
     contents = torch.load(vision_models.SAVED_MODELS, weights_only=True)
-    contents["recipes"]["vit"]["num_layers"] = 2**30
+    contents["recipes"]["vit"]["d_ff"] = 2**30
     save_checkpoint(tmp_path / "huge.pt", contents)
     with pytest.raises(CheckpointError, match=r"recipe is not a valid one .*more than 2\^26"):
         load_vision_models(tmp_path / "huge.pt")

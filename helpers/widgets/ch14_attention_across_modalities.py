@@ -24,6 +24,7 @@ from helpers.vision import (
     MAX_INK,
     PIXELS,
     cell_patches,
+    check_pixels,
     check_strokes,
     ink_counts,
     load_digits,
@@ -34,6 +35,7 @@ from helpers.vision_models import (
     BOS,
     EOS,
     GRID,
+    LARGEST_GRID,
     PAD,
     PATCH,
     CanvasReader,
@@ -93,7 +95,7 @@ class CanvasExplorer(Explorer):
         if canvas >= TEST_CANVASES:
             raise ValueError(
                 f"canvas must be one of the first {TEST_CANVASES} test canvases, "
-                f"0..{TEST_CANVASES - 1}, got {canvas}"
+                f"0..{TEST_CANVASES - 1}, got {validation.shown(canvas)}"
             )
         if not isinstance(word, str) or word not in DIGIT_WORDS:
             raise ValueError(f"word must be one of {list(DIGIT_WORDS)}, got {word!r:.80}")
@@ -123,13 +125,13 @@ class CanvasExplorer(Explorer):
             if token > CELLS:  # the reader writes at most a digit per cell and <eos>
                 raise ValueError(
                     f"token must be a read-out token 0..{CELLS}: the reader writes at most "
-                    f"{CELLS + 1} tokens, got {token}"
+                    f"{CELLS + 1} tokens, got {validation.shown(token)}"
                 ) from None
             written = token + 1
         if token >= written:
             raise ValueError(
-                f"token {token} is beyond the read-out: the reader writes {written} tokens on "
-                f"this canvas, 0..{written - 1}"
+                f"token {validation.shown(token)} is beyond the read-out: the reader writes "
+                f"{written} tokens on this canvas, 0..{written - 1}"
             )
         controls = {
             "mode": widgets.ToggleButtons(options=MODES, value=mode, description="mode"),
@@ -472,12 +474,18 @@ def parse_layout(text: str) -> torch.Tensor:
 def layout_text(digits: torch.Tensor) -> str:
     """(9,) labels in reading order, -1 where empty, as parse_layout reads them, e.g.
     "7 . . . 3 . . . 1"."""
+    _check_layout(digits)
     return " ".join("." if digit < 0 else str(digit) for digit in digits.tolist())
 
 
 def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """(1, 1, 24, 24) float64: images[d] (the digit d's image, (10, 1, 8, 8)) in each cell
     whose label is d, black where it is -1."""
+    _check_layout(digits)
+    if not isinstance(images, torch.Tensor) or tuple(images.shape) != (10, 1, PIXELS, PIXELS):
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"images must be a tensor (10, 1, 8, 8), one per digit, got {got}")
+    check_pixels(images, "images", "(10, 1, 8, 8)")
     canvas = torch.zeros(1, 1, SIDE, SIDE, dtype=torch.float64)
     for cell, digit in enumerate(digits.tolist()):
         if digit >= 0:
@@ -488,6 +496,27 @@ def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
             )
             canvas[0, :, rows, cols] = images[digit]
     return canvas
+
+
+def _check_layout(digits: object) -> None:
+    """digits is a canvas's layout as parse_layout makes it: a (9,) integer tensor of labels
+    -1..9 in reading order."""
+    shape = f"({CELLS},) labels -1..9 in reading order, -1 where empty"
+    validation.tensor(digits, "digits", shape)
+    if (
+        tuple(digits.shape) != (CELLS,)
+        or digits.is_meta
+        or digits.layout != torch.strided
+        or digits.is_floating_point()
+        or digits.is_complex()
+        or digits.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"digits must be an integer tensor {shape}, got {digits.dtype} of shape "
+            f"{tuple(digits.shape)}{' on the meta device' if digits.is_meta else ''}"
+        )
+    if int(digits.min()) < -1 or int(digits.max()) > 9:
+        raise ValueError(f"digits must be {shape}, got {digits.tolist()}")
 
 
 def _check_distinct(digits: torch.Tensor) -> None:
@@ -508,6 +537,7 @@ def cell_mass(attention: torch.Tensor, cell: int) -> float:
             f"attention must be a tensor ({PATCHES},), a weight per patch, got "
             f"{validation.shown(got)}"
         )
+    validation.attention_weights(attention, "attention", f"({PATCHES},)")
     return float(attention[cell_patches(cell, GRID, PATCH)].sum())
 
 
@@ -642,11 +672,13 @@ class DrawingExplorer(DirectExplorer):
         self.draw([])
 
     def accept(self, request: dict) -> None:
-        if "strokes" not in request:
-            raise ValueError(
-                "expected {'strokes': [[[x, y], ...], ...]}, got the keys "
-                f"{sorted(str(key) for key in request if key != 'seq')!r:.80}"
+        if not isinstance(request, dict) or "strokes" not in request:
+            got = (
+                f"the keys {sorted(str(key) for key in request if key != 'seq')!r:.80}"
+                if isinstance(request, dict)
+                else f"a {type(request).__name__}"
             )
+            raise ValueError(f"expected {{'strokes': [[[x, y], ...], ...]}}, got {got}")
         self.strokes = _kept_strokes(request["strokes"])
 
     @torch.no_grad()
@@ -686,6 +718,14 @@ class DrawingExplorer(DirectExplorer):
     def naming(self, image: torch.Tensor) -> tuple[list[int], torch.Tensor]:
         """(the cells with ink, in reading order; the ViT's probabilities of the ten digits for
         each, (cells, 10))."""
+        shape = f"(1, 1, {SIDE}, {SIDE})"
+        validation.tensor(image, "image", shape)
+        if tuple(image.shape) != (1, 1, SIDE, SIDE) or image.dtype != torch.float64:
+            raise ValueError(
+                f"image must be a float64 canvas {shape}, ink counts / MAX_INK, got "
+                f"{image.dtype} of shape {tuple(image.shape)}"
+            )
+        check_pixels(image, "image", shape)
         cells = image[0, 0].reshape(GRID, PIXELS, GRID, PIXELS).transpose(1, 2)  # (3, 3, 8, 8)
         cells = cells.reshape(CELLS, 1, PIXELS, PIXELS)  # (9, 1, 8, 8) in reading order
         inked = (cells.flatten(1) > 0).any(1).nonzero().flatten().tolist()
@@ -782,8 +822,8 @@ def drawing_figure(view: dict) -> Figure:
             painted[0, 0].numpy(), cmap="Reds", vmin=0, vmax=top, interpolation="nearest",
             alpha=0.65 * painted[0, 0].clamp(max=top).numpy() / top,
         )  # fmt: skip
-        figure.colorbar(
-            overlay, ax=seen, shrink=0.8, label=f"attention as it writes {tokens[0]['label']}"
+        figure.colorbar(overlay, ax=seen, shrink=0.8).set_label(
+            f"attention as it writes {tokens[0]['label']}", parse_math=False
         )
     for ax, extent in ((drawn, size), (seen, side)):
         for edge in range(1, cells):
@@ -801,12 +841,13 @@ def drawing_figure(view: dict) -> Figure:
     seen.set_title("what the models see: ink per 4 x 4 block, 0..16", fontsize=10)
     seen.set_xlabel("column (pixels)")
     seen.set_ylabel("row (pixels)")
-    title = view.get("title", "")
+    title = view.get("title") or ""
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
     figure.suptitle(
-        textwrap.fill(title, 110), fontsize=10, color="tab:red" if view.get("problem") else "black"
-    )
+        textwrap.fill(title, 110), fontsize=10, color="tab:red" if view.get("problem") else "black",
+        parse_math=False,  # the text may quote a typed '$'
+    )  # fmt: skip
     return figure
 
 
@@ -831,6 +872,10 @@ def _check_view(view: object) -> tuple[int, int]:
         raise ValueError(f"{VIEW}; {lacks}")
     size = validation.whole_number(pad["size"], "the view's pad size")
     cells = validation.whole_number(pad["cells"], "the view's pad cells")
+    if cells > LARGEST_GRID:
+        raise ValueError(
+            f"{VIEW}; its pad's cells must be at most {LARGEST_GRID}, got {validation.shown(cells)}"
+        )
     side = cells * PIXELS
     counts = view["counts"]
     rows_ok = isinstance(counts, list) and len(counts) == side
