@@ -445,6 +445,35 @@ class KeyValueCache:
     def __len__(self) -> int:
         return 0 if self.keys is None else self.keys.shape[2]
 
+    def held_shape(self, name: str = "cache") -> tuple[int, ...] | None:
+        """The shape (B, heads, positions, d_head) of the keys and values held, None when
+        empty, after checking that both are held, as tensors with numbers, of one shape."""
+        if self.keys is None and self.values is None:
+            return None
+        for part in ("keys", "values"):
+            value = getattr(self, part)
+            if (
+                not isinstance(value, torch.Tensor)
+                or value.is_meta
+                or value.layout != torch.strided
+                or value.dim() != 4
+            ):
+                found = (
+                    f"a {'meta' if value.is_meta else value.layout} tensor {tuple(value.shape)}"
+                    if isinstance(value, torch.Tensor)
+                    else type(value).__name__
+                )
+                raise ValueError(
+                    f"{name} must hold {part} (B, heads, positions, d_head) with numbers, or "
+                    f"nothing (a new KeyValueCache()), got {found}"
+                )
+        if self.keys.shape != self.values.shape:
+            raise ValueError(
+                f"{name} holds keys {tuple(self.keys.shape)} and values "
+                f"{tuple(self.values.shape)}: one shape, one value per key"
+            )
+        return tuple(self.keys.shape)
+
     @property
     def nbytes(self) -> int:
         """The bytes of the keys and values held: 2 x B x heads x positions x d_head x size."""

@@ -5,6 +5,7 @@ and every number in it is finite. Anything else is one clear CheckpointError.
 """
 
 import hashlib
+import io
 import math
 import os
 import pickle
@@ -52,17 +53,31 @@ def savable_path(path: object) -> Path:
 
 
 def save_checkpoint(path: str | Path, contents: dict) -> None:
-    """torch.save(contents) to path, and its SHA-256 to path.sha256."""
+    """torch.save(contents) to path, and its SHA-256 to path.sha256; only what load_checkpoint
+    loads: tensors, numbers, strings, lists and dicts, every number finite."""
     path = savable_path(path)
     if not isinstance(contents, dict):
         raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
+    bad = _non_finite(contents, "checkpoint")
+    if bad:
+        raise CheckpointError(
+            f"cannot save {path}: load_checkpoint refuses {', '.join(bad[:3])}, which would hold "
+            f"inf, NaN or no numbers (float16 makes inf of numbers beyond 65,504)"
+        )
+    written = io.BytesIO()
     try:
-        torch.save(contents, path)
-    except (AttributeError, TypeError, RuntimeError, pickle.PicklingError) as error:
+        torch.save(contents, written)
+        written.seek(0)
+        torch.load(written, map_location="cpu", weights_only=True)  # what loading will read
+    except (AttributeError, TypeError, RuntimeError, pickle.PickleError) as error:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        reason = next((line for line in lines if "Unpickler error:" in line), lines[0])
+        reason = reason.split("Unpickler error:")[-1].split(". Please use")[0].strip()[:200]
         raise CheckpointError(
             f"cannot save {path}: contents must hold only tensors, numbers, strings, lists and "
-            f"dicts ({error})"
+            f"dicts, which load_checkpoint reads back ({reason})"
         ) from None
+    path.write_bytes(written.getvalue())
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
 
 

@@ -29,7 +29,16 @@ from helpers.checkpoints import (
     load_weights,
     save_checkpoint,
 )
-from helpers.gpt import GPT, GPTConfig, generate
+from helpers.gpt import (
+    GPT,
+    LARGEST_TENSOR,
+    GPTConfig,
+    ReadPrompt,
+    check_forward_size,
+    check_tensor,
+    generate,
+    shown_count,
+)
 from helpers.masks import causal_mask
 from helpers.training import learning_rate_factor
 from helpers.translation import (
@@ -58,8 +67,13 @@ FRAMING = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}  # ids that frame 
 
 
 def check_separator(separator_id: object) -> int:
-    """<sep>'s id as an int: a whole number that is none of <pad>, <bos>, <eos>."""
+    """<sep>'s id as an int: a whole number an int64 tensor holds, none of <pad>, <bos>,
+    <eos>."""
     separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
+    if separator_id >= 2**63:
+        raise ValueError(
+            f"separator_id must be an id below 2^63 (int64), got {validation.shown(separator_id)}"
+        )
     if separator_id in FRAMING:
         raise ValueError(
             f"separator_id must be its own token, got {separator_id}, the id of "
@@ -154,8 +168,16 @@ def _id_rows(rows: object, name: str, separator_id: int) -> list[list[int]]:
         if isinstance(row, str | bytes) or not isinstance(row, list | tuple):
             raise TypeError(f"{name}[{index}] must be a list of token ids, got {row!r:.40}")
         for token in row:
-            if isinstance(token, bool) or not isinstance(token, numbers.Integral) or token < 0:
-                raise ValueError(f"{name}[{index}] must hold ids >= 0, got {token!r:.40}")
+            if isinstance(token, bool) or not isinstance(token, numbers.Integral):
+                raise ValueError(
+                    f"{name}[{index}] must hold whole-number ids (int), got "
+                    f"{validation.shown(token):.40} ({type(token).__name__})"
+                )
+            if not 0 <= token < 2**63:  # what an int64 tensor holds
+                raise ValueError(
+                    f"{name}[{index}] must hold ids from 0 to 2^63 - 1 (int64), got "
+                    f"{validation.shown(token):.40}"
+                )
             if token in special:
                 raise ValueError(
                     f"{name}[{index}] holds {special[token]} ({token}): the sentence's own "
@@ -170,7 +192,7 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
     loss) at the padding and, when over="answer", at every position before <sep> as well, so
     that only the French tokens and the closing <eos> are scored (a row with no <sep> scores
     nothing: training_loss refuses it)."""
-    validation.tensor(sequences, "sequences", "(B, T)")
+    check_tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
     if sequences.is_floating_point() or sequences.is_complex() or sequences.dtype == torch.bool:
@@ -191,7 +213,7 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
     """(B, size, size), True = may attend: causal, except that every position of a row's
     prompt (its first prompt_lengths[b] positions) may also read the whole prompt."""
     size = validation.whole_number(size, "size")
-    validation.tensor(prompt_lengths, "prompt_lengths", "(B,)")
+    check_tensor(prompt_lengths, "prompt_lengths", "(B,)")
     if (
         prompt_lengths.dim() != 1
         or prompt_lengths.is_floating_point()
@@ -202,8 +224,15 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
             f"prompt_lengths must be whole numbers (B,), got {prompt_lengths.dtype} "
             f"{tuple(prompt_lengths.shape)}"
         )
+    if len(prompt_lengths) * size * size > LARGEST_TENSOR:
+        raise ValueError(
+            f"a mask of {len(prompt_lengths):,} x {shown_count(size)} x {shown_count(size)} would "
+            f"hold more than {LARGEST_TENSOR:,} entries: size is the length of one sequence"
+        )
     if ((prompt_lengths < 0) | (prompt_lengths > size)).any():
-        raise ValueError(f"prompt_lengths must lie in 0..{size}, got {prompt_lengths.tolist()}")
+        raise ValueError(
+            f"prompt_lengths must lie in 0..{size}, got {validation.shown(prompt_lengths.tolist())}"
+        )
     positions = torch.arange(size, device=prompt_lengths.device)
     in_prompt = positions[None, :] < prompt_lengths[:, None]  # (B, size)
     both_in_prompt = in_prompt[:, :, None] & in_prompt[:, None, :]  # (B, queries, keys)
@@ -221,10 +250,26 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
 
 
 def _check_state(state: object) -> dict:
+    """A decoding state as start_state, decode_step and select make it: caches (a list),
+    last (the prompts' last ids, (B,)) and step (the tokens decoded so far, >= 0)."""
     if not isinstance(state, dict) or not {"caches", "last", "step"} <= set(state):
         found = sorted(state) if isinstance(state, dict) else type(state).__name__
         raise TypeError(
             f"state must be the dict start_state made (caches, last, step), got {found}"
+        )
+    last, step = state["last"], state["step"]
+    if (
+        not isinstance(state["caches"], list | tuple)
+        or not isinstance(last, torch.Tensor)
+        or last.dim() != 1
+        or isinstance(step, bool)
+        or not isinstance(step, numbers.Integral)
+        or step < 0
+    ):
+        raise TypeError(
+            f"state must be the dict start_state made: caches a list, last the prompts' last "
+            f"ids (B,), step a count >= 0; got caches {type(state['caches']).__name__}, last "
+            f"{validation.shown(last):.40}, step {validation.shown(step):.20}"
         )
     return state
 
@@ -238,7 +283,8 @@ class DecoderOnlyTranslator(GPT):
         self.separator_id = check_separator(separator_id)
         if self.separator_id >= config.vocab_size:
             raise ValueError(
-                f"separator_id {separator_id} is outside the vocabulary of {config.vocab_size}"
+                f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
+                f"{config.vocab_size}"
             )
 
     def prompts(self, source: torch.Tensor) -> list[list[int]]:
@@ -285,8 +331,18 @@ class DecoderOnlyTranslator(GPT):
     @staticmethod
     def select(state: dict, rows: torch.Tensor) -> dict:
         """The state of the given rows (beams), caches included, in that order."""
-        _check_state(state)
-        validation.token_ids(rows, "rows", len(state["last"]), "(N,)", dim=1)
+        beams = len(_check_state(state)["last"])
+        check_tensor(rows, "rows", "(N,)")
+        if rows.dim() != 1 or rows.is_floating_point() or rows.is_complex() or not len(rows):
+            raise ValueError(
+                f"rows must be the beam rows to keep, (N,) whole numbers, N >= 1, got "
+                f"{rows.dtype} {tuple(rows.shape)}"
+            )
+        if rows.dtype == torch.bool or ((rows < 0) | (rows >= beams)).any():
+            raise ValueError(
+                f"rows must name beam rows 0..{beams - 1} of the state (it holds {beams}), got "
+                f"{validation.shown(rows.tolist())}"
+            )
         caches = []
         for cache in state["caches"]:
             chosen = type(cache)()
@@ -470,12 +526,6 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
     if not isinstance(history, dict):
         raise TypeError(f"history must be a dict, got {type(history).__name__}")
     weights = {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
-    unstorable = [key for key, weight in weights.items() if not weight.isfinite().all()]
-    if unstorable:
-        raise CheckpointError(
-            f"cannot save {path}: weights {', '.join(unstorable[:3])} hold NaN, inf or numbers "
-            f"beyond float16's 65,504, and the file could never be loaded"
-        )
     contents = {
         "config": asdict(model.config),
         "separator_id": model.separator_id,
@@ -506,18 +556,26 @@ def load_translator(
         )
     try:
         config = GPTConfig(**config)
-        with torch.device("meta"):  # counted before any memory is taken: a config may be huge
-            sized = DecoderOnlyTranslator(config, saved["separator_id"])
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    parameters = sum(p.numel() for p in sized.parameters())
+    parameters = config.parameter_count()  # counted before any memory is taken
     if parameters > MAX_CHECKPOINT_PARAMETERS:
         raise CheckpointError(
             f"{path}: its config asks for {parameters:,} parameters, more than a checkpoint of "
             f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
         )
-    model = DecoderOnlyTranslator(config, saved["separator_id"])
+    try:
+        model = DecoderOnlyTranslator(config, saved["separator_id"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{path}: its separator_id does not fit its config ({error})"
+        ) from None
     weights = float_weights(saved["weights"], path)
+    if TIED_COPY in weights:
+        raise CheckpointError(
+            f"{path}: it stores {TIED_COPY}, which is tokens.weight itself (tied, saved once): "
+            f"not a file save_translator wrote"
+        )
     if "tokens.weight" in weights:
         weights[TIED_COPY] = weights["tokens.weight"]
     load_weights(model, weights, path)
@@ -565,7 +623,7 @@ def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str
     vocab_size = tokenizer.get_vocab_size()
     if separator_id > vocab_size:  # in the vocabulary, or the id add_separator would give it
         raise ValueError(
-            f"separator_id {separator_id} is outside the tokenizer's vocabulary "
+            f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
             f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
         )
     if not isinstance(ids, list | tuple) or not all(
@@ -575,7 +633,8 @@ def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str
     outside = [t for t in ids if not 0 <= t < vocab_size and t != separator_id]
     if outside:
         raise ValueError(
-            f"ids hold {outside[0]}, outside the tokenizer's vocabulary 0..{vocab_size - 1}"
+            f"ids hold {validation.shown(outside[0])}, outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}"
         )
     ids = list(ids)
     if EOS_ID in ids:
@@ -600,9 +659,12 @@ def sample_texts(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int = 0,
+    read: ReadPrompt | None = None,
 ) -> list[str]:
     """`samples` continuations of one prompt (1, P), drawn together with a generator seeded
-    with `seed` (temperature 0: greedy, all the same), each cut at its first <eos>."""
+    with `seed` (temperature 0: greedy, all the same), each cut at its first <eos>. read:
+    gpt.read_prompt(model, prompt.expand(samples, -1)), kept to sample the same prompt again
+    without reading it again."""
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     check_tokenizer(tokenizer)
@@ -610,6 +672,9 @@ def sample_texts(
     if len(prompt) != 1:
         raise ValueError(f"prompt must be one row (1, P), got {tuple(prompt.shape)}")
     samples = validation.whole_number(samples, "samples")
+    max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
+    longest = prompt.shape[1] + max_new_tokens
+    check_forward_size(model.config, samples, prompt.shape[1], longest, "samples")
     generator = torch.Generator(prompt.device).manual_seed(validation.seed(seed))
     written = generate(
         model,
@@ -620,5 +685,6 @@ def sample_texts(
         top_p,
         generator,
         stop_id=EOS_ID,  # no need to write on once every sample has ended
+        read=read,
     )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
     return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]

@@ -7,6 +7,8 @@ embedding), and generate(): greedy decoding or sampling with temperature, top-k 
 with or without the key/value cache.
 """
 
+import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +19,9 @@ from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention
 from helpers.masks import causal_mask
 from helpers.transformer import PositionWiseFFN, Residual
+
+LARGEST_MODEL = 2**30  # parameters (4 GiB of float32); this series' largest GPT has 7.6 M
+LARGEST_TENSOR = 2**31  # numbers in one tensor of a forward pass (8 GiB of float32)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,25 @@ class GPTConfig:
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         only = validation.flag(self.attention_only, "attention_only")
         object.__setattr__(self, "attention_only", only)
+        if self.parameter_count() > LARGEST_MODEL:
+            sizes = ", ".join(
+                f"{name}={shown_count(getattr(self, name))}"
+                for name in ("vocab_size", "context_length", "d_model", "d_ff", "num_layers")
+            )
+            raise ValueError(
+                f"this config asks for {shown_count(self.parameter_count())} parameters, more "
+                f"than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32): a size "
+                f"is mistyped ({sizes})"
+            )
+
+    def parameter_count(self) -> int:
+        """The parameters GPT(self) holds, counted before any is made (the output layer is
+        the token embedding: counted once)."""
+        d = self.d_model
+        attention = 4 * (d * d + d) + 2 * d  # W_q, W_k, W_v, W_o with biases; a LayerNorm
+        ffn = 0 if self.attention_only else 2 * d * self.d_ff + self.d_ff + d + 2 * d
+        tables = (self.vocab_size + self.context_length) * d
+        return tables + self.num_layers * (attention + ffn) + 2 * d  # and the last LayerNorm
 
 
 class GPTBlock(nn.Module):
@@ -84,16 +108,19 @@ class GPT(nn.Module):
         self.output.weight = self.tokens.weight  # tied: one matrix reads and writes tokens
 
     def check_ids(self, ids: object, start: int = 0) -> torch.Tensor:
-        """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`."""
+        """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`, in
+        tensors of at most LARGEST_TENSOR numbers."""
         start = validation.whole_number(start, "start (positions already cached)", minimum=0)
+        if validation.tensor(ids, "ids", "(B, T)").dim() == 2:  # sized before it is read
+            if start + ids.shape[1] > self.config.context_length:
+                raise ValueError(
+                    f"{shown_count(start + ids.shape[1])} positions do not fit in the context "
+                    f"of {self.config.context_length}: keep the last {self.config.context_length}"
+                )
+            check_forward_size(self.config, ids.shape[0], ids.shape[1], start + ids.shape[1])
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, T)")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"ids must hold at least one token, got shape {tuple(ids.shape)}")
-        if start + ids.shape[1] > self.config.context_length:
-            raise ValueError(
-                f"{start + ids.shape[1]} positions do not fit in the context of "
-                f"{self.config.context_length}: keep the last {self.config.context_length}"
-            )
         if ids.device != self.tokens.weight.device:
             raise ValueError(
                 f"ids are on {ids.device} but the model is on {self.tokens.weight.device}"
@@ -108,17 +135,13 @@ class GPT(nn.Module):
     def features(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """What the output layer reads: (B, T, d_model), after the last LayerNorm. A training
         loop that scores only some positions turns only those into logits."""
-        if caches is not None and (
-            not isinstance(caches, list | tuple)
-            or len(caches) != len(self.blocks)
-            or not all(isinstance(cache, KeyValueCache) for cache in caches)
-        ):
-            raise ValueError(
-                f"caches must be a list of {len(self.blocks)} KeyValueCache, one per layer "
-                f"(model.new_caches()), got {caches!r:.80}"
-            )
-        start = 0 if caches is None else len(caches[0])
+        start, cached_rows = (0, None) if caches is None else self._check_caches(caches)
         self.check_ids(ids, start)
+        if cached_rows not in (None, ids.shape[0]):
+            raise ValueError(
+                f"the caches hold {cached_rows} rows but ids has {ids.shape[0]}: keep feeding "
+                f"the rows the caches were filled with (a new batch needs model.new_caches())"
+            )
         steps = ids.shape[1]
         where = torch.arange(start, start + steps, device=ids.device)  # (T,)
         x = self.dropout(self.tokens(ids) + self.positions(where))  # (B, T, d_model)
@@ -132,9 +155,105 @@ class GPT(nn.Module):
     def new_caches(self) -> list[KeyValueCache]:
         return [KeyValueCache() for _ in self.blocks]
 
+    def _check_caches(self, caches: object) -> tuple[int, int | None]:
+        """(positions cached, rows cached or None when empty), after checking that the caches
+        are one KeyValueCache per layer, each its own, that together hold the same positions
+        of the same rows, as this model's layers compute them."""
+        if (
+            not isinstance(caches, list | tuple)
+            or len(caches) != len(self.blocks)
+            or not all(isinstance(cache, KeyValueCache) for cache in caches)
+        ):
+            raise ValueError(
+                f"caches must be a list of {len(self.blocks)} KeyValueCache, one per layer "
+                f"(model.new_caches()), got {validation.shown(caches):.80}"
+            )
+        if len({id(cache) for cache in caches}) < len(caches):
+            raise ValueError(
+                "caches must be a new KeyValueCache for each layer, but one cache object "
+                "serves several layers ([KeyValueCache()] * n repeats one object): every "
+                "layer would append its keys to it; use model.new_caches()"
+            )
+        shapes = [cache.held_shape(f"caches[{layer}]") for layer, cache in enumerate(caches)]
+        if len(set(shapes)) > 1:
+            held = ", ".join(
+                f"layer {i}: {'empty' if s is None else s}" for i, s in enumerate(shapes)
+            )
+            raise ValueError(
+                f"every layer's cache must hold the same positions of the same rows, got "
+                f"{held[:300]}: caches from one model's passes, none emptied or cut"
+            )
+        if shapes[0] is None:
+            return 0, None
+        weight = self.tokens.weight
+        device = weight.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        dtype = dtype or weight.dtype
+        attention = self.blocks[0].attention
+        expected = (attention.num_kv_heads, self.config.d_model // self.config.num_heads)
+        held = caches[0].keys
+        if (shapes[0][1], shapes[0][3]) != expected or (held.dtype, held.device) != (
+            dtype,
+            weight.device,
+        ):
+            raise ValueError(
+                f"the caches hold keys {shapes[0]}, {held.dtype} on {held.device}; this model's "
+                f"layers make (B, {expected[0]}, positions, {expected[1]}), {dtype} on "
+                f"{weight.device}: caches of another model, or filled before a .to()"
+            )
+        return shapes[0][2], shapes[0][0]
+
     def attention_maps(self) -> list[torch.Tensor | None]:
         """Each layer's attention weights in the last forward pass: (B, heads, T, cached + T)."""
         return [block.attention.attention_weights for block in self.blocks]
+
+
+def check_forward_size(
+    config: GPTConfig, rows: int, positions: int, keys: int, name: str = "ids"
+) -> None:
+    """Refuse, before anything is made, a forward pass of `rows` x `positions` new positions
+    that read `keys` positions each, whose largest tensor (logits, the feed-forward's hidden
+    layer or the attention weights) would hold more than LARGEST_TENSOR numbers."""
+    widest = max(config.vocab_size, config.d_ff, config.d_model, config.num_heads * keys)
+    numbers = rows * positions * widest
+    if numbers > LARGEST_TENSOR:
+        raise ValueError(
+            f"{name}: {shown_count(rows)} rows x {shown_count(positions)} positions would make a "
+            f"tensor of {shown_count(numbers)} numbers (x {shown_count(widest)}: logits, "
+            f"feed-forward or attention weights), more than {LARGEST_TENSOR:,}: use fewer rows "
+            f"or positions"
+        )
+
+
+def shown_count(number: int) -> str:
+    """A count as a message shows it: 1,234,567, or about 10^40 where the digits would be
+    too many to read (or, past 4,300 of them, for Python to write)."""
+    return f"{number:,}" if number < 10**15 else f"about 10^{math.floor(math.log10(number))}"
+
+
+def check_tensor(value: object, name: str, shape: str) -> torch.Tensor:
+    """value itself if it is an ordinary (strided) tensor with numbers: not a meta tensor,
+    which has a shape and no numbers, nor a sparse one."""
+    validation.tensor(value, name, shape)
+    if value.is_meta or value.layout != torch.strided:
+        kind = "meta tensor (a shape without numbers)" if value.is_meta else f"{value.layout}"
+        raise ValueError(f"{name} must be an ordinary tensor {shape} with numbers, got a {kind}")
+    return value
+
+
+def check_logits(logits: object) -> torch.Tensor:
+    """logits (B, V), floating, each row with a finite logit, none NaN or +inf: a row a token
+    can be chosen from."""
+    check_tensor(logits, "logits", "(B, V)")
+    if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
+        raise ValueError(
+            f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
+        )
+    if logits.isnan().any() or logits.isposinf().any():
+        raise ValueError("logits hold NaN or +inf: no token can be chosen")
+    if not logits.isfinite().any(-1).all():
+        raise ValueError("a row of logits is all -inf: no token can be chosen")
+    return logits
 
 
 def _check_sampling(temperature, top_k, top_p, generator, vocab_size: int) -> tuple:
@@ -157,15 +276,7 @@ def next_token_probabilities(
     """logits (B, V) -> the distribution one token is drawn from (B, V): logits / temperature,
     only the top_k largest kept, then only the smallest set of most likely tokens whose
     probability reaches top_p (the most likely token always stays)."""
-    validation.tensor(logits, "logits", "(B, V)")
-    if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
-        raise ValueError(
-            f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
-        )
-    if logits.isnan().any() or logits.isposinf().any():
-        raise ValueError("logits hold NaN or +inf: no token can be drawn")
-    if not logits.isfinite().any(-1).all():
-        raise ValueError("a row of logits is all -inf: no token can be drawn")
+    check_logits(logits)
     temperature, top_k, top_p = _check_sampling(temperature, top_k, top_p, None, logits.shape[1])
     dtype = logits.dtype
     if temperature == 0:
@@ -178,12 +289,64 @@ def next_token_probabilities(
         scores = scores.masked_fill(~kept, float("-inf"))
     probabilities = scores.softmax(-1)
     if top_p is not None and top_p < 1:  # (top_p = 1 keeps every token)
-        ordered, order = probabilities.sort(dim=-1, descending=True)  # (B, V)
-        before = ordered.cumsum(-1) - ordered  # the mass of the more likely tokens
-        keep = torch.zeros_like(ordered, dtype=torch.bool).scatter(-1, order, before < top_p)
-        probabilities = probabilities.masked_fill(~keep, 0.0)
+        probabilities = probabilities.masked_fill(~_nucleus(probabilities, top_p), 0.0)
         probabilities = probabilities / probabilities.sum(-1, keepdim=True)
     return probabilities.to(dtype)
+
+
+def _nucleus(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(B, V) bool: the tokens kept while the probability of the more likely tokens before
+    them, in torch.sort's descending order, is below top_p. Only the most likely tokens are
+    put in order, as many as the nucleus needs (sorting all V takes twenty times as long),
+    and all of them where tokens of one probability straddle its edge: there the order
+    decides which of them stays."""
+    vocabulary, candidates = probabilities.shape[-1], min(64, probabilities.shape[-1])
+    while True:
+        if candidates == vocabulary:
+            ordered, order = probabilities.sort(dim=-1, descending=True)  # (B, V)
+        else:
+            ordered, order = probabilities.topk(candidates, dim=-1)  # the largest, in order
+        before = ordered.cumsum(-1) - ordered  # the mass of the more likely tokens
+        kept = before < top_p  # (B, candidates)
+        size = kept.sum(-1, keepdim=True)  # (B, 1): at least the most likely token
+        if candidates == vocabulary:
+            break
+        if (size < candidates).all() and torch.equal(kept, kept.cummin(-1).values):
+            last_in, first_out = ordered.gather(-1, size - 1), ordered.gather(-1, size)
+            if (last_in > first_out).all():  # no tie at an edge: any order keeps these
+                break
+            candidates = vocabulary  # a tie at an edge: torch.sort's order decides
+        else:  # a nucleus may be longer than the candidates
+            candidates = min(4 * candidates, vocabulary)
+    return torch.zeros_like(probabilities, dtype=torch.bool).scatter(-1, order, kept)
+
+
+@dataclass(frozen=True)
+class ReadPrompt:
+    """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them
+    and the logits (B, V) of the last position, in float64. Made by read_prompt."""
+
+    ids: torch.Tensor
+    caches: tuple[KeyValueCache, ...]
+    logits: torch.Tensor
+
+
+@torch.no_grad()
+def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
+    """What generate computes first from ids (B, T), kept so that writing from the same prompt
+    again (generate(..., read=...), another seed or temperature) skips reading it: the same
+    tokens, as long as the model has not changed since."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    model.check_ids(ids)
+    was_training = model.training
+    model.eval()
+    try:
+        caches = model.new_caches()
+        logits = model(ids, caches)[:, -1].double()  # (B, V)
+    finally:
+        model.train(was_training)
+    return ReadPrompt(ids.clone(), tuple(caches), logits)
 
 
 @torch.no_grad()
@@ -197,37 +360,52 @@ def generate(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
     stop_id: int | None = None,
+    read: ReadPrompt | None = None,
 ) -> torch.Tensor:
     """(B, T + max_new_tokens) ids, the prompt ids (B, T) first. temperature 0 is greedy
     (argmax); otherwise one token per row is drawn with torch.multinomial from
     next_token_probabilities(...). With and without the cache the tokens are the same; the
     cache only saves recomputing the earlier positions. With a stop_id (such as <eos>), the
     writing stops once every row has written it, and the places left are filled with it: a
-    row's tokens up to its first stop_id are the same as without."""
+    row's tokens up to its first stop_id are the same as without. read: read_prompt(model,
+    ids), to write from without reading the prompt again (it is left as it was)."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
     model.check_ids(ids)
     if ids.shape[1] + max_new_tokens > model.config.context_length:
         raise ValueError(
-            f"{ids.shape[1]} prompt tokens + {max_new_tokens} new ones do not fit in the context "
+            f"{ids.shape[1]} prompt tokens + {shown_count(max_new_tokens)} new ones do not fit in "
+            f"the context "
             f"of {model.config.context_length}"
         )
     temperature, top_k, top_p = _check_sampling(
         temperature, top_k, top_p, generator, model.config.vocab_size
     )
     use_cache = validation.flag(use_cache, "use_cache")
+    if read is not None:
+        _check_read(model, ids, read, use_cache)
+    longest = ids.shape[1] + max_new_tokens  # the last step reads every position
+    check_forward_size(model.config, len(ids), 1 if use_cache else longest, longest)
     if stop_id is not None:
         stop_id = validation.whole_number(stop_id, "stop_id", minimum=0)
         if stop_id >= model.config.vocab_size:
             raise ValueError(
-                f"stop_id {stop_id} is outside the vocabulary of {model.config.vocab_size}"
+                f"stop_id {validation.shown(stop_id)} is outside the vocabulary of "
+                f"{model.config.vocab_size}"
             )
     was_training = model.training
     model.eval()  # no dropout while writing
     try:
         written = _generate(
-            model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop_id
+            model,
+            ids,
+            max_new_tokens,
+            (temperature, top_k, top_p),
+            generator,
+            use_cache,
+            stop_id,
+            read,
         )
         missing = ids.shape[1] + max_new_tokens - written.shape[1]
         return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
@@ -235,18 +413,43 @@ def generate(
         model.train(was_training)
 
 
-def _generate(model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop_id):
+def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) -> None:
+    """read must be read_prompt(model, ids): the same ids, caches this model's layers fill."""
+    if not isinstance(read, ReadPrompt):
+        raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
+    if not use_cache:
+        raise ValueError("read holds the prompt's caches: it needs use_cache=True")
+    if read.ids.shape != ids.shape or not torch.equal(read.ids, ids):
+        raise ValueError(
+            f"read is the reading of other ids ({tuple(read.ids.shape)}): read_prompt(model, "
+            f"ids) with these ids {tuple(ids.shape)}"
+        )
+    positions, rows = model._check_caches(list(read.caches))
+    logits = read.logits
+    if (rows, positions) != tuple(ids.shape) or not (
+        isinstance(logits, torch.Tensor) and logits.shape == (len(ids), model.config.vocab_size)
+    ):
+        raise ValueError(
+            "read was not made by read_prompt(model, ids): its caches or logits differ"
+        )
+
+
+def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
+    temperature, top_k, top_p = sampling
     caches = model.new_caches() if use_cache else None
     written, newest = ids.clone(), ids  # newest: what the model has not read yet
+    if read is not None:  # the prompt read already: its caches, copied, and last logits
+        caches, newest = [copy.copy(cache) for cache in read.caches], None
     stopped = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)  # (B,)
     for _ in range(max_new_tokens):
         if stop_id is not None and stopped.all():
             break
-        logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
-        if temperature == 0:
-            if logits.isnan().any():  # argmax would pick a NaN's position as a token
-                raise ValueError("the model's logits hold NaN: no token can be chosen")
-            token = logits.argmax(-1, keepdim=True)  # (B, 1)
+        if newest is None:
+            logits = read.logits
+        else:
+            logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
+        if temperature == 0:  # argmax would pick a NaN's or the first +inf's position
+            token = check_logits(logits).argmax(-1, keepdim=True)  # (B, 1)
         else:
             probabilities = next_token_probabilities(logits, temperature, top_k, top_p)
             token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)

@@ -86,7 +86,7 @@ def positive_number(value: object, name: str, allow_zero: bool = False) -> float
 def probability(value: object, name: str = "dropout") -> float:
     """value as a float in [0, 1): a dropout rate."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+        raise ValueError(f"{name} must be a probability in [0, 1), got {shown(value)}")
     return float(value)
 
 

@@ -15,6 +15,7 @@ from helpers.checkpoints import (
     load_checkpoint,
     load_weights,
     save_checkpoint,
+    sha256,
 )
 from helpers.dates import load_date_model, new_date_model, save_date_model
 
@@ -81,7 +82,12 @@ def test_non_finite_weights_are_refused(tmp_path):
     with torch.no_grad():
         model.output.weight[0, 0] = float("nan")
     path = tmp_path / "nan.pt"
-    save_date_model(path, model, {"loss": [1.0]})
+    with pytest.raises(CheckpointError, match="refuses checkpoint.weights.output.weight"):
+        save_date_model(path, model, {"loss": [1.0]})  # never saved: it could not be loaded
+    assert not path.exists()
+    contents = {"config": asdict(model.config), "weights": model.state_dict(), "history": {}}
+    torch.save(contents, path)  # written anyway, with a valid checksum
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
     with pytest.raises(CheckpointError, match="inf or NaN in checkpoint.weights.output.weight"):
         load_date_model(path)
 

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 from helpers import decoder_only as do
 from helpers import translation as tr
-from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint
+from helpers.attention import KeyValueCache
+from helpers.checkpoints import CheckpointError, checksum_path, sha256
 from helpers.gpt import GPT, GPTConfig, generate
 
 TINY = dataclasses.replace(do.RECIPE, num_layers=2, d_model=32, d_ff=64, num_heads=2, dropout=0.0)
@@ -418,12 +419,14 @@ def test_a_file_is_loaded_only_under_the_name_of_what_its_loss_covered(tmp_path)
 
 
 def crafted(tmp_path, **changes) -> str:
-    """A checkpoint saved by save_translator, then one entry changed and saved again."""
+    """A checkpoint saved by save_translator, then one entry changed and written again with a
+    valid checksum (by torch.save: save_checkpoint would refuse what load_checkpoint refuses)."""
     _, path = saved_model(tmp_path)
     contents = torch.load(path, weights_only=True)
     for key, value in changes.items():
         contents[key] = value(contents[key]) if callable(value) else value
-    save_checkpoint(path, contents)
+    torch.save(contents, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
     return path
 
 
@@ -435,7 +438,7 @@ def crafted(tmp_path, **changes) -> str:
         ({"config": lambda c: {**c, "d_model": 31}}, "its config is not a model's"),
         ({"config": lambda c: {k: v for k, v in c.items() if k != "d_ff"}}, "not a model's"),
         ({"config": lambda c: {**c, "vocab_size": 10}}, "separator_id 20 is outside"),
-        ({"separator_id": -1}, "its config is not a model's"),
+        ({"separator_id": -1}, "its separator_id does not fit its config"),
         ({"history": ["not", "a", "dict"]}, "records a loss over None"),
         ({"weights": lambda w: {k: v.int() for k, v in w.items()}}, "floating-point tensor"),
         ({"weights": lambda w: {**w, "tokens.weight": w["tokens.weight"][:5]}}, "shape"),
@@ -607,10 +610,18 @@ def test_a_row_with_no_separator_has_no_answer_to_train_on():
         ([[5], [6]], [[7]], 20, "the same number of sentences, at least one; got 2 and 1"),
         ([], [], 20, "at least one; got 0 and 0"),
         ([[]], [[7]], 20, r"english\[0\] holds no token: nothing to translate"),
-        ([[5.5]], [[7]], 20, r"english\[0\] must hold ids >= 0, got 5.5"),
-        ([[-1]], [[7]], 20, "must hold ids >= 0, got -1"),
-        ([["a"]], [[7]], 20, "must hold ids >= 0, got 'a'"),
-        ([[True]], [[7]], 20, "must hold ids >= 0, got True"),
+        ([[5.5]], [[7]], 20, r"english\[0\] must hold whole-number ids \(int\), got 5.5"),
+        ([[-1]], [[7]], 20, r"must hold ids from 0 to 2\^63 - 1 \(int64\), got -1"),
+        ([["a"]], [[7]], 20, r"must hold whole-number ids \(int\), got 'a' \(str\)"),
+        ([[True]], [[7]], 20, r"must hold whole-number ids \(int\), got True \(bool\)"),
+        ([[torch.tensor(5)]], [[7]], 20, r"whole-number ids \(int\), got tensor\(5\) \(Tensor\)"),
+        (
+            [[5]],
+            [[2**63]],
+            20,
+            r"french\[0\] must hold ids from 0 to 2\^63 - 1 \(int64\), got 9223",
+        ),
+        ([[10**400]], [[7]], 20, r"ids from 0 to 2\^63 - 1 \(int64\), got 10000000"),
         ([[5, 20]], [[7]], 20, r"english\[0\] holds <sep> \(20\)"),
         ([[5, tr.BOS_ID]], [[7]], 20, "holds <bos>"),
         ([[5, tr.PAD_ID, 6]], [[7]], 20, "holds <pad>"),
@@ -731,7 +742,7 @@ def test_greedy_samples_of_a_model_that_outputs_nan_are_refused(tokenizer, separ
 @pytest.mark.parametrize("field", ["vocab_size", "context_length"])
 def test_a_file_whose_config_is_huge_is_refused_before_any_memory_is_taken(tmp_path, field):
     path = crafted(tmp_path, config=lambda c: {**c, field: 10**12})
-    with pytest.raises(CheckpointError, match="more than a checkpoint of at most 16 MB"):
+    with pytest.raises(CheckpointError, match="its config is not a model's .* parameters, more"):
         do.load_translator("decoder-only", path)
 
 
@@ -739,7 +750,9 @@ def test_weights_that_float16_cannot_hold_are_not_saved(tmp_path):
     model = do.build_translator(30, 20, TINY)
     with torch.no_grad():
         model.norm.weight.fill_(1e6)
-    with pytest.raises(CheckpointError, match="norm.weight hold NaN, inf or numbers beyond"):
+    with pytest.raises(
+        CheckpointError, match="refuses checkpoint.weights.norm.weight, which would"
+    ):
         do.save_translator(tmp_path / "big.pt", model, {"loss_over": "answer"})
     assert not (tmp_path / "big.pt").exists()
 
@@ -794,3 +807,153 @@ def test_written_text_refuses_a_separator_outside_the_tokenizers_vocabulary(toke
         do.written_text(tokenizer, [10], separator_id=8006)
     with pytest.raises(ValueError, match="separator_id 8001 is outside"):
         do.written_text(tr.load_tokenizer(), [10, 8001, 11], separator_id=8001)
+
+
+# --- hostile input: what a pass of several hundred inputs found -----------------------------
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        {"loss": [2.0, float("nan")]},
+        {"valid_bleu": [{"epoch": 1, "bleu": float("inf")}]},
+        {"loss": torch.tensor([1.0, float("nan")])},
+    ],
+)
+def test_a_history_that_load_translator_would_refuse_is_never_saved(tmp_path, history):
+    """save_translator refused non-finite weights but saved a NaN history, which load then
+    refused: the file could never be read back."""
+    model = do.build_translator(30, 20, TINY)
+    path = tmp_path / "nan.pt"
+    with pytest.raises(CheckpointError, match=r"refuses checkpoint\.history\..*inf, NaN"):
+        do.save_translator(path, model, {**history, "loss_over": "answer"})
+    assert not path.exists() and not checksum_path(path).exists()
+
+
+def test_a_history_that_cannot_be_read_back_is_never_saved(tmp_path):
+    model = do.build_translator(30, 20, TINY)
+    with pytest.raises(CheckpointError, match="which load_checkpoint reads back .*print"):
+        do.save_translator(tmp_path / "x.pt", model, {"log": print, "loss_over": "answer"})
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_a_file_that_stores_the_tied_matrix_twice_is_refused(tmp_path):
+    """Its output.weight used to be silently overwritten by tokens.weight."""
+    path = crafted(
+        tmp_path, weights=lambda w: {**w, do.TIED_COPY: torch.zeros_like(w["tokens.weight"])}
+    )
+    with pytest.raises(CheckpointError, match="it stores output.weight, which is tokens.weight"):
+        do.load_translator("decoder-only", path)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"d_model": 2**31 - 1, "num_heads": 1},  # torch's "Storage size calculation overflowed"
+        {"num_layers": 2**31 - 1},  # minutes of building blocks, then a SystemError
+    ],
+)
+def test_a_file_whose_config_cannot_be_built_is_refused_before_anything_is_built(tmp_path, config):
+    path = crafted(tmp_path, config=lambda c: {**c, **config})
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError, match="its config is not a model's .* parameters"):
+        do.load_translator("decoder-only", path)
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda t: do.loss_targets(t, 20), "sequences"),
+        (lambda t: do.prefix_lm_mask(t[:, 0], 4), "prompt_lengths"),
+        (lambda t: do.training_loss(tiny_translator(30, 20), t, 20, "answer", 0.0), "sequences"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["meta", "sparse"])
+def test_tensors_without_numbers_are_refused_by_name(call, name, kind):
+    sequences = SEQUENCES.to("meta") if kind == "meta" else SEQUENCES.to_sparse()
+    with pytest.raises(ValueError, match=f"{name} must be an ordinary tensor .* got a"):
+        call(sequences)
+
+
+@pytest.mark.parametrize(("rows", "size"), [(1, 10**6), (1, 2**31), (10**5, 2000), (1, 10**400)])
+def test_a_prefix_lm_mask_nobody_can_allocate_is_refused_by_its_size(rows, size):
+    with pytest.raises(ValueError, match="would hold more than 2,147,483,648 entries"):
+        do.prefix_lm_mask(torch.zeros(rows, dtype=torch.long), size)
+
+
+def test_sample_texts_refuses_more_samples_than_a_forward_pass_can_hold(tokenizer, separator):
+    model = tiny_translator()
+    prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
+    with pytest.raises(ValueError, match="samples: 10,000,000 rows x 5 positions would make"):
+        do.sample_texts(model, tokenizer, prompt, 10**7, 3)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: {**s, "caches": None}, "caches a list, .* got caches NoneType"),
+        (lambda s: {**s, "step": -1}, "step a count >= 0; .* step -1"),
+        (lambda s: {**s, "step": "x"}, "step a count >= 0; .* step 'x'"),
+        (lambda s: {**s, "last": s["last"][:, None]}, "last the prompts' last ids"),
+        (lambda s: {**s, "caches": [KeyValueCache()] * 2}, "one cache object serves several"),
+    ],
+)
+def test_a_decoding_state_that_cannot_be_right_is_refused(change, message):
+    """Without caches decode_step read only the newest token; at step -1 it read `previous`
+    instead of the prompt's <sep>; shared caches mixed the layers."""
+    model = tiny_translator(vocab_size=12, separator_id=11)
+    state = change(model.start_state(torch.tensor([[tr.BOS_ID, 5, 6, 11], [tr.BOS_ID, 7, 8, 11]])))
+    with pytest.raises((TypeError, ValueError), match=message):
+        model.decode_step(state, torch.zeros(2, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (torch.tensor([0, 5]), r"rows must name beam rows 0..1 of the state \(it holds 2\), got"),
+        (torch.tensor([-1]), r"beam rows 0..1 .* got \[-1\]"),
+        (torch.tensor([True, False]), "beam rows 0..1"),
+        (torch.zeros(0, dtype=torch.long), r"\(N,\) whole numbers, N >= 1"),
+        (torch.tensor([0.0]), r"\(N,\) whole numbers"),
+        (torch.tensor([[0]]), r"\(N,\) whole numbers"),
+        (torch.tensor([0]).to("meta"), "rows must be an ordinary tensor"),
+    ],
+)
+def test_select_names_rows_that_are_not_beams_of_the_state(rows, message):
+    """Out-of-range rows were said to be outside "the vocabulary"; no row at all was taken."""
+    model = tiny_translator(vocab_size=12, separator_id=11)
+    state = model.start_state(torch.tensor([[tr.BOS_ID, 5, 6, 11], [tr.BOS_ID, 7, 8, 11]]))
+    with pytest.raises(ValueError, match=message):
+        model.select(state, rows)
+    assert "vocabulary" not in str(pytest.raises(ValueError, model.select, state, rows).value)
+
+
+HUGE = 10**5000  # more digits than Python writes out (4,300): a message must not try
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: do.check_separator(2**63), "separator_id must be an id below 2\\^63"),
+        (lambda: do.build_sequences([[5]], [[6]], 10**400), "separator_id must be an id below"),
+        (lambda: do.loss_targets(SEQUENCES, HUGE), "separator_id must be an id below 2\\^63"),
+        (lambda: do.prefix_lm_mask(torch.tensor([1]), HUGE), "1 x about 10\\^5000 x about"),
+        (lambda: do.DecoderOnlyTranslator(GPTConfig(30, 8, 8, 2, 1, 8), 2**62), "is outside"),
+        (lambda: do.build_sequences([[HUGE]], [[6]], 20), "ids from 0 to 2\\^63 - 1"),
+        (lambda: do.training_loss(GPT(GPTConfig(30, 8, 8, 2, 1, 8)), SEQUENCES, 20, "x", HUGE),
+         "label_smoothing must be a probability"),
+    ],
+)  # fmt: skip
+def test_a_number_too_long_to_print_or_to_store_is_named(call, message):
+    """ids and separators an int64 cannot hold were taken until torch overflowed ("Overflow
+    when unpacking long long"); numbers of more than 4,300 digits ended in Python's digit
+    limit."""
+    with pytest.raises(ValueError, match=message) as raised:
+        call()
+    assert "Exceeds the limit" not in str(raised.value) and "Overflow" not in str(raised.value)
+
+
+def test_written_text_names_an_id_too_long_to_print(tokenizer, separator):
+    with pytest.raises(ValueError, match="ids hold a int too large to print, outside"):
+        do.written_text(tokenizer, [HUGE], separator)

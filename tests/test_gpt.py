@@ -3,11 +3,13 @@ embedding, drops the feed-forward blocks when attention_only, decodes the same w
 without its key/value cache, and samples from exactly the distribution generate() documents."""
 
 import dataclasses
+import time
 
 import pytest
 import torch
 
-from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities
+from helpers.attention import KeyValueCache
+from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities, read_prompt
 
 CONFIG = GPTConfig(vocab_size=11, context_length=16, d_model=16, num_heads=2, num_layers=2, d_ff=32)
 
@@ -276,3 +278,258 @@ def test_generate_refuses_a_stop_id_outside_the_vocabulary(stop_id):
     model = GPT(GPTConfig(12, 40, 16, 2, 1, 32))
     with pytest.raises((ValueError, TypeError), match="stop_id"):
         generate(model, torch.zeros(1, 2, dtype=torch.long), 3, stop_id=stop_id)
+
+
+# --- hostile input: caches that cannot be right, sizes nobody can allocate, +inf logits ----
+
+
+def filled_caches(model: GPT, ids: torch.Tensor) -> list[KeyValueCache]:
+    caches = model.new_caches()
+    model(ids, caches)
+    return caches
+
+
+def shared_cache(model, ids):
+    return [KeyValueCache()] * len(model.blocks)  # one object for every layer
+
+
+def one_layer_emptied(model, ids):
+    caches = filled_caches(model, ids)
+    caches[1] = KeyValueCache()
+    return caches
+
+
+def first_layer_emptied(model, ids):
+    caches = filled_caches(model, ids)
+    caches[0] = KeyValueCache()
+    return caches
+
+
+def one_layer_cut(model, ids):
+    caches = filled_caches(model, ids)
+    caches[1].keys, caches[1].values = caches[1].keys[:, :, :2], caches[1].values[:, :, :2]
+    return caches
+
+
+def another_batch(model, ids):
+    return filled_caches(model, ids[:2])
+
+
+def another_model(model, ids):
+    return filled_caches(small_gpt(d_model=32), ids)
+
+
+def another_dtype(model, ids):
+    caches = filled_caches(model, ids)
+    for cache in caches:
+        cache.keys, cache.values = cache.keys.float(), cache.values.float()
+    return caches
+
+
+def keys_without_values(model, ids):
+    caches = filled_caches(model, ids)
+    caches[0].values = None
+    return caches
+
+
+def keys_as_a_list(model, ids):
+    caches = filled_caches(model, ids)
+    caches[0].keys = caches[0].keys.tolist()
+    return caches
+
+
+def meta_keys(model, ids):
+    caches = filled_caches(model, ids)
+    for cache in caches:
+        cache.keys, cache.values = cache.keys.to("meta"), cache.values.to("meta")
+    return caches
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (shared_cache, r"one cache object serves several layers \(\[KeyValueCache\(\)\] \* n"),
+        (one_layer_emptied, r"same positions of the same rows, got layer 0: \(3, 2, 4, 8\), "),
+        (first_layer_emptied, "layer 0: empty, layer 1: "),
+        (one_layer_cut, r"layer 1: \(3, 2, 2, 8\): caches from one model's passes"),
+        (another_batch, "the caches hold 2 rows but ids has 3"),
+        (another_model, r"the caches hold keys \(3, 2, 4, 16\), torch.float64 on cpu; this model"),
+        (another_dtype, "torch.float32 on cpu; this model's layers make .*torch.float64"),
+        (keys_without_values, r"caches\[0\] must hold values .* got NoneType"),
+        (keys_as_a_list, r"caches\[0\] must hold keys .* got list"),
+        (meta_keys, r"caches\[0\] must hold keys .* got a meta tensor"),
+    ],
+)
+def test_caches_that_cannot_be_right_are_refused_before_decoding(make, message):
+    """A shared, emptied or cut cache used to decode without complaint, its logits off."""
+    model, ids = small_gpt(), prompt(3, 4)
+    caches = make(model, ids)
+    kept = [(cache.keys, cache.values) for cache in caches]
+    with pytest.raises(ValueError, match=message):
+        model(ids[:, :1], caches)
+    assert [(cache.keys, cache.values) for cache in caches] == kept  # nothing was appended
+
+
+def test_caches_from_one_models_passes_are_taken_as_a_tuple_too():
+    model, ids = small_gpt(), prompt(3, 5)
+    caches = tuple(filled_caches(model, ids[:, :4]))
+    torch.testing.assert_close(model(ids[:, 4:], caches)[:, -1], model(ids)[:, -1])
+
+
+@pytest.mark.parametrize("kind", ["+inf", "nan", "all -inf"])
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_greedy_and_sampling_refuse_logits_no_token_can_be_chosen_from(kind, temperature):
+    """Greedy used to take the first +inf as a token, and a row of -inf as token 0."""
+    model = small_gpt()
+    with torch.no_grad():  # the last LayerNorm outputs its bias: every logit is bias @ tokens
+        model.norm.weight.zero_()
+        model.norm.bias.zero_()
+        model.norm.bias[0] = {"+inf": float("inf"), "nan": float("nan"), "all -inf": 1.0}[kind]
+        model.tokens.weight[:, 0] = 1.0 if kind == "+inf" else -1.0
+        if kind == "all -inf":
+            model.norm.bias[0] = float("inf")
+    message = {"+inf": r"NaN or \+inf", "nan": r"NaN or \+inf", "all -inf": "all -inf"}[kind]
+    with pytest.raises(ValueError, match=message):
+        generate(model, prompt(), 2, temperature)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"vocab_size": 2**40},
+        {"context_length": 2**36},
+        {"d_model": 2**30, "num_heads": 1},
+        {"d_ff": 2**40},
+        {"num_layers": 10**9},
+        {"vocab_size": 10**400},
+    ],
+)
+def test_a_config_nobody_can_allocate_is_refused_by_its_parameter_count(sizes):
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="this config asks for .* parameters, more than"):
+        GPTConfig(**{**dataclasses.asdict(CONFIG), **sizes})
+    assert time.perf_counter() - started < 1  # counted, not built
+
+
+@pytest.mark.parametrize("attention_only", [False, True])
+@pytest.mark.parametrize(
+    "sizes", [{}, {"num_layers": 1, "d_ff": 3}, {"vocab_size": 2, "num_heads": 4}]
+)
+def test_the_parameter_count_of_a_config_is_what_the_model_holds(attention_only, sizes):
+    config = dataclasses.replace(CONFIG, attention_only=attention_only, **sizes)
+    assert config.parameter_count() == sum(p.numel() for p in GPT(config).parameters())
+
+
+def test_a_forward_pass_too_large_to_allocate_is_refused_by_its_size():
+    model, ids = small_gpt(), prompt(1, 4).expand(10**9, -1)  # a view: nothing allocated yet
+    with pytest.raises(ValueError, match="ids: 1,000,000,000 rows x 4 positions would make"):
+        model(ids)
+    with pytest.raises(ValueError, match="ids: 1,000,000,000 rows x 4 positions would make"):
+        generate(model, ids, 2)
+    rows = prompt(1, 1).expand(10**7, -1)  # one forward pass fits, the last step without cache not
+    with pytest.raises(ValueError, match="ids: 10,000,000 rows x 16 positions would make"):
+        generate(model, rows, 15, use_cache=False)
+    assert model(prompt(1, 4).expand(8, -1)).shape == (8, 4, CONFIG.vocab_size)
+
+
+@pytest.mark.parametrize(
+    ("logits", "message"),
+    [
+        (LOGITS.to("meta"), "logits must be an ordinary tensor .* got a meta tensor"),
+        (LOGITS.to_sparse(), "logits must be an ordinary tensor .* got a torch.sparse_coo"),
+    ],
+)
+def test_next_token_probabilities_refuses_a_tensor_without_numbers(logits, message):
+    with pytest.raises(ValueError, match=message):
+        next_token_probabilities(logits)
+
+
+def full_sort_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Top-p written with one sort of the whole vocabulary: the reference for the helper,
+    which orders only the most likely tokens."""
+    probabilities = (logits.double() - logits.double().amax(-1, keepdim=True)).softmax(-1)
+    ordered, order = probabilities.sort(dim=-1, descending=True)
+    keep = torch.zeros_like(ordered, dtype=torch.bool).scatter(
+        -1, order, ordered.cumsum(-1) - ordered < top_p
+    )
+    kept = probabilities.masked_fill(~keep, 0.0)
+    return (kept / kept.sum(-1, keepdim=True)).to(logits.dtype)
+
+
+@pytest.mark.parametrize("kind", ["random", "ties", "uniform", "-inf", "float16", "wide"])
+def test_top_p_equals_a_full_sort_bit_for_bit(kind):
+    """Ordering only the likeliest tokens keeps the same tokens as sorting them all, ties at
+    the nucleus's edge included (where sort's order decides)."""
+    generator = torch.Generator().manual_seed(5)
+    for trial in range(60):
+        shape = (3, 900 if kind == "wide" else 1 + trial * 7)
+        logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 4
+        if kind == "ties":
+            logits = logits.round()
+        elif kind == "uniform":
+            logits = torch.zeros(shape, dtype=torch.float64)
+        elif kind == "-inf":
+            logits[:, 1:][logits[:, 1:] < 0] = float("-inf")
+        elif kind == "float16":
+            logits = logits.half()
+        for top_p in (0.05, 0.25, 0.5, 0.75, 0.9, 0.999):
+            expected = full_sort_top_p(logits, top_p)
+            assert torch.equal(next_token_probabilities(logits, top_p=top_p), expected)
+
+
+@pytest.mark.parametrize(
+    "sampling", [{"temperature": 0}, {"temperature": 1.3, "top_p": 0.8}, {"top_k": 3}]
+)
+def test_writing_from_a_prompt_read_before_gives_the_same_tokens(sampling):
+    model, ids = small_gpt(), prompt(4, 3)
+    read = read_prompt(model, ids)
+    kept = [(cache.keys, cache.values) for cache in read.caches]
+    for seed in range(3):
+        plain = generate(model, ids, 6, generator=torch.Generator().manual_seed(seed), **sampling)
+        again = generate(
+            model, ids, 6, generator=torch.Generator().manual_seed(seed), read=read, **sampling
+        )
+        assert torch.equal(plain, again)
+    assert [(cache.keys, cache.values) for cache in read.caches] == kept  # left as it was
+
+
+@pytest.mark.parametrize(
+    ("make", "options", "message"),
+    [
+        (lambda m, ids: "read", {}, "read must be what read_prompt made, got str"),
+        (lambda m, ids: read_prompt(m, ids[:, :2]), {}, r"read is the reading of other ids"),
+        (lambda m, ids: read_prompt(m, ids.flip(0)), {}, r"read is the reading of other ids"),
+        (lambda m, ids: read_prompt(m, ids), {"use_cache": False}, "needs use_cache=True"),
+        (
+            lambda m, ids: read_prompt(small_gpt(d_model=32), ids),
+            {},
+            "caches of another model",
+        ),
+    ],
+)
+def test_a_read_prompt_that_is_not_this_prompts_is_refused(make, options, message):
+    model, ids = small_gpt(), prompt(3, 4)
+    with pytest.raises((TypeError, ValueError), match=message):
+        generate(model, ids, 2, read=make(model, ids), **options)
+
+
+HUGE = 10**5000  # more digits than Python writes out (4,300): a message must not try
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: GPTConfig(HUGE, 10, 8, 2, 2, 16), "asks for about 10\\^5000 parameters"),
+        (lambda: GPTConfig(12, 10, 8, 2, 2, 16, dropout=HUGE), "dropout must be a probability"),
+        (lambda: generate(small_gpt(), prompt(), HUGE), "about 10\\^5000 new ones do not fit"),
+        (
+            lambda: generate(small_gpt(), prompt(), 2, stop_id=HUGE),
+            "stop_id a int too large to print",
+        ),
+        (lambda: small_gpt().check_ids(prompt(), HUGE), "about 10\\^5000 positions do not fit"),
+    ],
+)
+def test_a_number_too_long_to_print_is_named_not_a_python_digit_limit(call, message):
+    with pytest.raises(ValueError, match=message) as raised:
+        call()
+    assert "Exceeds the limit" not in str(raised.value)

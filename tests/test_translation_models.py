@@ -2,13 +2,16 @@
 of those modules: helpers.translation never imports a chapter built on it."""
 
 import ast
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import bahdanau, decoder_only, transformer_translation, translation_models
+from helpers.checkpoints import CheckpointError
 from helpers.translation_models import shipped_translators
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -69,3 +72,40 @@ def test_print_test_bleu_checks_the_beam_before_decoding_anything(beam_size, mon
     monkeypatch.setattr(translation_models, "evaluate_bleu", lambda *a, **k: pytest.fail())
     with pytest.raises((ValueError, TypeError), match="beam_size"):
         translation_models.print_test_bleu(beam_size)
+
+
+def small_translators() -> dict:
+    """One untrained small model of each chapter's, as its save_translator takes it."""
+    return {
+        bahdanau: bahdanau.RNNTranslator(bahdanau.RNNConfig(12, embed_size=8, hidden_size=8)),
+        transformer_translation: transformer_translation.build_translator(
+            12, transformer_translation.Recipe(d_model=16, num_heads=2, num_layers=1, d_ff=32)
+        ),
+        decoder_only: decoder_only.build_translator(
+            30, 20, dataclasses.replace(decoder_only.RECIPE, num_layers=1, d_model=16, d_ff=32)
+        ),
+    }
+
+
+@pytest.mark.parametrize("chapter", [bahdanau, transformer_translation, decoder_only])
+@pytest.mark.parametrize(
+    ("history", "where"),
+    [
+        ({"loss": [2.0, float("nan")]}, r"checkpoint\.history\.loss\[1\]"),
+        ({"valid_bleu": [float("inf")]}, r"checkpoint\.history\.valid_bleu\[0\]"),
+        ({"loss": torch.tensor([float("nan")])}, r"checkpoint\.history\.loss"),
+    ],
+)
+def test_every_save_translator_refuses_what_its_load_translator_would(
+    tmp_path, chapter, history, where
+):
+    """A non-finite history was saved, then refused by load_translator: a file that could
+    never be read back. Non-finite weights are refused the same way."""
+    model, path = small_translators()[chapter], tmp_path / "model.pt"
+    with pytest.raises(CheckpointError, match=f"refuses {where}, which would hold inf, NaN"):
+        chapter.save_translator(path, model, history)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    with pytest.raises(CheckpointError, match=r"refuses checkpoint\.weights\..*inf, NaN"):
+        chapter.save_translator(path, model, {})
+    assert not path.exists()
