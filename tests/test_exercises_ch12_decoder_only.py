@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from helpers.decoder_only import loss_targets
 from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
 from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
-from helpers.exercises.ch12_decoder_only import top_p_cases
+from helpers.exercises.ch12_decoder_only import EXACT, top_p_cases
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from solutions.ch12_decoder_only import answer_loss, prefix_lm_mask, top_p_filter
@@ -128,6 +128,28 @@ def top_p_in_float64(logits, top_p):
 
 def top_p_squeezing_one_row(logits, top_p):
     return top_p_filter(logits, top_p).squeeze(0)
+
+
+def top_p_keeping_while_the_mass_before_is_at_most_top_p(logits, top_p):
+    """<= instead of <: one token too many where the tokens before reach top_p exactly."""
+    probabilities, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) - probabilities <= top_p
+    return logits.masked_fill(
+        ~torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted), NEG_INF
+    )
+
+
+def top_p_filling_with_minus_1e9(logits, top_p):
+    return logits.masked_fill(top_p_filter(logits, top_p) == NEG_INF, -1e9)
+
+
+def top_p_filling_with_the_lowest_float(logits, top_p):
+    lowest = torch.finfo(logits.dtype).min
+    return logits.masked_fill(top_p_filter(logits, top_p) == NEG_INF, lowest)
+
+
+def top_p_cutting_nothing(logits, top_p):
+    return logits.clone()
 
 
 # 2. The prefix-LM mask: typical wrong answers
@@ -283,6 +305,45 @@ def answer_loss_in_float32(logits, sequences, separator_id):
     return answer_loss(logits.float(), sequences, separator_id)
 
 
+def answer_loss_leaving_out_the_first_french_token(logits, sequences, separator_id):
+    """Scores from the position after <sep>: the first French token is never predicted."""
+    after = (sequences == separator_id).cumsum(1)[:, :-1] > 0
+    after[:, 1:] = after[:, :-1].clone()
+    after[:, 0] = False
+    targets = sequences[:, 1:].masked_fill(~after, 0)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_leaving_out_eos(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    targets = targets.masked_fill(targets == 2, 0)  # <eos> dropped with the pads
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_on_probabilities(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    probabilities = logits.softmax(-1).flatten(0, 1)
+    return F.nll_loss(probabilities, targets.flatten(), ignore_index=0)
+
+
+def answer_loss_scoring_the_english_instead(logits, sequences, separator_id):
+    before = (sequences == separator_id).cumsum(1)[:, :-1] == 0  # the mask the wrong way round
+    targets = sequences[:, 1:].masked_fill(~before, 0)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_scoring_the_english_words_only(logits, sequences, separator_id):
+    english = (sequences == separator_id).cumsum(1)[:, 1:] == 0  # targets before <sep>
+    targets = sequences[:, 1:].masked_fill(~english, 0)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def answer_loss_log_softmax_over_time(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    log_probs = logits.log_softmax(1)  # BUG: over the positions
+    return F.nll_loss(log_probs.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
 def answer_loss_with_a_gradient_everywhere(logits, sequences, separator_id):
     """The right value, but every logit, the English's and the pads' too, gets a gradient."""
     zero_that_is_not = (logits - logits.detach()).sum()
@@ -329,6 +390,24 @@ WRONG = [
     ("top-p filter", top_p_returning_the_keep_mask, "returns which tokens stay, a boolean mask"),
     ("top-p filter", top_p_in_float64, "dtype torch.float64, expected torch.float32"),
     ("top-p filter", top_p_squeezing_one_row, "shape (5,), expected (1, 5)"),
+    (
+        "top-p filter",
+        top_p_keeping_while_the_mass_before_is_at_most_top_p,
+        "row 0 keeps 3 tokens, one too many: the tokens before its least likely one already "
+        "reach top_p = 0.5 exactly. Keep a token while the probability of the tokens before it "
+        "is < top_p, not <= top_p",
+    ),
+    (
+        "top-p filter",
+        top_p_filling_with_minus_1e9,
+        "the dropped tokens hold -1e+09, a large negative number, not -inf",
+    ),
+    (
+        "top-p filter",
+        top_p_filling_with_the_lowest_float,
+        "the dropped tokens hold -3.4e+38, a large negative number, not -inf",
+    ),
+    ("top-p filter", top_p_cutting_nothing, "nothing is cut: every token outside the nucleus"),
     ("prefix-LM mask", prefix_blocked_convention, "True where attending is NOT allowed"),
     ("prefix-LM mask", prefix_plain_causal, "this is the plain causal mask"),
     ("prefix-LM mask", prefix_prompt_reads_the_whole_row, "LEAK: a prompt position reads"),
@@ -369,6 +448,20 @@ WRONG = [
     ("answer loss", answer_loss_as_a_python_number, "no gradient flows back to the inputs"),
     ("answer loss", answer_loss_with_the_helper, "calls helpers.decoder_only.loss_targets"),
     ("answer loss", answer_loss_in_float32, "dtype torch.float32, expected torch.float64"),
+    ("answer loss", answer_loss_leaving_out_the_first_french_token, "the first French token"),
+    ("answer loss", answer_loss_leaving_out_eos, "<eos> is left out"),
+    ("answer loss", answer_loss_on_probabilities, "probabilities are used where the loss takes"),
+    (
+        "answer loss",
+        answer_loss_scoring_the_english_instead,
+        "the English is scored instead of the answer: the mask is the wrong way round",
+    ),
+    (
+        "answer loss",
+        answer_loss_scoring_the_english_words_only,
+        "the English is scored instead of the answer: score the targets after <sep>",
+    ),
+    ("answer loss", answer_loss_log_softmax_over_time, "log_softmax is taken over the positions"),
     (
         "answer loss",
         answer_loss_with_a_gradient_everywhere,
@@ -414,6 +507,16 @@ def top_p_breaking_ties_the_other_way(logits, top_p):
     return top_p_filter(logits.flip(-1), top_p).flip(-1)
 
 
+def top_p_by_counting_the_tokens_needed(logits, top_p):
+    """How many tokens each row needs (those whose cumulative probability is below top_p, and
+    one more), then the first that many in descending order."""
+    probabilities, order = logits.double().softmax(-1).sort(dim=-1, descending=True)
+    needed = (probabilities.cumsum(-1) < top_p).sum(-1, keepdim=True) + 1  # (B, 1)
+    keep_sorted = torch.arange(logits.shape[-1])[None, :] < needed
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return torch.where(keep, logits, torch.full_like(logits, NEG_INF))
+
+
 def prefix_cell_by_cell(prompt_lengths, size):
     rows = []
     for length in prompt_lengths.tolist():
@@ -453,6 +556,13 @@ def answer_loss_row_by_row(logits, sequences, separator_id):
     return F.cross_entropy(torch.cat(predictions), torch.cat(targets))
 
 
+def answer_loss_summed_then_divided(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T - 1)
+    scored = targets != 0
+    return (losses * scored).sum() / scored.sum()
+
+
 def answer_loss_with_the_module(logits, sequences, separator_id):
     criterion = torch.nn.CrossEntropyLoss(ignore_index=0)
     separator_at = (sequences == separator_id).int().argmax(1)  # (B,)
@@ -466,12 +576,14 @@ RIGHT = [
     ("top-p filter", top_p_as_hugging_face_does),
     ("top-p filter", top_p_with_an_additive_mask),
     ("top-p filter", top_p_breaking_ties_the_other_way),
+    ("top-p filter", top_p_by_counting_the_tokens_needed),
     ("prefix-LM mask", prefix_cell_by_cell),
     ("prefix-LM mask", prefix_by_filling_the_prompt_block),
     ("prefix-LM mask", prefix_by_the_later_of_the_two_positions),
     ("answer loss", answer_loss_by_gathering_log_probabilities),
     ("answer loss", answer_loss_row_by_row),
     ("answer loss", answer_loss_with_the_module),
+    ("answer loss", answer_loss_summed_then_divided),
 ]
 
 
@@ -487,13 +599,41 @@ def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_ch
     ids=lambda case: case[0] if isinstance(case, str) else "",
 )
 def test_no_top_p_case_lies_within_rounding_of_a_cumulative_probability(name, logits, top_p):
-    """A float32 answer and the float64 reference then keep the same tokens."""
-    ordered = logits.double().softmax(-1).sort(dim=-1, descending=True).values
-    total = ordered.cumsum(-1)
-    if top_p < 1:
-        assert ((total - top_p).abs() > 1e-3).all() and (
-            (total - ordered - top_p).abs() > 1e-3
-        ).all()
+    """A float32 answer and the float64 reference then keep the same tokens: a cumulative
+    probability either lies far from top_p or, in the exact-boundary cases, equals it in
+    float32 and float64 alike."""
+    for dtype in (torch.float32, torch.float64):
+        ordered = logits.to(dtype).softmax(-1).sort(dim=-1, descending=True).values
+        total = ordered.cumsum(-1)
+        if name.startswith(EXACT):
+            assert (total - ordered == top_p).any(-1).all(), name  # some token's mass before
+        elif top_p < 1:
+            assert ((total - top_p).abs() > 1e-3).all() and (
+                (total - ordered - top_p).abs() > 1e-3
+            ).all()
+
+
+def test_every_exact_boundary_case_has_a_row_that_one_token_more_would_pass_wrongly():
+    """At an exact boundary the <= answer keeps one token more than the nucleus: the cases
+    that test it really separate < from <=."""
+    for name, logits, top_p in top_p_cases():
+        if name.startswith(EXACT):
+            right = top_p_filter(logits, top_p) > NEG_INF
+            loose = top_p_keeping_while_the_mass_before_is_at_most_top_p(logits, top_p) > NEG_INF
+            assert (loose.sum(-1) == right.sum(-1) + 1).all(), name
+
+
+@pytest.mark.parametrize(
+    ("answer", "not_said"),
+    [
+        (top_p_cutting_nothing, "sorted in ascending order"),
+        (top_p_filling_with_minus_1e9, "of its tokens, the nucleus holds"),
+        (top_p_keeping_while_the_mass_before_is_at_most_top_p, "keeps every token tied"),
+    ],
+)
+def test_a_top_p_mistake_is_not_named_as_another(answer, not_said, run_checker):
+    verdict, out = run_checker(check_top_p_filter, answer)
+    assert verdict is False and not_said not in out, out
 
 
 def test_tokens_tied_at_the_boundary_may_stay_either_way():

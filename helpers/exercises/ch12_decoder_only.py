@@ -16,7 +16,7 @@ from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, 
 from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
-from helpers.translation import PAD_ID
+from helpers.translation import EOS_ID, PAD_ID
 
 __all__ = ["check_answer_loss", "check_prefix_lm_mask", "check_top_p_filter"]
 
@@ -75,9 +75,14 @@ def _kept_by_order(scores: torch.Tensor, top_p: float, descending=True, reach=Tr
     return torch.zeros_like(keep).scatter(-1, order, keep)
 
 
+EXACT = "exact boundary"  # in the names of the cases where the nucleus reaches top_p exactly
+
+
 def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
-    """(name, logits (B, V), top_p) for every case the checker runs. No cumulative probability
-    lies within 1e-3 of top_p, so float32 and float64 answers keep the same tokens."""
+    """(name, logits (B, V), top_p) for every case the checker runs. In the exact-boundary
+    cases, uniform rows of 2, 4 or 8 tokens, every cumulative probability is a multiple of 1/8
+    and exact in any precision, so a nucleus reaches top_p exactly; in the others none lies
+    within 1e-3 of top_p. Either way float32 and float64 answers keep the same tokens."""
     generator = torch.Generator().manual_seed(120)
 
     def random(*shape, dtype=torch.float32):
@@ -86,6 +91,7 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     after_top_k = random(3, 9)
     after_top_k[after_top_k < after_top_k.topk(5, dim=-1).values[:, -1:]] = NEG_INF
     dominant = torch.zeros(2, 6)
+    zeros = torch.zeros  # a uniform row: equal logits
     dominant[0, 2], dominant[1, 5] = 7.0, 6.0
     return [
         ("B = 4 rows, V = 10, top_p = 0.7", random(4, 10), 0.7),
@@ -106,6 +112,10 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
         ("float64, B = 2, V = 12, top_p = 0.9", random(2, 12, dtype=torch.float64), 0.9),
         ("-inf already in the logits (after top-k = 5), top_p = 0.65", after_top_k, 0.65),
         ("B = 1, V = 5, top_p = 0.25", random(1, 5), 0.25),
+        (f"{EXACT}: uniform rows of 4 tokens, top_p = 0.5: 2 tokens reach it", zeros(2, 4), 0.5),
+        (f"{EXACT}: a uniform row of 8 tokens, top_p = 0.75: 6 reach it", zeros(1, 8), 0.75),
+        (f"{EXACT}: a uniform row of 8 tokens, top_p = 0.25: 2 reach it", zeros(1, 8), 0.25),
+        (f"{EXACT}: a uniform row of 2 tokens, top_p = 0.5: 1 reaches it", zeros(1, 2), 0.5),
     ]
 
 
@@ -127,12 +137,9 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             "not while the sum including it is"
         )
     renormalised = next_token_probabilities(logits, top_p=min(top_p, 1.0))
-    return {
+    ascending = _kept_by_order(probabilities, top_p, False)
+    mistakes = {
         short: logits.masked_fill(~one_short, NEG_INF),
-        "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
-        "descending=True": logits.masked_fill(
-            ~_kept_by_order(probabilities, top_p, False), NEG_INF
-        ),
         "the cumulative sum is over the sorted logits: sum the probabilities, "
         "softmax(logits), instead": logits.masked_fill(~_kept_by_order(logits, top_p), NEG_INF),
         "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
@@ -149,22 +156,55 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         "keep them exactly as they came (softmax renormalises anyway)": renormalised.log(),
         "the kept logits are changed into log-probabilities (log_softmax): keep them exactly "
         "as they came": probabilities.log().masked_fill(~nucleus, NEG_INF),
+        "nothing is cut: every token outside the nucleus must become -inf": logits.clone(),
     }
+    if not ascending.all():  # where it keeps every token, it is "nothing is cut" above
+        mistakes[
+            "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
+            "descending=True"
+        ] = logits.masked_fill(~ascending, NEG_INF)
+    return mistakes
 
 
-def _name_the_kept_tokens(failures: list, got: object, logits, expected: torch.Tensor) -> None:
+def _name_the_kept_tokens(
+    failures: list, got: object, logits: torch.Tensor, top_p: float, expected: torch.Tensor
+) -> None:
     """Add what is wrong with the kept tokens to a value failure no mistake explained."""
     if not _readable(got, logits):
         return
-    kept, nucleus = got.detach() > NEG_INF, expected > NEG_INF
+    got = got.detach()
+    changed = got.double() != logits.double()
+    fills = got[changed & got.isfinite()]
+    if fills.numel() and fills.max() <= -1e3:
+        failures[-1] += (
+            f" (the dropped tokens hold {fills.max().item():.3g}, a large negative number, not "
+            f"-inf: the prompt asks for -inf, the logit of a token that can never be drawn, "
+            f"whatever the other logits are)"
+        )
+        return
+    kept, nucleus = got > NEG_INF, expected > NEG_INF
     empty = (~kept.any(-1)).nonzero().flatten().tolist()
     probabilities = logits.double().softmax(-1)
     least = probabilities.masked_fill(~nucleus, float("inf")).amin(-1, keepdim=True)
     extra = kept & ~nucleus
+    one_too_many = [
+        row
+        for row in range(len(kept))
+        if kept[row].sum() == nucleus[row].sum() + 1
+        and abs(probabilities[row][kept[row]].sum() - probabilities[row][kept[row]].min() - top_p)
+        < 1e-6
+    ]
     if empty:
         failures[-1] += (
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
+        )
+    elif one_too_many:
+        row = one_too_many[0]
+        failures[-1] += (
+            f" (row {row} keeps {int(kept[row].sum())} tokens, one too many: the tokens before "
+            f"its least likely one already reach top_p = {top_p} exactly. Keep a token while the "
+            f"probability of the tokens before it is < top_p, not <= top_p)"
         )
     elif (
         extra.any()
@@ -205,11 +245,12 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     """learner_filter(logits, top_p) -> (B, V): logits (B, V), float32 or float64, some maybe
     -inf already; top_p in (0, 1]. Every token outside the nucleus becomes -inf, the kept ones
     keep their logits unchanged. The nucleus: the smallest set of most likely tokens (by
-    softmax(logits)) whose probabilities sum to at least top_p; the most likely token always
-    stays, and top_p = 1 keeps every token. Where tokens of equal probability straddle the
-    boundary, any of them may stay (the set must still be that small). The gradients are not
-    checked: nothing is learned through a filter before sampling. Without helpers.gpt's
-    next_token_probabilities."""
+    softmax(logits)) whose probabilities sum to at least top_p (a set that reaches it exactly
+    is the nucleus: the next token goes); the most likely token always stays, and top_p = 1
+    keeps every token. Where tokens of equal probability straddle the boundary, any of them may
+    stay (the set must still be that small). The input is left as it was. The gradients are
+    not checked: nothing is learned through a filter before sampling. Without helpers.gpt's
+    next_token_probabilities (a call to it is refused). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, logits, top_p in top_p_cases():
         mistakes = _top_p_mistakes(logits, top_p)
@@ -245,7 +286,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
             and not any(diagnosis in failures[-1] for diagnosis in mistakes)
         ):
             expected = reference(logits, top_p)
-            _name_the_kept_tokens(failures, answers.get("got"), logits, expected)
+            _name_the_kept_tokens(failures, answers.get("got"), logits, top_p, expected)
         passed += right
     return report(failures, passed)
 
@@ -363,7 +404,8 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     prompt_lengths (B,) int64, each in 0..size. Row b's prompt is its first prompt_lengths[b]
     positions. Causal (position i reads positions 0..i), except that every prompt position
     also reads every prompt position; no prompt position ever reads the answer after it.
-    Without helpers.decoder_only.prefix_lm_mask (helpers.masks.causal_mask is allowed)."""
+    prompt_lengths is left as it was. Without helpers.decoder_only.prefix_lm_mask (a call to it
+    is refused; helpers.masks.causal_mask is allowed). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, prompt_lengths, size in prefix_mask_cases():
         mistakes = _prefix_mistakes(prompt_lengths, size)
@@ -420,7 +462,28 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
     def mean_over(chosen):  # (B, T - 1) bool: the positions scored
         return F.cross_entropy(logits[chosen], targets[chosen])
 
+    after_first = F.pad(seen[:, :-2], (1, 0)) > 0  # the target comes after <sep>'s successor
+    over_time = -logits.log_softmax(1).gather(-1, targets[..., None])[..., 0]  # (B, T - 1)
+    chosen_probabilities = logits.softmax(-1).gather(-1, targets[..., None])[..., 0]
     mistakes = {
+        "the first French token is left out: the position of <sep> itself predicts it, so "
+        "score every target after <sep>, from the one read at <sep>": mean_over(
+            after_first & (targets != PAD_ID)
+        ),
+        "<eos> is left out: the closing <eos> is part of the answer (it teaches the model to "
+        "stop), so score it too": mean_over(scored & (targets != EOS_ID)),
+        "probabilities are used where the loss takes log-probabilities: cross-entropy is "
+        "-log softmax(logits)[target] (F.nll_loss wants log_softmax, not softmax)": (
+            -chosen_probabilities[scored].mean()
+        ),
+        "the English is scored instead of the answer: the mask is the wrong way round; score "
+        "the targets AFTER <sep>": mean_over(~after_sep & (targets != PAD_ID)),
+        "the English is scored instead of the answer: score the targets after <sep> (the "
+        "French and <eos>), not the English before it": mean_over(
+            (seen[:, 1:] == 0) & (targets != PAD_ID)
+        ),
+        "log_softmax is taken over the positions (dim 1): each position's distribution is over "
+        "the vocabulary, the last dimension (dim=-1)": over_time[scored].mean(),
         "the prediction of <sep> is scored too: score only the targets AFTER <sep> (the French "
         "tokens and <eos>), the first one at the position of <sep> itself": mean_over(
             (seen[:, 1:] > 0) & (targets != PAD_ID)
@@ -489,8 +552,10 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     rows <bos> English <sep> French <eos> padded on the right with <pad> (id 0; <bos> is 1,
     <eos> 2); logits (B, T - 1, V) float32 or float64, position t's prediction of token t + 1.
     The mean cross-entropy over the positions whose target comes after <sep> (every French
-    token and the closing <eos>), pads left out. Its gradient reaches the logits of those
-    positions only. Without helpers.decoder_only's loss_targets and training_loss."""
+    token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
+    logits of those positions only. The inputs are left as they were. Without
+    helpers.decoder_only's loss_targets and training_loss (a call to either is refused). Each
+    call returns within 5 s."""
     failures, passed = [], 0
     for name, logits, sequences, separator_id in answer_loss_cases():
 
