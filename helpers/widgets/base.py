@@ -112,8 +112,13 @@ class Explorer:
             canvas.restore_region(self._background)
         for artist in self._dynamic_artists:
             self.figure.draw_artist(artist)
+        return self.canvas_png()
+
+    def canvas_png(self) -> bytes:
+        """The figure's canvas as it stands, as PNG bytes (for a subclass that redraws only
+        part of it)."""
         buffer = io.BytesIO()
-        PIL.Image.fromarray(np.asarray(canvas.buffer_rgba())).save(
+        PIL.Image.fromarray(np.asarray(self.figure.canvas.buffer_rgba())).save(
             buffer, format="png", compress_level=1
         )
         return buffer.getvalue()

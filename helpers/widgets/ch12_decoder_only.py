@@ -1,10 +1,17 @@
 """Chapter 12's explorer: a prompt, the decoder-only model's next-token distribution under
 temperature, top-k and top-p, seeded samples, and the last position's attention."""
 
+from collections import OrderedDict
+
 import ipywidgets as widgets
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
 from helpers.decoder_only import (
@@ -14,7 +21,7 @@ from helpers.decoder_only import (
     sample_texts,
     text_prompt,
 )
-from helpers.gpt import next_token_probabilities
+from helpers.gpt import next_token_probabilities, read_prompt
 from helpers.translation import MAX_WORDS
 from helpers.widgets.base import Explorer, check_vocabulary
 
@@ -27,6 +34,10 @@ CONTINUE_TOKENS = 15  # tokens written after a "continue" prompt
 MAX_PROMPT = MAX_SOURCE_TOKENS + 1  # <bos>, at most MAX_SOURCE_TOKENS - 1 pieces, <sep>
 PROBABILITY_LIMITS = (0.1, 0.25, 0.5, 1.0)  # the distribution axis: the smallest that fits
 MAX_SAMPLE_CHARACTERS = 110  # a sample longer than this is cut to fit the figure
+# readings of a prompt (each up to 1.3 MB of caches) and samples (a few lines) kept: a learner
+# going back to a setting gets it at once
+REMEMBERED_READINGS, REMEMBERED_SAMPLES = 8, 64
+SAMPLE_LINE_STEP = 0.27  # the samples' lines, a fraction of their axes' height apart
 
 
 class DecoderOnlyExplorer(Explorer):
@@ -48,7 +59,7 @@ class DecoderOnlyExplorer(Explorer):
             self.models = self._checked_models(models)
         first = self.model(task)
         layers, heads = first.config.num_layers, first.config.num_heads
-        self._reading, self._samples = {}, {}  # the latest of each: a learner moves on
+        self._reading, self._samples = OrderedDict(), OrderedDict()  # the latest ones
         controls = {
             "prompt": widgets.Text(
                 value=prompt,
@@ -71,18 +82,23 @@ class DecoderOnlyExplorer(Explorer):
             "head": widgets.Dropdown(options=range(1, heads + 1), value=1, description="head"),
         }
         figure = self._build_figure()
-        dynamic = [
-            *self._sample_lines,
-            *self._model_bars,
-            *self._sampled_bars,
-            *self._token_labels,
-            *self._value_labels,
-            self._cut_line,
-            self._cut_label,
-            *self._attention_bars,
-            *self._key_labels,
-            *(ax.title for ax in figure.axes),
-        ]
+        self._panels = {  # the figure's parts, each drawn anew only when its look changed
+            "title": [figure.axes[0].title],
+            **{f"line {i}": [line] for i, line in enumerate(self._sample_lines)},
+            "tokens": self._token_labels,
+            "distribution": [
+                *self._model_bars,
+                *self._sampled_bars,
+                *self._value_labels,
+                self._cut_line,
+                self._cut_label,
+                self._distribution_ax.title,
+            ],
+            "keys": self._key_labels,
+            "attention": [*self._attention_bars, self._attention_ax.title],
+        }
+        self._drawn, self._regions = {}, None  # each panel's look when last drawn; its place
+        dynamic = [artist for artists in self._panels.values() for artist in artists]
         rows = [["prompt", "task", "layer", "head"], ["temperature", "top_k", "top_p", "seed"]]
         super().__init__(controls, figure, dynamic, rows)
 
@@ -127,7 +143,7 @@ class DecoderOnlyExplorer(Explorer):
         text_ax = figure.add_subplot(grid[0, :])  # first: the base class's errors go here
         text_ax.axis("off")
         self._sample_lines = [
-            text_ax.text(0.0, 1 - 0.27 * i, "", va="top", fontsize=10, parse_math=False)
+            text_ax.text(0.0, 1 - SAMPLE_LINE_STEP * i, "", va="top", fontsize=10, parse_math=False)
             for i in range(SAMPLES + 1)
         ]
         self._build_distribution(figure.add_subplot(grid[1, 0]))
@@ -200,9 +216,12 @@ class DecoderOnlyExplorer(Explorer):
 
     def reading(self, task: str, prompt: str) -> dict:
         """What the sampling controls do not change: the prompt's ids and tokens, the logits
-        after it, and each layer's attention of its last position, (layers, heads, P)."""
+        after it, each layer's attention of its last position, (layers, heads, P), and the
+        prompt read for SAMPLES rows, from which every sample setting writes."""
         key = (task, prompt)
-        if key not in self._reading:
+        if key in self._reading:
+            self._reading.move_to_end(key)
+        else:
             model = self.model(task)
             ids = text_prompt(self.tokenizer, self.separator_id, prompt, task)  # (1, P)
             was_training = model.training
@@ -213,22 +232,29 @@ class DecoderOnlyExplorer(Explorer):
                 attention = torch.stack([maps[0, :, -1] for maps in model.attention_maps()])
             finally:
                 model.train(was_training)
-            self._reading = {
-                key: {
+            _remember(
+                self._reading,
+                key,
+                {
                     "ids": ids,
                     "tokens": shown_tokens([self.tokenizer.id_to_token(i) for i in ids[0]]),
                     "logits": logits,
                     "attention": attention,
-                }
-            }
+                    "read": read_prompt(model, ids.expand(SAMPLES, -1)),
+                },
+                REMEMBERED_READINGS,
+            )
         return self._reading[key]
 
     def samples(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         """SAMPLES seeded continuations of the prompt: for a translation up to twice as many
         tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence."""
         key = (task, prompt, temperature, top_k, top_p, seed)
-        if key not in self._samples:
-            model, ids = self.model(task), self.reading(task, prompt)["ids"]
+        if key in self._samples:
+            self._samples.move_to_end(key)
+        else:
+            model, found = self.model(task), self.reading(task, prompt)
+            ids = found["ids"]
             wanted = CONTINUE_TOKENS
             if task == "translate":
                 wanted = 2 * (ids.shape[1] - 2) + 5  # the English is the prompt less <bos>, <sep>
@@ -243,11 +269,13 @@ class DecoderOnlyExplorer(Explorer):
                 top_k,
                 top_p,
                 seed,
+                found["read"],
             )
-            self._samples = {key: written}
+            _remember(self._samples, key, written, REMEMBERED_SAMPLES)
         return self._samples[key]
 
     def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
+        self._check_view(task, layer, head)
         top_k = None if top_k == "off" else top_k
         top_p = None if top_p >= 1 else top_p
         try:
@@ -279,6 +307,83 @@ class DecoderOnlyExplorer(Explorer):
         )
         self._draw_distribution()
         self._draw_attention(layer, head)
+
+    def _check_view(self, task: object, layer: object, head: object) -> None:
+        """The menus offer only these; draw() called directly is held to them too."""
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {list(TASKS)}, got {task!r:.40}")
+        config = self.model(task).config
+        for name, value, count in (
+            ("layer", layer, config.num_layers),
+            ("head", head, config.num_heads),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= count:
+                raise ValueError(f"{name} must be one of 1..{count}, got {value!r:.40}")
+
+    def render_png(self) -> bytes:
+        """Only the panels whose look changed are drawn anew (a new seed changes the title and
+        the samples that differ, a layer or head the attention's bars); the others keep their
+        pixels."""
+        looks = {panel: [_look(a) for a in artists] for panel, artists in self._panels.items()}
+        if self._background is None:  # the base class draws the whole figure
+            png = super().render_png()
+            if self._regions is None:  # the layout is fixed from the first draw on
+                self._regions = self._panel_regions()
+                png = super().render_png()  # again, with each panel's texts clipped to it
+            self._drawn = looks
+            return png
+        canvas = self.figure.canvas
+        height = self.figure.bbox.height
+        for panel, look in looks.items():
+            if self._drawn.get(panel) == look:
+                continue
+            x0, y0, x1, y1 = self._regions[panel]  # display coordinates, y up
+            canvas.restore_region(self._background, (x0, height - y1, x1, height - y0), (0, 0))
+            for artist in self._panels[panel]:
+                self.figure.draw_artist(artist)
+        self._drawn = looks
+        return self.canvas_png()
+
+    def _panel_regions(self) -> dict:
+        """Each panel's rectangle of the figure, (x0, y0, x1, y1) in pixels, y up: the samples'
+        title and each of their lines, the gaps between them split in the middle, above the gap
+        under their axes; below it, the distribution up to the attention axes' labels (its
+        value labels may pass its right edge), the tokens' names left of its axes; the
+        attention from there, the prompt's tokens under its axes. Each panel's texts are
+        clipped to it, so that drawing one panel anew never leaves a piece of another's."""
+        renderer = self.figure.canvas.get_renderer()
+        width, height = self.figure.bbox.width, self.figure.bbox.height
+        text_box = self.figure.axes[0].bbox
+        above_titles = self._distribution_ax.title.get_window_extent(renderer).y1
+        middle = round((text_box.y0 + above_titles) / 2)
+        line_height = renderer.get_text_width_height_descent(
+            "Tg", FontProperties(size=self._sample_lines[0].get_fontsize()), ismath=False
+        )[1]
+        tops = [text_box.y1 - SAMPLE_LINE_STEP * i * text_box.height for i in range(SAMPLES + 1)]
+        cuts = [height, round(text_box.y1) + 2]  # the title ends its pad above the first line
+        cuts += [
+            round((top - line_height + below) / 2)
+            for top, below in zip(tops, tops[1:], strict=False)
+        ]
+        cuts += [middle]
+        between = round(self._attention_ax.yaxis.get_tightbbox(renderer).x0 - 1)  # ticks, label
+        left = round(self._distribution_ax.bbox.x0) - 3  # the names end 2% of the axes before
+        below = round(self._attention_ax.bbox.y0) - 3  # and the prompt's tokens begin 2% below
+        regions = {
+            "title": (0, cuts[1], width, cuts[0]),
+            **{f"line {i}": (0, cuts[i + 2], width, cuts[i + 1]) for i in range(SAMPLES + 1)},
+            "tokens": (0, 0, left, middle),
+            "distribution": (left, 0, between, middle),
+            "keys": (between, 0, width, below),
+            "attention": (between, below, width, middle),
+        }
+        for panel, artists in self._panels.items():
+            box = Bbox.from_extents(*regions[panel])
+            for artist in artists:
+                if isinstance(artist, Text):  # bars and lines keep their axes' clip
+                    artist.set_clip_box(box)
+                    artist.set_clip_on(True)
+        return regions
 
     def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
         prompt = " ".join(prompt.split())  # tabs and line breaks as the tokenizer reads them
@@ -411,3 +516,28 @@ def _shortened(text: str) -> str:
     if len(text) <= MAX_SAMPLE_CHARACTERS:
         return text
     return text[: MAX_SAMPLE_CHARACTERS - 1] + "…"
+
+
+def _look(artist) -> tuple:
+    """What an artist of the explorer draws: its text, bar or line, colour and place."""
+    if isinstance(artist, Text):
+        return (
+            artist.get_text(),
+            artist.get_color(),
+            artist.get_position(),
+            artist.get_fontsize(),
+            artist.get_visible(),
+        )
+    if isinstance(artist, Rectangle):
+        shape = (artist.get_xy(), artist.get_width(), artist.get_height())
+        return (*shape, tuple(artist.get_facecolor()), artist.get_visible())
+    if isinstance(artist, Line2D):
+        return (tuple(artist.get_xdata()), tuple(artist.get_ydata()), artist.get_visible())
+    raise TypeError(f"no look for a {type(artist).__name__}")
+
+
+def _remember(cache: OrderedDict, key: tuple, value, kept: int) -> None:
+    """Keep value under key, and only the `kept` latest keys."""
+    cache[key] = value
+    if len(cache) > kept:
+        cache.popitem(last=False)

@@ -1,0 +1,133 @@
+"""Chapter 12's explorer draws anew only the parts of its figure whose look changed, and the
+picture is the same as drawing everything; it keeps what a control does not change (the
+prompt's reading, the samples of a setting) and holds draw() to what its menus offer."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from helpers import decoder_only
+from helpers.widgets import DecoderOnlyExplorer
+
+
+def tiny(seed: int) -> decoder_only.DecoderOnlyTranslator:
+    small = dataclasses.replace(
+        decoder_only.RECIPE, num_layers=2, d_model=32, d_ff=32, num_heads=2, dropout=0.0
+    )
+    torch.manual_seed(seed)
+    return decoder_only.build_translator(8001, 8000, small)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {"translate": tiny(0), "continue": tiny(1)}
+
+
+@pytest.fixture
+def explorer(models):
+    return DecoderOnlyExplorer(models=models)
+
+
+STEPS = [
+    ("temperature", 0.0),
+    ("temperature", 1.3),
+    ("top_p", 0.05),
+    ("top_p", 1.0),
+    ("top_k", 3),
+    ("seed", 4),
+    ("layer", 1),
+    ("head", 2),
+    ("task", "continue"),
+    ("prompt", "I don't think Tom knows where Mary lives."),
+    ("prompt", ""),  # a prompt it cannot read: the message, then back
+    ("prompt", "Tom has a blue car."),
+    ("task", "translate"),
+    ("seed", 0),
+]
+
+
+def test_each_redraw_is_the_picture_a_full_redraw_makes(explorer):
+    """Only the parts whose look changed are drawn anew, and the others keep their pixels:
+    after every control, drawing the whole figure again gives the same PNG."""
+    for name, value in STEPS:
+        explorer.controls[name].value = value
+        shown = bytes(explorer.image.value)
+        explorer.redraw_background()
+        assert explorer.render_png() == shown, (name, value)
+
+
+def drawn_panels(explorer, change) -> set[str]:
+    """The panels whose artists the figure draws while `change` runs."""
+    owner = {id(a): panel for panel, artists in explorer._panels.items() for a in artists}
+    drawn, draw_artist = set(), explorer.figure.draw_artist
+
+    def recording(artist):
+        drawn.add(owner[id(artist)])
+        draw_artist(artist)
+
+    explorer.figure.draw_artist = recording
+    try:
+        change()
+    finally:
+        explorer.figure.draw_artist = draw_artist
+    return drawn
+
+
+def test_a_control_draws_anew_only_what_it_changes(explorer):
+    controls = explorer.controls
+    assert drawn_panels(explorer, lambda: setattr(controls["head"], "value", 2)) == {"attention"}
+    assert drawn_panels(explorer, lambda: setattr(controls["layer"], "value", 1)) == {"attention"}
+    seed = drawn_panels(explorer, lambda: setattr(controls["seed"], "value", 3))
+    assert "title" in seed and seed <= {"title", "line 1", "line 2", "line 3"}
+    temperature = drawn_panels(explorer, lambda: setattr(controls["temperature"], "value", 0.5))
+    assert {"title", "distribution"} <= temperature and not temperature & {"keys", "attention"}
+    prompt = drawn_panels(explorer, lambda: setattr(controls["prompt"], "value", "I see."))
+    assert prompt == set(explorer._panels) - {"title"}  # the title names the settings only
+
+
+def test_going_back_to_a_setting_reads_and_samples_nothing_again(explorer, monkeypatch):
+    controls = explorer.controls
+    controls["seed"].value = 5
+    controls["task"].value = "continue"
+    controls["task"].value = "translate"
+    first = explorer.state["samples"]
+    import helpers.widgets.ch12_decoder_only as module
+
+    def never(*arguments, **options):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(module, "sample_texts", never)
+    monkeypatch.setattr(module, "read_prompt", never)
+    controls["seed"].value = 0
+    controls["seed"].value = 5
+    controls["task"].value = "continue"
+    controls["task"].value = "translate"
+    assert "error" not in explorer.state and explorer.state["samples"] == first
+
+
+def test_samples_written_from_the_kept_reading_are_sample_texts(explorer, models):
+    explorer.controls["temperature"].value = 1.2
+    ids = decoder_only.text_prompt(explorer.tokenizer, 8000, "Tom has a blue car.", "translate")
+    english = ids.shape[1] - 2
+    expected = decoder_only.sample_texts(
+        models["translate"], explorer.tokenizer, ids, 3, 2 * english + 5, 1.2, None, 0.9, 0
+    )
+    assert explorer.state["samples"] == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"layer": 3}, r"layer must be one of 1..2, got 3"),
+        ({"layer": 0}, r"layer must be one of 1..2, got 0"),
+        ({"head": 0}, r"head must be one of 1..2, got 0"),  # was the last head, silently
+        ({"head": True}, r"head must be one of 1..2, got True"),
+        ({"task": "summarise"}, r"task must be one of \['translate', 'continue'\]"),
+    ],
+)
+def test_draw_is_held_to_what_the_menus_offer(explorer, values, message):
+    """draw() called directly raised an IndexError for layer 9, a KeyError for a task, and
+    drew the last head for head 0."""
+    with pytest.raises(ValueError, match=message):
+        explorer.draw(**{**explorer.values(), **values})
