@@ -30,10 +30,14 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
 
 
 def seed(value: object, name: str = "seed") -> int:
-    """value as an int, if it is a whole number that torch.manual_seed takes: 0 .. 2^64 - 1."""
+    """value as an int, if it is a whole number 0 .. 2^32 - 1: torch's cpu generator reads only
+    a seed's low 32 bits, so 2^32 would draw what 0 draws."""
     value = whole_number(value, name, minimum=0)
-    if value >= 2**64:
-        raise ValueError(f"{name} must be below 2^64 (a torch seed), got {shown(value)}")
+    if value >= 2**32:
+        raise ValueError(
+            f"{name} must be below 2^32, got {shown(value)}: torch's cpu generator reads only a "
+            f"seed's low 32 bits (2^32 would draw what 0 draws)"
+        )
     return value
 
 
