@@ -33,7 +33,7 @@ from helpers.gpt import GPT, GPTConfig
 # The task
 
 LARGEST_ID = 2**63 - 1  # int64
-MOST_IDS = 2**31  # 16 GiB of int64 ids: more is a mistake in a size, not a batch to draw
+MOST_BYTES = 2**32  # 4 GiB at the peak of one call: more is a mistake in a size, not a batch
 
 
 def _check_generator(generator: object, optional: bool = True) -> None:
@@ -54,16 +54,27 @@ def repeated_sequences(
         raise ValueError(
             f"vocab_size must be at most 2^63 - 1 (int64 ids), got {validation.shown(vocab_size)}"
         )
-    if batch * 2 * length > MOST_IDS:
-        raise ValueError(
-            f"batch * 2 * length = {validation.shown(batch * 2 * length)} ids is more than "
-            f"{MOST_IDS} (16 GiB of int64): batch {validation.shown(batch)}, length "
-            f"{validation.shown(length)}"
-        )
+    _check_bytes("repeated_sequences", _repeat_bytes(batch, length), batch=batch, length=length)
     _check_generator(generator)
     device = None if generator is None else generator.device
     block = torch.randint(vocab_size, (batch, length), generator=generator, device=device)
     return torch.cat([block, block], dim=1)  # (batch, 2 * length)
+
+
+def _repeat_bytes(batch: int, length: int) -> int:
+    """The bytes repeated_sequences holds at its peak: the block, then it and its copy (int64)."""
+    return 8 * batch * length + 8 * batch * 2 * length
+
+
+def _check_bytes(call: str, peak: int, **sizes: int) -> None:
+    """A ValueError naming the call and the sizes asked for, if the call would hold more than
+    MOST_BYTES at its peak."""
+    if peak > MOST_BYTES:
+        asked = ", ".join(f"{name} {validation.shown(size)}" for name, size in sizes.items())
+        raise ValueError(
+            f"{call} would allocate {validation.shown(peak)} bytes at its peak, more than "
+            f"2^32 (4 GiB): {asked}"
+        )
 
 
 # The scores of an attention pattern
@@ -101,7 +112,7 @@ def induction_score(weights: torch.Tensor, length: int) -> torch.Tensor:
     t - length + 1, the token after the earlier occurrence of the current token. An exact
     induction head scores 1."""
     _check_weights(weights)
-    length = validation.whole_number(length, "length")
+    length = validation.whole_number(length, "length", minimum=2)  # 1: the stripe is the diagonal
     if weights.shape[-1] != 2 * length:
         raise ValueError(
             f"weights cover n = {weights.shape[-1]} positions, but a block of length "
@@ -117,7 +128,8 @@ def induction_score(weights: torch.Tensor, length: int) -> torch.Tensor:
 
 def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
     """heads as a list of (layer, head) pairs of whole numbers inside the model."""
-    if isinstance(heads, str | bytes) or not isinstance(heads, Iterable):
+    zero_dim = isinstance(heads, torch.Tensor | np.ndarray) and heads.ndim == 0
+    if isinstance(heads, str | bytes) or not isinstance(heads, Iterable) or zero_dim:
         raise TypeError(
             f"heads must be an iterable of (layer, head) pairs such as [(0, 1)], got {heads!r:.80}"
         )
@@ -263,6 +275,13 @@ def _check_repeated(model: object, ids: object, length: object) -> tuple[GPT, to
             f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
             f"its copy, got {tuple(ids.shape)}"
         )
+    differ = (ids[:, :length] != ids[:, length:]).any(1)  # (B,)
+    if differ.any():
+        row = int(differ.nonzero()[0, 0])
+        raise ValueError(
+            f"ids must be a block followed by its exact copy, ids[:, :length] == ids[:, length:], "
+            f"but row {row} is not ({int(differ.sum())} of {ids.shape[0]} rows are not)"
+        )
     return model, ids, length
 
 
@@ -378,6 +397,24 @@ class Recipe:
                     f"{getattr(self, batch)}, context_length {self.context_length}, "
                     f"vocab_size {self.vocab_size}"
                 )
+        _check_bytes(
+            "training_batch",
+            _batch_bytes(self.batch_size, self.context_length),
+            batch_size=self.batch_size,
+            context_length=self.context_length,
+        )
+        _check_bytes(
+            "the held-out repeated_sequences",
+            _repeat_bytes(self.eval_batch, self.eval_length),
+            eval_batch=self.eval_batch,
+            eval_length=self.eval_length,
+        )
+
+
+def _batch_bytes(batch: int, n: int) -> int:
+    """The bytes training_batch holds at its peak: the random ids, where each copy reads, what
+    it reads, the result (int64) and which positions are in the copy (bool), each (batch, n)."""
+    return (4 * 8 + 1) * batch * n
 
 
 MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}
@@ -472,8 +509,9 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
 
 
 def _seeded(seed: int) -> torch.Generator:
-    """A generator seeded with seed, wrapped into torch's seeds 0..2^64 - 1."""
-    return torch.Generator().manual_seed(seed % 2**64)
+    """A generator seeded with seed, wrapped into 0..2^32 - 1 (the bits torch's cpu generator
+    reads)."""
+    return torch.Generator().manual_seed(seed % 2**32)
 
 
 def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
@@ -570,10 +608,10 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
             ) from None
         models[name] = blank_model(config)
         where = f"{path} ({name})"
-        load_weights(models[name], float_weights(saved["weights"][name], where), where)
+        load_weights(models[name], _float32_weights(saved["weights"][name], where), where)
         models[name].eval()
-        check_log(where, saved["logs"][name], config)
-        check_snapshots(where, saved["snapshots"][name], config)
+        check_log(where, saved["logs"][name], recipe, layers)
+        check_snapshots(where, saved["snapshots"][name], recipe, layers)
     return {
         "recipe": recipe,
         "models": models,
@@ -606,10 +644,12 @@ LOG_RANGES = {  # what each logged number can be
 }
 
 
-def check_log(where: str, log: object, config: GPTConfig) -> None:
-    """A log as train_model writes it, or a CheckpointError naming `where` it came from: the
-    steps in increasing order, for each one a loss >= 0 and an accuracy in 0..1, and the scores
-    as (rows, layers, heads) tensors of weights in 0..1."""
+def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
+    """A log as train_model writes it with this recipe for a model of num_layers, or a
+    CheckpointError naming `where` it came from: the steps in increasing order, each on the
+    recipe's log_every grid up to its steps, for each one a loss >= 0 and an accuracy in 0..1,
+    and the scores as (rows, layers, heads) tensors of weights in 0..1."""
+    config = model_config(recipe, num_layers)
     if not isinstance(log, dict) or set(log) != {*LOG_LISTS, *LOG_SCORES}:
         found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
         raise CheckpointError(
@@ -625,6 +665,13 @@ def check_log(where: str, log: object, config: GPTConfig) -> None:
         raise CheckpointError(
             f"{where}: its log's step should be a list of training steps, whole numbers >= 0 "
             f"in increasing order, found {validation.shown(steps)}"
+        )
+    off_grid = [step for step in steps if step % recipe.log_every or step > recipe.steps]
+    if off_grid:
+        raise CheckpointError(
+            f"{where}: its log's steps should be multiples of the recipe's log_every "
+            f"({recipe.log_every}) up to its steps ({recipe.steps}), found "
+            f"{validation.shown(off_grid[0])}"
         )
     for key, (low, high) in LOG_RANGES.items():
         column = log[key]
@@ -652,11 +699,18 @@ def check_log(where: str, log: object, config: GPTConfig) -> None:
                 f"{where}: its log's {key} should be a (rows, layers, heads) = {expected} tensor, "
                 f"found {found}"
             )
-        if not scores.is_floating_point() or not ((scores >= 0) & (scores <= 1)).all():
+        if scores.layout != torch.strided or scores.is_meta or not scores.is_floating_point():
+            found = "on the meta device" if scores.is_meta else f"{scores.dtype}, {scores.layout}"
             raise CheckpointError(
-                f"{where}: its log's {key} scores should be floating-point means of attention "
-                f"weights, each in 0..1, found {scores.dtype} from {scores.min().item():.4g} to "
-                f"{scores.max().item():.4g}"
+                f"{where}: its log's {key} should be an ordinary dense floating-point tensor, "
+                f"found one {found}"
+            )
+        outside = ~((scores >= 0) & (scores <= 1))
+        if outside.any():
+            index = tuple(outside.nonzero()[0].tolist())
+            raise CheckpointError(
+                f"{where}: its log's {key} scores should be means of attention weights, each in "
+                f"0..1, found {scores[index].item()!r} at {index}"
             )
 
 
@@ -671,23 +725,40 @@ def _number_in(value: object, low: float, high: float) -> bool:
         return False
 
 
-def check_snapshots(where: str, snapshots: object, config: GPTConfig) -> None:
-    """Snapshots as train_model keeps them, or a CheckpointError naming `where` they came from:
-    {step: weights}, each finite and fitting a model of the config (checked by loading them into
-    a scratch one)."""
+def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: int) -> None:
+    """Snapshots as train_model keeps them with this recipe for a model of num_layers, or a
+    CheckpointError naming `where` they came from: {step: weights}, each step on the recipe's
+    snapshot_every grid up to its steps, the weights finite in float32 and fitting the model
+    (checked by loading them into a scratch one)."""
+    config = model_config(recipe, num_layers)
     if not isinstance(snapshots, dict) or not snapshots:
         found = "an empty dict" if isinstance(snapshots, dict) else type(snapshots).__name__
         raise CheckpointError(f"{where}: its snapshots should be {{step: weights}}, found {found}")
     model = blank_model(config)
     for step, weights in snapshots.items():
-        if type(step) is not int or step < 0:
+        if type(step) is not int or not 0 <= step <= recipe.steps or step % recipe.snapshot_every:
             raise CheckpointError(
-                f"{where}: its snapshots should be keyed by training step, found "
-                f"{validation.shown(step)}"
+                f"{where}: its snapshots should be keyed by training steps, multiples of the "
+                f"recipe's snapshot_every ({recipe.snapshot_every}) up to its steps "
+                f"({recipe.steps}), found {validation.shown(step)}"
             )
         snapshot = f"{where} snapshot {step}"
-        weights = float_weights(weights, snapshot)
-        for key, value in weights.items():
-            if not value.isfinite().all():
-                raise CheckpointError(f"{snapshot}: its weight {key} holds NaN or inf")
-        load_weights(model, weights, snapshot)
+        load_weights(model, _float32_weights(weights, snapshot), snapshot)
+
+
+def _float32_weights(weights: object, where: str) -> dict[str, torch.Tensor]:
+    """float_weights(weights), each an ordinary dense tensor, finite once in float32 (1e39 in
+    float64 is finite, and inf in float32), or a CheckpointError naming `where`."""
+    weights = float_weights(weights, where)
+    for key, value in weights.items():
+        if value.layout != torch.strided or value.is_meta:
+            found = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
+            raise CheckpointError(
+                f"{where}: its weight {key} should be an ordinary dense tensor, found one {found}"
+            )
+        if not value.isfinite().all():
+            raise CheckpointError(
+                f"{where}: its weight {key} holds NaN or inf in float32 (a value beyond "
+                f"{torch.finfo(torch.float32).max:.4g} becomes inf)"
+            )
+    return weights

@@ -5,6 +5,7 @@ zeroing that slice of W_o by hand, nothing left behind)."""
 import copy
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -122,7 +123,7 @@ def test_an_exact_previous_token_pattern_scores_one(n):
     assert previous_token_score(previous_token_pattern(n)).item() == 1.0
 
 
-@pytest.mark.parametrize("length", [1, 2, 7])
+@pytest.mark.parametrize("length", [2, 3, 7])
 def test_an_exact_induction_stripe_scores_one(length):
     assert induction_score(induction_pattern(length), length).item() == 1.0
 
@@ -150,10 +151,12 @@ def test_uniform_causal_weights_give_the_mean_of_one_over_t_plus_one():
     assert induction_score(uniform_causal(n), length).item() == pytest.approx(expected.item())
 
 
-def test_uniform_weights_of_length_one_score_the_last_row_on_itself():
-    weights = torch.tensor([[1.0, 0.0], [0.25, 0.75]])
-    assert induction_score(weights, 1).item() == 0.75  # t = 1 reads key t - 1 + 1 = 1
-    assert previous_token_score(weights).item() == 0.25
+def test_a_block_of_one_token_has_no_induction_score():
+    """With length 1 the induction stripe is the diagonal: torch.eye(2) scored 1.0."""
+    with pytest.raises(ValueError, match="length must be a whole number >= 2, got 1"):
+        induction_score(torch.eye(2), 1)
+    with pytest.raises(ValueError, match="length must be a whole number >= 2, got 1"):
+        induction_score(uniform_causal(2), 1)
 
 
 # The scores: the definition, shapes, dtype, gradients
@@ -168,7 +171,7 @@ def induction_by_loop(weights: torch.Tensor, length: int) -> torch.Tensor:
     return sum(weights[..., t, t - length + 1] for t in range(length, 2 * length)) / length
 
 
-@pytest.mark.parametrize("shape", [(6, 6), (3, 10, 10), (2, 4, 8, 8), (2, 1, 3, 2, 2)])
+@pytest.mark.parametrize("shape", [(6, 6), (3, 10, 10), (2, 4, 8, 8), (2, 1, 3, 4, 4)])
 def test_the_scores_follow_their_definition_for_any_leading_dims(shape):
     weights = causal_weights(*shape[:-1], seed=len(shape))
     length = shape[-1] // 2
@@ -252,8 +255,8 @@ def test_previous_token_score_refuses_bad_weights(weights, words):
     [
         (torch.ones(6, 6) / 6, 2, ValueError, "n = 6 positions, but a block of length 2 and its"),
         (torch.ones(5, 5) / 5, 2, ValueError, "are n = 2 * length = 4"),
-        (torch.ones(4, 4) / 4, 2.0, ValueError, "length must be a whole number >= 1, got 2.0"),
-        (torch.ones(4, 4) / 4, 0, ValueError, "length must be a whole number >= 1, got 0"),
+        (torch.ones(4, 4) / 4, 2.0, ValueError, "length must be a whole number >= 2, got 2.0"),
+        (torch.ones(4, 4) / 4, 0, ValueError, "length must be a whole number >= 2, got 0"),
         (torch.ones(4, 4, dtype=torch.bool), 2, ValueError, "got torch.bool"),
         (torch.full((2, 2), float("nan")), 1, ValueError, "weights hold NaN"),
         ("weights", 2, ValueError, "weights must be a torch.Tensor (..., n, n), got str"),
@@ -466,9 +469,11 @@ def test_logits_with_heads_zeroed_refuses_bad_ids_and_leaves_the_model_as_it_was
     ("arguments", "words"),
     [
         ((2, 3, 2**63), "vocab_size must be at most 2^63 - 1 (int64 ids), got 9223372036854775808"),
-        ((2**63, 3, 5), "batch * 2 * length = 55340232221128654848 ids is more than 2147483648"),
-        ((10**7, 10**7, 5), "(16 GiB of int64): batch 10000000, length 10000000"),
+        ((2**63, 3, 5), "would allocate 664082786653543858176 bytes at its peak, more than"),
+        ((10**7, 10**7, 5), "more than 2^32 (4 GiB): batch 10000000, length 10000000"),
+        ((2**30, 1, 5), "repeated_sequences would allocate 25769803776 bytes at its peak"),
     ],
+    ids=["vocabulary", "2^63 sequences", "10^7 by 10^7", "2^30 sequences"],
 )
 def test_repeated_sequences_refuse_sizes_torch_cannot_hold(arguments, words):
     with pytest.raises(ValueError) as raised:
@@ -648,7 +653,10 @@ HUGE = 10**5000  # more digits than Python prints
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [
-        ((HUGE, 4, 10), "batch * 2 * length = a int too large to print ids is more than"),
+        (
+            (HUGE, 4, 10),
+            "repeated_sequences would allocate a int too large to print bytes at its peak",
+        ),
         ((2, HUGE, 10), "batch 2, length a int too large to print"),
         ((2, 4, HUGE), "vocab_size must be at most 2^63 - 1 (int64 ids), got a int too large"),
         ((-HUGE, 4, 10), "batch must be a whole number >= 1, got a int too large to print"),
@@ -666,7 +674,7 @@ def test_repeated_sequences_name_a_number_too_large_to_print(arguments, words):
     ("length", "words"),
     [
         (HUGE, "a block of length a int too large to print and its copy are n = 2 * length"),
-        (-HUGE, "length must be a whole number >= 1, got a int too large to print"),
+        (-HUGE, "length must be a whole number >= 2, got a int too large to print"),
     ],
     ids=["huge", "-huge"],
 )
@@ -726,3 +734,19 @@ def test_the_measuring_tools_leave_torchs_random_numbers_alone(call):
     before = torch.random.get_rng_state()
     call(model, ids, weights)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_the_peak_of_repeated_sequences_is_what_its_bound_counts():
+    """The bound counts the block and the block with its copy, 24 bytes per block position."""
+    from helpers.induction import MOST_BYTES
+
+    batch = MOST_BYTES // 24
+    with pytest.raises(ValueError, match="at its peak"):
+        repeated_sequences(batch + 1, 1, 5)
+
+
+def test_zeroed_heads_names_a_zero_dimensional_tensor():
+    """torch.tensor(1) raised torch's 'iteration over a 0-d tensor'."""
+    for heads in (torch.tensor(1), np.int64(1), np.array(1)):
+        with pytest.raises(TypeError, match="heads must be an iterable of \\(layer, head\\) pairs"):
+            zeroed_heads(small_model(), heads)

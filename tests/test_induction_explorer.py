@@ -9,8 +9,9 @@ import pytest
 import torch
 from test_widgets import tiny_induction_training
 
+from helpers.induction import Recipe
 from helpers.widgets import InductionExplorer
-from helpers.widgets.ch13_induction_heads import parse_tokens
+from helpers.widgets.ch13_induction_heads import parse_tokens, repeat_length
 
 HUGE = 10**5000  # more digits than Python prints
 
@@ -94,9 +95,10 @@ def test_parse_tokens_reads_what_the_explorer_reads():
         ({"step": HUGE}, "step a int too large to print is not a stored snapshot"),
         ({"layer": HUGE}, "layer a int too large to print is out of range for the two-layer"),
         ({"head": -HUGE}, "head must be a whole number >= 0, got a int too large to print"),
-        ({"seed": HUGE}, "seed must be below 2^64 (a torch seed), got a int too large to print"),
+        ({"seed": HUGE}, "seed must be below 2^32, got a int too large to print"),
+        ({"seed": 2**32}, "seed must be below 2^32, got 4294967296: torch's cpu generator reads"),
     ],
-    ids=["model list", "model dict", "step", "layer", "head", "seed"],
+    ids=["model list", "model dict", "step", "layer", "head", "seed", "seed 2^32"],
 )
 def test_the_explorer_names_arguments_that_are_not_what_they_should_be(arguments, message):
     with pytest.raises(ValueError) as raised:
@@ -127,7 +129,7 @@ def _snapshot_with_nan(training):
         ),
         (
             lambda t: t["logs"]["two-layer"]["induction"].__setitem__((2, 1, 0), float("nan")),
-            "its log's induction scores should be floating-point means of attention weights",
+            "its log's induction scores should be means of attention weights, each in 0..1",
         ),
         (
             lambda t: t["logs"]["one-layer"]["step"].reverse(),
@@ -139,7 +141,7 @@ def _snapshot_with_nan(training):
         ),
         (
             lambda t: t["snapshots"]["one-layer"].__setitem__("10", t["snapshots"]["one-layer"][0]),
-            "its snapshots should be keyed by training step, found '10'",
+            "its snapshots should be keyed by training steps, multiples of the recipe's",
         ),
     ],
     ids=[
@@ -186,3 +188,127 @@ def test_building_the_explorer_leaves_torchs_random_numbers_alone():
     before = torch.random.get_rng_state()
     InductionExplorer(training=training, step=0)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+# Regressions from a second hostile pass
+
+
+def _changed_training(change):
+    training = copy.deepcopy(tiny_induction_training())
+    change(training)
+    return training
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "words"),
+    [
+        (
+            lambda t: t["logs"]["two-layer"]["step"].__setitem__(-1, 10**400),
+            ValueError,
+            "its log's steps should be multiples of the recipe's log_every (5) up to its steps",
+        ),
+        (
+            lambda t: t["snapshots"]["two-layer"].__setitem__(
+                10**400, t["snapshots"]["two-layer"][0]
+            ),
+            ValueError,
+            "keyed by training steps, multiples of the recipe's snapshot_every (10) up to its",
+        ),
+        (
+            lambda t: t["logs"]["two-layer"].__setitem__("second_copy_loss", [1.7e308] * 3),
+            ValueError,
+            "second_copy_loss reaches 1.7e+308: the explorer draws losses up to 1e+100 nats",
+        ),
+        (
+            lambda t: t.__setitem__("recipe", None),
+            TypeError,
+            "training['recipe'] must be a Recipe, got NoneType",
+        ),
+        (
+            lambda t: t.__setitem__("recipe", Recipe(d_model=16, steps=10, log_every=5)),
+            ValueError,
+            "training['models']['one-layer'] must be the model training['recipe'] builds",
+        ),
+        (
+            lambda t: t.__setitem__(
+                "recipe", Recipe(context_length=100000, batch_size=1, eval_batch=1)
+            ),
+            ValueError,
+            "the explorer draws contexts of at most 256 positions (a map of context x context "
+            "cells), got training['recipe'].context_length 100000",
+        ),
+    ],
+    ids=[
+        "log step 10^400",
+        "snapshot 10^400",
+        "loss 1.7e308",
+        "no recipe",
+        "other recipe",
+        "context",
+    ],
+)
+def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, error, words):
+    """10**400 raised OverflowError, losses of 1.7e308 numpy's 'Singular matrix', and a context
+    of 100,000 'Unable to allocate 74.5 GiB'."""
+    with pytest.raises(error) as raised:
+        InductionExplorer(training=_changed_training(change))
+    assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda e: e.snapshot("two-layer", 12345), "step 12345 is not a stored snapshot of the"),
+        (
+            lambda e: e.steps("three"),
+            "model must be one of ['one-layer', 'two-layer'], got 'three'",
+        ),
+        (
+            lambda e: e.draw("two-layer", 10, 5, 0, "repeat", 0, ""),
+            "layer 5 is out of range for the two-layer model: the model has 2 layers, 0..1",
+        ),
+        (
+            lambda e: e.draw("two-layer", 10, 0, 2, "repeat", 0, ""),
+            "head 2 is out of range for the two-layer model: each layer has 2 heads, 0..1",
+        ),
+        (lambda e: e.draw("two-layer", 7, 0, 0, "repeat", 0, ""), "step 7 is not a stored"),
+    ],
+    ids=["snapshot step", "steps model", "draw layer", "draw head", "draw step"],
+)
+def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words):
+    """KeyError and IndexError came out of snapshot, steps and draw."""
+    with pytest.raises(ValueError) as raised:
+        call(explorer)
+    assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("ids", "words"),
+    [
+        (torch.tensor([1, 2, 1, 2]), "ids must be (1, n), one sequence, got shape (4,)"),
+        (torch.tensor([[1, 2, 1, 2]] * 2), "ids must be (1, n), one sequence, got shape (2, 4)"),
+        ([[1, 2, 1, 2]], "ids must be a torch.Tensor (1, n), got list"),
+    ],
+)
+def test_repeat_length_names_ids_that_are_not_one_sequence(ids, words):
+    with pytest.raises((TypeError, ValueError)) as raised:
+        repeat_length(ids)
+    assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("vocab_size", "context_length", "words"),
+    [
+        (HUGE, 48, "vocab_size must be at most 2^63 (int64 ids), got a int too large to print"),
+        (0, 48, "vocab_size must be a whole number >= 1, got 0"),
+        (64, 0, "context_length must be a whole number >= 1, got 0"),
+    ],
+    ids=["vocabulary 10^5000", "vocabulary 0", "context 0"],
+)
+def test_parse_tokens_names_sizes_that_are_not_a_vocabulary_or_a_context(
+    vocab_size, context_length, words
+):
+    """10**5000 raised Python's 4300-digit error, and 0 spoke of 'the vocabulary 0..-1'."""
+    with pytest.raises(ValueError) as raised:
+        parse_tokens("5 17", vocab_size, context_length)
+    assert words in str(raised.value), str(raised.value)

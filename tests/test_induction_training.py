@@ -15,6 +15,7 @@ from helpers.induction import (
     MODEL_LAYERS,
     Recipe,
     _parameter_count,
+    check_log,
     check_snapshots,
     induction_score,
     load_models,
@@ -311,7 +312,7 @@ def test_training_batch_refuses_bad_arguments_by_name(recipe, generator, error, 
 
 
 def test_a_seed_at_the_top_of_torchs_range_trains():
-    result = train_model(1, dataclasses.replace(TINY, seed=2**64 - 1, steps=1))
+    result = train_model(1, dataclasses.replace(TINY, seed=2**32 - 1, steps=1))
     assert result["log"]["step"] == [0]
 
 
@@ -384,7 +385,11 @@ SOME_WEIGHT = "blocks.0.attention.W_q.weight"
         (("logs", "two-layer", "previous_token"), [0.5], "tensor, found list"),
         (("snapshots", "one-layer"), [1], "its snapshots should be {step: weights}, found list"),
         (("snapshots", "one-layer"), {}, "found an empty dict"),
-        (("snapshots", "one-layer", "zero"), {}, "keyed by training step, found 'zero'"),
+        (
+            ("snapshots", "one-layer", "zero"),
+            {},
+            "multiples of the recipe's snapshot_every (3) up to its steps (6), found 'zero'",
+        ),
         (("snapshots", "two-layer", 3), [1], "snapshot 3: its weights should be a dict"),
         (("snapshots", "two-layer", 3, SOME_WEIGHT), torch.zeros(1), "shape: " + SOME_WEIGHT),
         (("snapshots", "two-layer", 3, SOME_WEIGHT), DELETE, "missing: " + SOME_WEIGHT),
@@ -528,7 +533,7 @@ def test_a_crafted_recipe_is_refused_before_a_model_is_built(
         (
             ("logs", "two-layer", "induction", 0, 0, 0),
             7.0,
-            "each in 0..1, found torch.float64 from",
+            "scores should be means of attention weights, each in 0..1, found 7.0 at (0, 0, 0)",
         ),
     ],
 )
@@ -550,7 +555,11 @@ def test_a_log_of_integer_scores_is_refused(tmp_path, saved_contents):
     contents = copy.deepcopy(saved_contents)
     contents["logs"]["two-layer"]["previous_token"] = torch.zeros(4, 2, 2, dtype=torch.int64)
     save_checkpoint(path, contents)
-    with pytest.raises(CheckpointError, match="scores should be floating-point means"):
+    with pytest.raises(
+        CheckpointError,
+        match="its log.s previous_token should be an ordinary dense floating-point tensor, "
+        "found one torch.int64",
+    ):
         load_training(path)
 
 
@@ -559,7 +568,7 @@ def test_a_snapshot_with_a_non_finite_weight_is_refused():
     snapshot = {key: value.clone() for key, value in model.state_dict().items()}
     snapshot["norm.weight"][0] = float("nan")
     with pytest.raises(CheckpointError, match="snapshot 3: its weight norm.weight holds NaN"):
-        check_snapshots("here", {0: model.state_dict(), 3: snapshot}, model.config)
+        check_snapshots("here", {0: model.state_dict(), 3: snapshot}, TINY, 2)
 
 
 @pytest.mark.parametrize("load", [load_training, load_models], ids=["load_training", "load_models"])
@@ -589,6 +598,164 @@ def test_measure_refuses_logits_that_overflow():
     with torch.no_grad():
         model.tokens.weight[3] = 1e300  # finite in float64, its square is not
     ids = repeated_sequences(2, 8, 16, torch.Generator().manual_seed(0))
-    ids[:, 0] = 3
+    ids[:, [0, 8]] = 3  # in the block and in its copy
     with pytest.raises(ValueError, match="the logits overflow to inf or NaN in torch.float64"):
         measure(model, ids, 8)
+
+
+# Regressions from a second hostile pass
+
+
+def _one_token_of_row_2_changed(ids):
+    ids = ids.clone()
+    ids[2, 15] = (ids[2, 7] + 1) % 16  # the copy's last token differs from the block's
+    return ids
+
+
+@pytest.mark.parametrize(
+    ("change", "row"),
+    [
+        (lambda ids: torch.randint(16, ids.shape, generator=torch.Generator().manual_seed(1)), 0),
+        (lambda ids: torch.cat([ids[:, :8], ids[:, 8:].flip(1)], 1), 0),
+        (_one_token_of_row_2_changed, 2),
+    ],
+    ids=["random", "reversed copy", "one token of row 2"],
+)
+def test_measure_refuses_ids_that_are_not_a_block_and_its_copy(change, row):
+    """torch.randint(64, (4, 48)) and a copy reversed with .flip(1) were measured as repeats."""
+    ids = change(repeated_sequences(3, 8, 16, torch.Generator().manual_seed(0)))
+    with pytest.raises(
+        ValueError, match=f"a block followed by its exact copy.*but row {row} is not"
+    ):
+        measure(tiny_model(), ids, 8)
+
+
+def crafted(tmp_path, contents: dict):
+    path = tmp_path / "crafted.pt"
+    save_checkpoint(path, contents)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("keys", "value"),
+    [
+        (("weights", "two-layer", "norm.bias"), torch.full((8,), 1e39, dtype=torch.float64)),
+        (("weights", "one-layer", SOME_WEIGHT), torch.full((8, 8), 1e300, dtype=torch.float64)),
+        (("snapshots", "two-layer", 3, "norm.bias"), torch.full((8,), -1e39, dtype=torch.float64)),
+    ],
+    ids=["1e39 bias", "1e300 W_q", "-1e39 in a snapshot"],
+)
+def test_weights_that_overflow_float32_are_refused(tmp_path, saved_contents, keys, value):
+    """A float64 weight of 1e39 is finite, and inf once cast to float32: it loaded as inf."""
+    path = crafted(tmp_path, changed(saved_contents, keys, value))
+    with pytest.raises(CheckpointError, match=f"its weight {keys[-1]} holds NaN or inf in float32"):
+        load_training(path)
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "words"),
+    [
+        (
+            ("logs", "two-layer", "step", -1),
+            10**30,
+            "up to its steps (6), found 1000000000000000000000000000000",
+        ),
+        (("logs", "two-layer", "step", -1), 7, "multiples of the recipe's log_every (2) up to"),
+        (("logs", "one-layer", "step", 1), 3, "log_every (2) up to its steps (6), found 3"),
+        (("snapshots", "two-layer", 12345), None, "snapshot_every (3) up to its steps (6), found"),
+        (("snapshots", "two-layer", 10**30), None, "keyed by training steps, multiples of"),
+        (("snapshots", "one-layer", 10**400), None, "multiples of the recipe's snapshot_every"),
+        (("snapshots", "one-layer", 4), None, "snapshot_every (3) up to its steps (6), found 4"),
+    ],
+)
+def test_steps_off_the_recipes_grid_are_refused(tmp_path, saved_contents, keys, value, words):
+    """check_log and check_snapshots took any increasing steps: 10**30, or 12345."""
+    if value is None:  # a snapshot under a step no run keeps: a copy of step 0's weights
+        value = saved_contents["snapshots"][keys[1]][0]
+    with pytest.raises(CheckpointError) as raised:
+        load_training(crafted(tmp_path, changed(saved_contents, keys, value)))
+    assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize("seed", [2**32, 2**33 + 5, 2**64 - 1])
+def test_seeds_that_torch_reads_as_another_are_refused(seed):
+    """torch's cpu generator reads a seed's low 32 bits: seed 2^32 drew what seed 0 draws."""
+    with pytest.raises(ValueError, match=r"seed must be below 2\^32, got .*low 32 bits"):
+        Recipe(seed=seed)
+
+
+def test_torchs_cpu_generator_reads_only_a_seeds_low_32_bits():
+    """Why seeds stop at 2^32 - 1 (if torch ever reads more, the bound can go)."""
+    low = repeated_sequences(1, 4, 64, torch.Generator().manual_seed(0))
+    assert torch.equal(repeated_sequences(1, 4, 64, torch.Generator().manual_seed(2**32)), low)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"vocab_size": 2, "context_length": 2**30, "batch_size": 1, "eval_batch": 1},
+            "training_batch would allocate 35433480192 bytes at its peak, more than 2^32 (4 GiB): "
+            "batch_size 1, context_length 1073741824",
+        ),
+        (
+            {"eval_batch": 2**22, "eval_length": 64, "context_length": 128, "vocab_size": 1},
+            "the held-out repeated_sequences would allocate 6442450944 bytes at its peak",
+        ),
+    ],
+)
+def test_a_recipe_whose_ids_torch_could_not_hold_is_refused(changes, words):
+    """Recipe(vocab_size=2, context_length=2**30, ...) passed, and training_batch asked torch
+    for 8 GiB of ids."""
+    with pytest.raises(ValueError) as raised:
+        Recipe(**changes)
+    assert words in str(raised.value), str(raised.value)
+
+
+def test_check_log_names_a_recipe_that_is_not_one(saved_contents):
+    """check_log('w', log, None) raised AttributeError 'num_layers'."""
+    with pytest.raises(TypeError, match="recipe must be a Recipe, got NoneType"):
+        check_log("w", saved_contents["logs"]["two-layer"], None, 2)
+    with pytest.raises(TypeError, match="recipe must be a Recipe, got NoneType"):
+        check_snapshots("w", saved_contents["snapshots"]["two-layer"], None, 2)
+
+
+def _meta(tensor):
+    return torch.empty_like(tensor, device="meta")
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (_meta, "found one on the meta device"),
+        (lambda t: t.to_sparse(), "found one torch.float32, torch.sparse_coo"),
+        (lambda t: t.to(torch.complex64), "found one torch.complex64"),
+    ],
+    ids=["meta", "sparse", "complex"],
+)
+def test_check_log_names_scores_that_are_not_dense_real_tensors(saved_contents, make, words):
+    """item() on meta, NotImplementedError on sparse, and complex scores reached torch."""
+    log = copy.deepcopy(saved_contents["logs"]["two-layer"])
+    log["induction"] = make(log["induction"].float())
+    with pytest.raises(CheckpointError) as raised:
+        check_log("w", log, TINY, 2)
+    assert "its log's induction should be an ordinary dense floating-point tensor" in str(
+        raised.value
+    )
+    assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [(_meta, "on the meta device (no values)"), (lambda t: t.to_sparse(), "torch.sparse_coo")],
+    ids=["meta", "sparse"],
+)
+def test_check_snapshots_names_weights_that_are_not_dense(saved_contents, make, words):
+    snapshots = copy.deepcopy(saved_contents["snapshots"]["two-layer"])
+    snapshots[3]["norm.bias"] = make(snapshots[3]["norm.bias"])
+    with pytest.raises(CheckpointError) as raised:
+        check_snapshots("w", snapshots, TINY, 2)
+    assert "w snapshot 3: its weight norm.bias should be an ordinary dense tensor" in str(
+        raised.value
+    )
+    assert words in str(raised.value), str(raised.value)

@@ -540,15 +540,14 @@ def tiny_induction_training() -> dict:
     """A dict shaped as helpers.induction.load_training() returns it: two tiny attention-only
     GPTs (one and two layers, two heads, vocabulary 64, context 48), snapshots at steps 0 and
     10 (different weights), and a log of three rows whose last row makes head 1 of the last
-    layer the best induction head."""
-    from helpers.gpt import GPT, GPTConfig
+    layer the best induction head; the recipe that builds such models and writes such logs."""
+    from helpers.gpt import GPT
+    from helpers.induction import Recipe, model_config
 
+    recipe = Recipe(d_model=8, steps=10, log_every=5, snapshot_every=10)
     models, snapshots, logs = {}, {}, {}
     for layers, name in ((1, "one-layer"), (2, "two-layer")):
-        config = GPTConfig(
-            vocab_size=64, context_length=48, d_model=8, num_heads=2, num_layers=layers,
-            d_ff=8, attention_only=True,
-        )  # fmt: skip
+        config = model_config(recipe, layers)
         snapshots[name] = {}
         for step in (0, 10):
             torch.manual_seed(100 * layers + step)
@@ -566,7 +565,7 @@ def tiny_induction_training() -> dict:
             "previous_token": torch.full((3, layers, 2), 0.1),
         }
     return {
-        "recipe": None,
+        "recipe": recipe,
         "models": models,
         "logs": logs,
         "snapshots": snapshots,

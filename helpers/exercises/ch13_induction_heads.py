@@ -160,7 +160,7 @@ def induction_cases() -> list[tuple[str, torch.Tensor, int]]:
     return [
         ("one (n, n) matrix, length 4 (n = 8)", weights(length=4), 4),
         ("(B=2, heads=3, n=10, n=10), length 5", weights(2, 3, length=5), 5),
-        ("length 1 (n = 2): the one query of the copy, t = 1, on key 1", weights(3, length=1), 1),
+        ("length 2 (n = 4): the copy's queries t = 2, 3 on keys 1, 2", weights(3, length=2), 2),
         ("float64, (heads=2, n=12, n=12), length 6", weights(2, length=6, dtype=torch.float64), 6),
         ("(B=1, heads=4, n=6, n=6), length 3", weights(1, 4, length=3), 3),
     ]
@@ -187,20 +187,17 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
         "the sum over the queries: the score is their mean": copy_queries.sum(-1),
         LEADING_DIMS: copy_queries.mean(),
         NOTHING_BEFORE_THE_QUERY: torch.zeros_like(copy_queries[..., 0]),
+        "reads key t - length + 2, one after the token to copy: the induction head's key is "
+        "t - length + 1, the token that followed the earlier occurrence": (
+            _stripe(weights, 2 - length)[..., 2:].mean(-1)
+        ),
+        "the last query, t = 2*length - 1, is left out: range(length, 2*length) stops "
+        "before 2*length, so the copy's queries run to 2*length - 1": (
+            copy_queries[..., :-1].mean(-1)
+        ),
+        "the queries start at t = length + 1, one late: the copy's first query, t = length, "
+        "counts too": copy_queries[..., 1:].mean(-1),
     }
-    if length >= 2:
-        mistakes[
-            "reads key t - length + 2, one after the token to copy: the induction head's key is "
-            "t - length + 1, the token that followed the earlier occurrence"
-        ] = _stripe(weights, 2 - length)[..., 2:].mean(-1)
-        mistakes[
-            "the last query, t = 2*length - 1, is left out: range(length, 2*length) stops "
-            "before 2*length, so the copy's queries run to 2*length - 1"
-        ] = copy_queries[..., :-1].mean(-1)
-        mistakes[
-            "the queries start at t = length + 1, one late: the copy's first query, t = length, "
-            "counts too"
-        ] = copy_queries[..., 1:].mean(-1)
     default_dims = _with_default_dims(weights, 1 - length, first=1)
     if default_dims is not None:
         mistakes[DEFAULT_DIMS] = default_dims
@@ -210,7 +207,7 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
 @exercise_checker
 def check_induction_score(learner_score: Callable) -> bool:
     """learner_score(weights, length) -> (...): weights (..., n, n) attention weights on a
-    block of `length` tokens followed by its copy, n = 2 * length, length >= 1, float32 or
+    block of `length` tokens followed by its copy, n = 2 * length, length >= 2, float32 or
     float64, any leading dims. The mean over the queries of the copy, t = length..2*length-1,
     of weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with

@@ -19,12 +19,15 @@ from matplotlib.ticker import MaxNLocator
 from helpers import validation
 from helpers.gpt import GPT
 from helpers.induction import (
+    LARGEST_ID,
     MODEL_LAYERS,
+    Recipe,
     blank_model,
     check_log,
     check_snapshots,
     load_training,
     measure,
+    model_config,
     previous_token_score,
     repeated_sequences,
 )
@@ -40,6 +43,8 @@ MOST_LABELLED = 24  # longer sequences are labelled by position (every 4th), not
 LOSS_LIMITS = (8.0, 16.0, 32.0)  # the loss axis: the smallest that holds the line
 KEPT_BACKGROUNDS = 4  # a repeat's and a typed sequence's, say: switching back costs no redraw
 COLOURS = {"previous": "tab:blue", "induction": "tab:green", "first": "tab:orange"}
+MOST_POSITIONS = 256  # the map draws context x context cells: more cannot be read (nor held)
+MOST_DRAWN_LOSS = 1e100  # the log's loss axis: beyond this, its limits and ticks overflow
 
 
 class InductionExplorer(Explorer):
@@ -65,10 +70,7 @@ class InductionExplorer(Explorer):
         tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
-        if not isinstance(model, str) or model not in MODEL_LAYERS:
-            raise ValueError(
-                f"model must be one of {list(MODEL_LAYERS)}, got {validation.shown(model)}"
-            )
+        _model_name(model)
         if sequence not in SEQUENCES:
             raise ValueError(f"sequence must be one of {list(SEQUENCES)}, got {sequence!r}")
         if tokens is None:
@@ -127,10 +129,10 @@ class InductionExplorer(Explorer):
 
     def steps(self, model: str) -> list[int]:
         """The steps of the model's stored snapshots, in order."""
-        return sorted(self.training["snapshots"][model])
+        return sorted(self.training["snapshots"][_model_name(model)])
 
     def _checked_choices(self, model: str, step, layer, head) -> tuple[int, int, int]:
-        config = self.training["models"][model].config
+        config = self.training["models"][_model_name(model)].config
         steps = self.steps(model)
         if step is None:
             step = steps[-1]
@@ -248,6 +250,7 @@ class InductionExplorer(Explorer):
 
     def snapshot(self, model: str, step: int) -> GPT:
         """The model's weights at that step in a float64 copy in eval mode (built once)."""
+        step = self._checked_choices(model, step, 0, 0)[0]
         key = (model, step)
         if key not in self._snapshots:
             exact = blank_model(self.training["models"][model].config).double().eval()
@@ -286,6 +289,7 @@ class InductionExplorer(Explorer):
         return self._reading[key]
 
     def draw(self, model, step, layer, head, sequence, seed, tokens) -> None:
+        step, layer, head = self._checked_choices(model, step, layer, head)
         config = self.training["models"][model].config
         try:
             ids = self.sequence_ids(
@@ -407,6 +411,12 @@ def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tenso
     ValueError that says what to type instead."""
     if not isinstance(text, str):
         raise ValueError(f"type token numbers as text, got {type(text).__name__}")
+    vocab_size = validation.whole_number(vocab_size, "vocab_size")
+    if vocab_size > LARGEST_ID + 1:
+        raise ValueError(
+            f"vocab_size must be at most 2^63 (int64 ids), got {validation.shown(vocab_size)}"
+        )
+    context_length = validation.whole_number(context_length, "context_length")
     words = [word for word in re.split(r"[\s,]+", text) if word]
     example = f"type token numbers 0..{vocab_size - 1} separated by spaces, e.g. {DEFAULT_TOKENS}"
     if not words:
@@ -434,6 +444,9 @@ def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tenso
 
 def repeat_length(ids: torch.Tensor) -> int | None:
     """length if ids (1, n) are a block of length >= 2 followed by its copy, else None."""
+    validation.tensor(ids, "ids", "(1, n)")
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise ValueError(f"ids must be (1, n), one sequence, got shape {tuple(ids.shape)}")
     n = ids.shape[1]
     length = n // 2
     if n % 2 or length < 2 or not torch.equal(ids[:, :length], ids[:, length:]):
@@ -457,6 +470,14 @@ def _offer(control, options: list[int]) -> None:
     control.value = value if value in options else options[-1]
 
 
+def _model_name(model: object) -> str:
+    if not isinstance(model, str) or model not in MODEL_LAYERS:
+        raise ValueError(
+            f"model must be one of {list(MODEL_LAYERS)}, got {validation.shown(model)}"
+        )
+    return model
+
+
 def _index(value: object, name: str, model: str, config) -> int:
     count = config.num_layers if name == "layer" else config.num_heads
     value = validation.whole_number(value, name, minimum=0)
@@ -477,11 +498,20 @@ def _checked_training(training: object) -> dict:
             "training must be the dict helpers.induction.load_training() returns, got "
             f"{type(training).__name__}"
         )
-    missing = [key for key in ("models", "snapshots", "logs") if key not in training]
+    missing = [key for key in ("recipe", "models", "snapshots", "logs") if key not in training]
     if missing:
         raise ValueError(
             f"training lacks {missing}: it must be the dict helpers.induction.load_training() "
             "returns"
+        )
+    recipe = training["recipe"]
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"training['recipe'] must be a Recipe, got {type(recipe).__name__}")
+    if recipe.context_length > MOST_POSITIONS:
+        raise ValueError(
+            f"the explorer draws contexts of at most {MOST_POSITIONS} positions (a map of "
+            f"context x context cells), got training['recipe'].context_length "
+            f"{recipe.context_length}"
         )
     names = sorted(MODEL_LAYERS)
     for key in ("models", "snapshots", "logs"):
@@ -494,13 +524,25 @@ def _checked_training(training: object) -> dict:
             raise TypeError(
                 f"training['models'][{name!r}] must be a GPT, got {type(model).__name__}"
             )
+        if model.config != model_config(recipe, MODEL_LAYERS[name]):
+            raise ValueError(
+                f"training['models'][{name!r}] must be the model training['recipe'] builds, "
+                f"{model_config(recipe, MODEL_LAYERS[name])}, got {model.config}"
+            )
         if model.config.context_length < 2 * REPEAT_LENGTH:
             raise ValueError(
                 f"the {name} model's context of {model.config.context_length} does not hold a "
                 f"block of {REPEAT_LENGTH} and its copy"
             )
+        layers = MODEL_LAYERS[name]
         check_snapshots(
-            f"training['snapshots'][{name!r}]", training["snapshots"][name], model.config
+            f"training['snapshots'][{name!r}]", training["snapshots"][name], recipe, layers
         )
-        check_log(f"training['logs'][{name!r}]", training["logs"][name], model.config)
+        check_log(f"training['logs'][{name!r}]", training["logs"][name], recipe, layers)
+        drawn = max(training["logs"][name]["second_copy_loss"])
+        if drawn > MOST_DRAWN_LOSS:
+            raise ValueError(
+                f"training['logs'][{name!r}]'s second_copy_loss reaches {drawn:.4g}: the explorer "
+                f"draws losses up to {MOST_DRAWN_LOSS:g} nats"
+            )
     return training
