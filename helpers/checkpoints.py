@@ -45,11 +45,23 @@ def savable_path(path: object) -> Path:
     """A file path whose folder exists: checked by save_checkpoint, and by a training run
     before its minutes of work."""
     path = as_path(path)
-    if path.is_dir():
+    if _kind(path, "cannot save") == "folder":
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
-    if not path.parent.is_dir():
+    if _kind(path.parent, "cannot save") != "folder":
         raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     return path
+
+
+def _kind(path: Path, doing: str) -> str:
+    """ "folder", "file" or "missing"; a path the system cannot look up (a name too long, a
+    file where a folder should be) is a CheckpointError that says why."""
+    try:
+        return "folder" if path.is_dir() else "file" if path.is_file() else "missing"
+    except OSError as error:
+        shown = (
+            f"{str(path)[:60]}... ({len(str(path))} characters)" if len(str(path)) > 80 else path
+        )
+        raise CheckpointError(f"{doing} {shown}: {error.strerror}") from None
 
 
 def save_checkpoint(path: str | Path, contents: dict) -> None:
@@ -84,6 +96,10 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
 def _non_finite(value, where: str) -> list[str]:
     """Where in a nested checkpoint a tensor or float holds inf or NaN."""
     if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            return [f"{where} (a meta tensor: a shape without numbers)"]
+        if value.layout != torch.strided:
+            return [f"{where} (a {value.layout} tensor: weights are saved dense)"]
         numeric = value.is_floating_point() or value.is_complex()
         finite = not numeric or bool(value.isfinite().all())
         return [] if finite else [where]
@@ -116,11 +132,12 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     if isinstance(keys, str) or not isinstance(keys, tuple | list):
         raise ValueError(f"keys must be a tuple of the names the checkpoint holds, got {keys!r}")
     fix = f"rebuild it with `{remake}`"
-    if path.is_dir():
+    kind = _kind(path, "cannot read")
+    if kind == "folder":
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
-    if not path.is_file():
+    if kind == "missing":
         raise CheckpointError(f"{path} does not exist: {fix}")
-    if not checksum_path(path).is_file():
+    if _kind(checksum_path(path), "cannot read") != "file":
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
     if sha256(path) != _recorded_checksum(checksum_path(path)):
         raise CheckpointError(

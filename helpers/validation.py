@@ -129,7 +129,8 @@ def shown(value: object) -> str:
     try:
         return reprlib.repr(value)
     except ValueError:  # an int of more digits than Python prints
-        return f"a {type(value).__name__} too large to print"
+        kind = type(value).__name__
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} too large to print"
 
 
 def attention_weights(

@@ -289,7 +289,7 @@ def test_a_view_whose_title_is_none_is_drawn(tiny):
     ("call", "words"),
     [
         (lambda tiny: CanvasExplorer(canvas=10**5000, models=tiny), "canvas must be one of"),
-        (lambda tiny: CanvasExplorer(token=10**5000, models=tiny), "token a int too large"),
+        (lambda tiny: CanvasExplorer(token=10**5000, models=tiny), "token an int too large"),
         (
             lambda tiny: drawing_figure(
                 {**DrawingExplorer(models=tiny).live.view, "pad": {"size": 96, "cells": 10**5000}}

@@ -178,3 +178,34 @@ def test_weights_that_do_not_fit_are_named_before_loading():
         load_weights(model, {"weight": torch.zeros(2, 3)}, "model.pt")
     with pytest.raises(CheckpointError, match="unexpected: extra"):
         load_weights(model, {**model.state_dict(), "extra": torch.zeros(1)}, "model.pt")
+
+
+def test_a_name_too_long_for_the_system_is_a_checkpoint_error(tmp_path):
+    from helpers.induction import load_training
+    from helpers.vision_models import load_vision_models
+
+    too_long = tmp_path / ("a" * 300)
+    for load in (
+        lambda: load_checkpoint(too_long, ("x",), "make x"),
+        lambda: load_training(too_long),
+        lambda: load_vision_models(too_long),
+    ):
+        with pytest.raises(CheckpointError, match="cannot read .*File name too long"):
+            load()
+    with pytest.raises(CheckpointError, match="cannot save .*File name too long"):
+        save_checkpoint(too_long, {"x": torch.zeros(1)})
+
+
+@pytest.mark.parametrize(
+    ("tensor", "words"),
+    [
+        (torch.zeros(4).to_sparse(), "a torch.sparse_coo tensor: weights are saved dense"),
+        (torch.zeros(4, device="meta"), "a meta tensor"),
+    ],
+)
+def test_a_tensor_that_is_not_dense_is_named(tmp_path, tensor, words):
+    path = tmp_path / "odd.pt"
+    torch.save({"weights": {"w": tensor}}, path)
+    (tmp_path / "odd.pt.sha256").write_text(f"{sha256(path)}  odd.pt\n")
+    with pytest.raises(CheckpointError, match=words):
+        load_checkpoint(path, ("weights",), "make x")

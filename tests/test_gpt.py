@@ -524,7 +524,7 @@ HUGE = 10**5000  # more digits than Python writes out (4,300): a message must no
         (lambda: generate(small_gpt(), prompt(), HUGE), "about 10\\^5000 new ones do not fit"),
         (
             lambda: generate(small_gpt(), prompt(), 2, stop_id=HUGE),
-            "stop_id a int too large to print",
+            "stop_id an int too large to print",
         ),
         (lambda: small_gpt().check_ids(prompt(), HUGE), "about 10\\^5000 positions do not fit"),
     ],

@@ -655,12 +655,12 @@ HUGE = 10**5000  # more digits than Python prints
     [
         (
             (HUGE, 4, 10),
-            "repeated_sequences would allocate a int too large to print bytes at its peak",
+            "repeated_sequences would allocate an int too large to print bytes at its peak",
         ),
-        ((2, HUGE, 10), "batch 2, length a int too large to print"),
-        ((2, 4, HUGE), "vocab_size must be at most 2^63 - 1 (int64 ids), got a int too large"),
-        ((-HUGE, 4, 10), "batch must be a whole number >= 1, got a int too large to print"),
-        ((2, -HUGE, 10), "length must be a whole number >= 1, got a int too large to print"),
+        ((2, HUGE, 10), "batch 2, length an int too large to print"),
+        ((2, 4, HUGE), "vocab_size must be at most 2^63 - 1 (int64 ids), got an int too large"),
+        ((-HUGE, 4, 10), "batch must be a whole number >= 1, got an int too large to print"),
+        ((2, -HUGE, 10), "length must be a whole number >= 1, got an int too large to print"),
     ],
     ids=["batch", "length", "vocab_size", "-batch", "-length"],
 )
@@ -673,8 +673,8 @@ def test_repeated_sequences_name_a_number_too_large_to_print(arguments, words):
 @pytest.mark.parametrize(
     ("length", "words"),
     [
-        (HUGE, "a block of length a int too large to print and its copy are n = 2 * length"),
-        (-HUGE, "length must be a whole number >= 2, got a int too large to print"),
+        (HUGE, "a block of length an int too large to print and its copy are n = 2 * length"),
+        (-HUGE, "length must be a whole number >= 2, got an int too large to print"),
     ],
     ids=["huge", "-huge"],
 )
@@ -687,9 +687,9 @@ def test_induction_score_names_a_length_too_large_to_print(length, words):
 @pytest.mark.parametrize(
     ("heads", "words"),
     [
-        ([(HUGE, 0)], "layer a int too large to print is out of range: the model has 2 layers"),
-        ([(0, HUGE)], "head a int too large to print is out of range: each layer has 2 heads"),
-        ([(0, -HUGE)], "head must be a whole number >= 0, got a int too large to print"),
+        ([(HUGE, 0)], "layer an int too large to print is out of range: the model has 2 layers"),
+        ([(0, HUGE)], "head an int too large to print is out of range: each layer has 2 heads"),
+        ([(0, -HUGE)], "head must be a whole number >= 0, got an int too large to print"),
     ],
     ids=["layer", "head", "-head"],
 )

@@ -92,10 +92,10 @@ def test_parse_tokens_reads_what_the_explorer_reads():
     [
         ({"model": ["two-layer"]}, "model must be one of ['one-layer', 'two-layer'], got ['two-"),
         ({"model": {"two-layer": 1}}, "model must be one of ['one-layer', 'two-layer'], got {'"),
-        ({"step": HUGE}, "step a int too large to print is not a stored snapshot"),
-        ({"layer": HUGE}, "layer a int too large to print is out of range for the two-layer"),
-        ({"head": -HUGE}, "head must be a whole number >= 0, got a int too large to print"),
-        ({"seed": HUGE}, "seed must be below 2^32, got a int too large to print"),
+        ({"step": HUGE}, "step an int too large to print is not a stored snapshot"),
+        ({"layer": HUGE}, "layer an int too large to print is out of range for the two-layer"),
+        ({"head": -HUGE}, "head must be a whole number >= 0, got an int too large to print"),
+        ({"seed": HUGE}, "seed must be below 2^32, got an int too large to print"),
         ({"seed": 2**32}, "seed must be below 2^32, got 4294967296: torch's cpu generator reads"),
     ],
     ids=["model list", "model dict", "step", "layer", "head", "seed", "seed 2^32"],
@@ -299,7 +299,7 @@ def test_repeat_length_names_ids_that_are_not_one_sequence(ids, words):
 @pytest.mark.parametrize(
     ("vocab_size", "context_length", "words"),
     [
-        (HUGE, 48, "vocab_size must be at most 2^63 (int64 ids), got a int too large to print"),
+        (HUGE, 48, "vocab_size must be at most 2^63 (int64 ids), got an int too large to print"),
         (0, 48, "vocab_size must be a whole number >= 1, got 0"),
         (64, 0, "context_length must be a whole number >= 1, got 0"),
     ],

@@ -587,9 +587,9 @@ def test_a_training_batch_never_draws_from_torchs_global_generator():
 
 
 def test_measure_names_a_length_too_large_to_print():
-    with pytest.raises(ValueError, match="length must be a whole number >= 2, got a int too"):
+    with pytest.raises(ValueError, match="length must be a whole number >= 2, got an int too"):
         measure(tiny_model(), repeated_sequences(2, 8, 16), -HUGE)
-    with pytest.raises(ValueError, match=r"\(B, a int too large to print\), a block and its"):
+    with pytest.raises(ValueError, match=r"\(B, an int too large to print\), a block and its"):
         measure(tiny_model(), repeated_sequences(2, 8, 16), HUGE)
 
 
