@@ -490,21 +490,39 @@ class KeyValueCache:
         return self.keys, self.values
 
     def _check_extend(self, keys, values) -> None:
+        """keys and values: ordinary floating-point tensors of one shape, dtype and device,
+        that continue what is held (torch.cat would promote another dtype without a word)."""
         for name, value in (("keys", keys), ("values", values)):
             if validation.tensor(value, name, "(B, heads, new, d_head)").dim() != 4:
                 raise ValueError(
                     f"{name} must be (B, heads, new, d_head), got {tuple(value.shape)}"
                 )
+            if value.is_meta or value.layout != torch.strided or not value.is_floating_point():
+                kind = "meta" if value.is_meta else f"{value.layout}, {value.dtype}"
+                raise ValueError(
+                    f"{name} must be an ordinary floating-point tensor (B, heads, new, d_head) "
+                    f"with numbers, got a {kind} tensor"
+                )
         if keys.shape != values.shape:
             raise ValueError(
                 f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must have one shape"
             )
-        if self.keys is not None and (
-            keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]
-        ):
+        if (keys.dtype, keys.device) != (values.dtype, values.device):
+            raise ValueError(
+                f"keys ({keys.dtype} on {keys.device}) and values ({values.dtype} on "
+                f"{values.device}) must have one dtype and one device"
+            )
+        if self.keys is None:
+            return
+        if keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]:
             raise ValueError(
                 f"keys of shape {tuple(keys.shape)} do not extend a cache of shape "
                 f"{tuple(self.keys.shape)}: batch, heads and d_head must match"
+            )
+        if (keys.dtype, keys.device) != (self.keys.dtype, self.keys.device):
+            raise ValueError(
+                f"keys {keys.dtype} on {keys.device} do not extend a cache of "
+                f"{self.keys.dtype} on {self.keys.device}: one dtype and one device throughout"
             )
 
 

@@ -128,7 +128,8 @@ class Recipe:
         validation.seed(self.seed)
         if self.d_model % self.num_heads:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+                f"d_model ({validation.shown(self.d_model)}) must be divisible by num_heads "
+                f"({validation.shown(self.num_heads)})"
             )
 
 
@@ -224,10 +225,11 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
             f"prompt_lengths must be whole numbers (B,), got {prompt_lengths.dtype} "
             f"{tuple(prompt_lengths.shape)}"
         )
-    if len(prompt_lengths) * size * size > LARGEST_TENSOR:
+    rows = max(len(prompt_lengths), 1)  # torch builds a size x size mask even for no rows
+    if rows * size * size > LARGEST_TENSOR:
         raise ValueError(
-            f"a mask of {len(prompt_lengths):,} x {shown_count(size)} x {shown_count(size)} would "
-            f"hold more than {LARGEST_TENSOR:,} entries: size is the length of one sequence"
+            f"a mask of {rows:,} x {shown_count(size)} x {shown_count(size)} would hold more "
+            f"than {LARGEST_TENSOR:,} entries: size is the length of one sequence"
         )
     if ((prompt_lengths < 0) | (prompt_lengths > size)).any():
         raise ValueError(
@@ -249,9 +251,9 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
     return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
 
 
-def _check_state(state: object) -> dict:
+def _check_state_shape(state: object) -> dict:
     """A decoding state as start_state, decode_step and select make it: caches (a list),
-    last (the prompts' last ids, (B,)) and step (the tokens decoded so far, >= 0)."""
+    last (the prompts' last ids, (B,), integers) and step (the tokens decoded so far, >= 0)."""
     if not isinstance(state, dict) or not {"caches", "last", "step"} <= set(state):
         found = sorted(state) if isinstance(state, dict) else type(state).__name__
         raise TypeError(
@@ -262,14 +264,16 @@ def _check_state(state: object) -> dict:
         not isinstance(state["caches"], list | tuple)
         or not isinstance(last, torch.Tensor)
         or last.dim() != 1
+        or last.dtype not in (torch.int64, torch.int32)
         or isinstance(step, bool)
         or not isinstance(step, numbers.Integral)
         or step < 0
     ):
         raise TypeError(
             f"state must be the dict start_state made: caches a list, last the prompts' last "
-            f"ids (B,), step a count >= 0; got caches {type(state['caches']).__name__}, last "
-            f"{validation.shown(last):.40}, step {validation.shown(step):.20}"
+            f"ids (B,) as int64 or int32, step a count >= 0; got caches "
+            f"{type(state['caches']).__name__}, last {validation.shown(last):.40}, step "
+            f"{validation.shown(step):.20}"
         )
     return state
 
@@ -319,26 +323,44 @@ class DecoderOnlyTranslator(GPT):
             self(prompt[:, :-1], caches)
         return {"caches": caches, "last": prompt[:, -1], "step": 0}
 
+    def _check_state(self, state: object) -> dict:
+        """state as _check_state_shape checks it, with caches this model's layers filled
+        (GPT._check_caches) for the rows of its last ids."""
+        _check_state_shape(state)
+        rows = self._check_caches(state["caches"])[1]
+        if rows not in (None, len(state["last"])):
+            raise ValueError(
+                f"the state's caches hold {rows} rows but its last ids {len(state['last'])}: "
+                f"a state start_state, decode_step or select made keeps them together"
+            )
+        return state
+
     def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one. At
         step 0 the token read is the prompt's <sep> (an encoder-decoder reads <bos> there)."""
-        batch = len(_check_state(state)["last"])
+        batch = len(self._check_state(state)["last"])
         check_previous_ids(previous, batch, self.config.vocab_size)
         newest = state["last"] if state["step"] == 0 else previous
         logits = self(newest[:, None], state["caches"])[:, -1]  # (B, V)
         return logits, {**state, "step": state["step"] + 1}
 
-    @staticmethod
-    def select(state: dict, rows: torch.Tensor) -> dict:
-        """The state of the given rows (beams), caches included, in that order."""
-        beams = len(_check_state(state)["last"])
+    def select(self, state: dict, rows: torch.Tensor) -> dict:
+        """The state of the given rows (beams), caches included, in that order. rows: int64 or
+        int32 indices (torch reads bool and uint8 as a mask)."""
+        beams = len(self._check_state(state)["last"])
         check_tensor(rows, "rows", "(N,)")
         if rows.dim() != 1 or rows.is_floating_point() or rows.is_complex() or not len(rows):
             raise ValueError(
                 f"rows must be the beam rows to keep, (N,) whole numbers, N >= 1, got "
                 f"{rows.dtype} {tuple(rows.shape)}"
             )
-        if rows.dtype == torch.bool or ((rows < 0) | (rows >= beams)).any():
+        if rows.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                f"rows must name beam rows 0..{beams - 1} of the state by int64 or int32 "
+                f"indices, got {rows.dtype} (torch would read bool or uint8 as a mask)"
+            )
+        rows = rows.long()
+        if ((rows < 0) | (rows >= beams)).any():
             raise ValueError(
                 f"rows must name beam rows 0..{beams - 1} of the state (it holds {beams}), got "
                 f"{validation.shown(rows.tolist())}"
@@ -565,11 +587,20 @@ def load_translator(
             f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
         )
     try:
-        model = DecoderOnlyTranslator(config, saved["separator_id"])
+        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+            model = DecoderOnlyTranslator(config, saved["separator_id"])
     except (TypeError, ValueError) as error:
         raise CheckpointError(
             f"{path}: its separator_id does not fit its config ({error})"
         ) from None
+    tokenizer = load_tokenizer_with_separator()[0]
+    if config.vocab_size == tokenizer.get_vocab_size():  # a model of chapter 08's tokens
+        if model.separator_id != tokenizer.token_to_id(SEPARATOR):
+            raise CheckpointError(
+                f"{path}: its separator_id is {validation.shown(model.separator_id)}, but in its "
+                f"vocabulary of {config.vocab_size:,} (chapter 08's tokens and <sep>) <sep> is "
+                f"{tokenizer.token_to_id(SEPARATOR)}"
+            )
     weights = float_weights(saved["weights"], path)
     if TIED_COPY in weights:
         raise CheckpointError(

@@ -42,7 +42,8 @@ class GPTConfig:
             object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
         if self.d_model % self.num_heads:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+                f"d_model ({validation.shown(self.d_model)}) must be divisible by num_heads "
+                f"({validation.shown(self.num_heads)})"
             )
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         only = validation.flag(self.attention_only, "attention_only")
@@ -130,7 +131,11 @@ class GPT(nn.Module):
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """With caches (one KeyValueCache per layer), ids are the newest positions only: they
         attend to every cached position as well, and the caches grow by T."""
-        return self.output(self.features(ids, caches))  # (B, T, vocab_size)
+        logits = self.output(self.features(ids, caches))  # (B, T, vocab_size)
+        if caches is not None and (logits.isnan().any() or logits.isposinf().any()):
+            culprit = _culprit(caches, len(caches[0]) - ids.shape[1])
+            raise ValueError(f"logits hold NaN or +inf after a pass with caches: {culprit}")
+        return logits
 
     def features(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """What the output layer reads: (B, T, d_model), after the last LayerNorm. A training
@@ -206,6 +211,20 @@ class GPT(nn.Module):
     def attention_maps(self) -> list[torch.Tensor | None]:
         """Each layer's attention weights in the last forward pass: (B, heads, T, cached + T)."""
         return [block.attention.attention_weights for block in self.blocks]
+
+
+def _culprit(caches: list, before: int) -> str:
+    """What made a pass with caches write NaN or +inf: the first cache whose `before`
+    positions, held before the pass, hold such numbers (keys or values no layer makes), or
+    else the model's weights."""
+    for layer, cache in enumerate(caches):
+        for part in ("keys", "values"):
+            if not getattr(cache, part)[:, :, :before].isfinite().all():
+                return (
+                    f"caches[{layer}].{part} hold NaN or inf, which no layer makes: caches are "
+                    f"filled by this model's passes only (model.new_caches())"
+                )
+    return "the caches held only finite numbers: the model's weights make them"
 
 
 def check_forward_size(

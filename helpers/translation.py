@@ -392,7 +392,7 @@ def check_beam_size(beam_size: object) -> int:
     if beam_size > MAX_BEAM_SIZE:
         raise ValueError(
             f"beam_size must be at most {MAX_BEAM_SIZE} (each beam keeps a score for every "
-            f"token of the vocabulary), got {beam_size}"
+            f"token of the vocabulary), got {validation.shown(beam_size)}"
         )
     return beam_size
 

@@ -1,6 +1,7 @@
 """Chapter 12's explorer: a prompt, the decoder-only model's next-token distribution under
 temperature, top-k and top-p, seeded samples, and the last position's attention."""
 
+import numbers
 from collections import OrderedDict
 
 import ipywidgets as widgets
@@ -13,6 +14,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from helpers import validation
 from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
 from helpers.decoder_only import (
     DecoderOnlyTranslator,
@@ -277,8 +279,8 @@ class DecoderOnlyExplorer(Explorer):
     def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
         self._check_view(task, layer, head)
         top_k = None if top_k == "off" else top_k
-        top_p = None if top_p >= 1 else top_p
         try:
+            top_p = None if _checked_top_p(top_p) == 1 else top_p
             found = self.reading(task, prompt)
             written = self.samples(task, prompt, temperature, top_k, top_p, seed)
         except ValueError as problem:
@@ -318,7 +320,9 @@ class DecoderOnlyExplorer(Explorer):
             ("head", head, config.num_heads),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= count:
-                raise ValueError(f"{name} must be one of 1..{count}, got {value!r:.40}")
+                raise ValueError(
+                    f"{name} must be one of 1..{count}, got {validation.shown(value):.40}"
+                )
 
     def render_png(self) -> bytes:
         """Only the panels whose look changed are drawn anew (a new seed changes the title and
@@ -502,10 +506,20 @@ def _check_same_menus(models: dict) -> None:
 def _settings(temperature: float, top_k, top_p) -> str:
     if temperature == 0:
         return "temperature 0: greedy"
+    shown_k = "off" if top_k is None else validation.shown(top_k)
     return (
-        f"temperature {temperature:.3g}, top-k {'off' if top_k is None else top_k}, "
+        f"temperature {temperature:.3g}, top-k {shown_k}, "
         f"top-p {'off' if top_p is None else f'{top_p:.3g}'}"
     )
+
+
+def _checked_top_p(top_p: object) -> float:
+    """The top-p control's value: a number in (0, 1], 1 keeping every token."""
+    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
+        raise ValueError(
+            f"top_p must be a number in (0, 1] (1: off), got {validation.shown(top_p)}"
+        )
+    return float(top_p)
 
 
 def _probability(p: float) -> str:
