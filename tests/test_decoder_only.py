@@ -955,5 +955,5 @@ def test_a_number_too_long_to_print_or_to_store_is_named(call, message):
 
 
 def test_written_text_names_an_id_too_long_to_print(tokenizer, separator):
-    with pytest.raises(ValueError, match="ids hold a int too large to print, outside"):
+    with pytest.raises(ValueError, match="ids hold an int too large to print, outside"):
         do.written_text(tokenizer, [HUGE], separator)
