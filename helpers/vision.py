@@ -378,7 +378,9 @@ def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:
             f"{validation.shown(cell)}"
         )
     if PIXELS % p:
-        raise ValueError(f"patch_size must divide a cell's {PIXELS} pixels, got {p}")
+        raise ValueError(
+            f"patch_size must divide a cell's {PIXELS} pixels, got {validation.shown(p)}"
+        )
     per_cell, cols = PIXELS // p, grid * PIXELS // p  # patches across a cell, across the canvas
     row, col = divmod(cell, grid)
     rows = torch.arange(row * per_cell, (row + 1) * per_cell)

@@ -40,6 +40,7 @@ from helpers.masks import causal_mask
 from helpers.positional import sinusoidal_encoding
 from helpers.transformer import DecoderBlock, EncoderBlock
 from helpers.vision import (
+    LARGEST_TENSOR,
     PIXELS,
     Canvases,
     Digits,
@@ -162,6 +163,12 @@ def _check_images(embed: PatchEmbedding, images: object) -> torch.Tensor:
     validation.tensor(images, "images", shape)
     if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
         raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
+    embedded = images.shape[0] * embed.positions.numel()  # (B, n, d_model) numbers
+    if embedded > LARGEST_TENSOR:
+        raise ValueError(
+            f"a batch of {images.shape[0]:,} images would make embeddings of more than "
+            f"{LARGEST_TENSOR:,} numbers in this model: pass fewer images at a time"
+        )
     check_pixels(images, "images", shape)
     weight = embed.project.weight
     if images.dtype != weight.dtype or images.device != weight.device:

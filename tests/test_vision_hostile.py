@@ -724,3 +724,15 @@ def _loss_inputs() -> tuple:
 def test_ints_too_large_to_print_are_refused_by_name(models, call):
     with pytest.raises(ValueError, match="too large to print"):
         call(models)
+
+
+def test_a_batch_too_large_for_memory_is_refused_before_the_forward_pass():
+    models = load_vision_models()
+    huge = torch.zeros(1, 1, 8, 8).expand(2**24, -1, -1, -1)  # a view: no memory yet
+    with pytest.raises(ValueError, match="a batch of 16,777,216 images would make embeddings"):
+        models["vit"](huge)
+
+
+def test_a_patch_size_too_large_to_print_is_named():
+    with pytest.raises(ValueError, match="patch_size .*an int too large to print"):
+        cell_patches(0, 3, 10**5000)
