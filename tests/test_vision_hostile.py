@@ -248,7 +248,9 @@ def test_meta_and_sparse_labels_are_refused_by_name(test_digits, make, words):
 
 
 @pytest.mark.parametrize(
-    "call", [check_canvases, reading_order, reader_sequences, finder_questions], ids=str
+    "call",
+    [check_canvases, reading_order, reader_sequences, finder_questions],
+    ids=lambda call: call.__name__,
 )
 def test_meta_canvas_digits_are_refused_by_name(canvases, call):
     damaged = Canvases(canvases.images, _meta(canvases.digits), canvases.grid)
