@@ -439,7 +439,9 @@ def check_length_penalty(length_penalty: object) -> float:
         or not isinstance(length_penalty, numbers.Real)
         or not 0 <= length_penalty <= 2
     ):
-        raise ValueError(f"length_penalty must be a number in [0, 2], got {length_penalty!r}")
+        raise ValueError(
+            f"length_penalty must be a number in [0, 2], got {validation.shown(length_penalty)}"
+        )
     return float(length_penalty)
 
 

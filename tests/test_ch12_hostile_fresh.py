@@ -249,3 +249,12 @@ def test_the_explorer_writes_a_top_k_too_long_to_print(explorer):
 def test_the_explorer_names_a_layer_or_head_too_long_to_print(explorer, view):
     with pytest.raises(ValueError, match=r"must be one of 1\.\.2, got"):
         explorer.draw(**DRAW, top_p=0.9, seed=0, **view)
+
+
+def test_a_length_penalty_too_large_to_print_is_named():
+    from helpers.translation import check_length_penalty
+
+    with pytest.raises(
+        ValueError, match=r"length_penalty must be a number in \[0, 2\], got an int"
+    ):
+        check_length_penalty(10**5000)
