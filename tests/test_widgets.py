@@ -3,6 +3,7 @@ import pkgutil
 import re
 from pathlib import Path
 
+import ipywidgets
 import numpy as np
 import pytest
 import torch
@@ -1361,3 +1362,56 @@ def test_canvas_explorer_shows_an_unusual_character_by_its_escape(
         explorer = CanvasExplorer(layout=layout, models=tiny_vision_models)
         explorer.render_png()
     assert re.match(shown + " is not a digit 0-9 or '.'", explorer.state["error"])
+
+
+@pytest.mark.parametrize(
+    "kind, options, wrong, message",
+    [
+        ("Dropdown", ["off", 1, 3], 7, r"^top-k must be one of 'off', 1, 3; got 7$"),
+        ("Dropdown", ["off", 1, 3], "1", r"^top-k must be one of 'off', 1, 3; got '1'$"),
+        ("ToggleButtons", [("layer 0", 0), ("layer 1", 1)], 2, r"one of 0, 1; got 2$"),
+        ("SelectionSlider", range(0, 3000, 100), 12345, r"1100 \(and 18 more\); got 12345$"),
+        ("SelectionSlider", [0, 100], None, r"^top-k must be one of 0, 100; got None$"),
+        ("SelectionSlider", [0, 100], 10**5000, r"got an int too large to print$"),
+    ],
+    ids=["dropdown", "dropdown-text", "toggle-labels", "slider-long", "slider-none", "slider-huge"],
+)
+def test_a_choice_set_from_code_to_a_value_it_does_not_offer_names_its_options(
+    kind, options, wrong, message
+):
+    from traitlets import TraitError
+
+    control = getattr(helpers.widgets.base, kind)(options=options, description="top-k")
+    chosen = control.value
+    with pytest.raises(TraitError, match=message):
+        control.value = wrong
+    assert (control.value, control.index) == (chosen, 0)
+    control.value = control.options[-1][1] if kind == "ToggleButtons" else control.options[-1]
+    assert control.index == len(control.options) - 1
+
+
+def test_a_dropdown_with_no_options_left_still_stands_on_none():
+    control = helpers.widgets.base.Dropdown(options=[1, 2], description="head")
+    control.options = []
+    assert control.value is None  # the explorer then says "choose a value for head"
+
+
+def test_every_explorers_choices_name_their_options(induction_training, canvas_explorer):
+    """The explorers build their choices from helpers.widgets.base, never ipywidgets' own."""
+    from traitlets import TraitError
+
+    from helpers.widgets import InductionExplorer
+
+    for explorer in (InductionExplorer(training=induction_training), canvas_explorer):
+        for name, control in explorer.controls.items():
+            if isinstance(
+                control, ipywidgets.Dropdown | ipywidgets.ToggleButtons | ipywidgets.SelectionSlider
+            ):
+                before = explorer.values()
+                with pytest.raises(TraitError, match=f"^{control.description} must be one of"):
+                    control.value = "nothing it offers"
+                assert explorer.values() == before, name
+    for path in Path(helpers.widgets.__file__).parent.glob("ch*.py"):
+        assert not re.search(
+            r"widgets\.(Dropdown|ToggleButtons|SelectionSlider)\(", path.read_text()
+        )

@@ -12,10 +12,18 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from traitlets import Any, TraitError, validate
 
 from helpers.plotting import TokenHeatmap, draw_heatmap
+from helpers.validation import shown
 
-__all__ = ["Explorer", "one_torch_thread"]
+__all__ = [
+    "Dropdown",
+    "Explorer",
+    "SelectionSlider",
+    "ToggleButtons",
+    "one_torch_thread",
+]
 
 
 @contextlib.contextmanager
@@ -213,3 +221,46 @@ def alignment_figure(
     ax.set_xlabel(f"English tokens (keys: {keys})", labelpad=30)
     ax.set_ylabel(f"French tokens written (queries: {queries})", labelpad=55)
     return figure, ax, heatmap
+
+
+class _Chosen(Any):
+    """Any value but None."""
+
+    allow_none = False
+
+
+class _NamesItsOptions:
+    """A choice among options that, set from code to anything else, says which options it has
+    (ipywidgets' own control says only "Invalid selection: value not found")."""
+
+    @validate("value")
+    def _validate_value(self, proposal):
+        value = proposal.value
+        if value is None and self.traits()["index"].allow_none:
+            return None
+        try:
+            if value is not None:
+                return super()._validate_value(proposal)
+        except TraitError:
+            pass
+        options = list(self._options_values)
+        listed = ", ".join(shown(option) for option in options[:12])
+        more = f" (and {len(options) - 12} more)" if len(options) > 12 else ""
+        raise TraitError(
+            f"{self.description} must be one of {listed}{more}; got {shown(value)}"
+        ) from None
+
+
+class Dropdown(_NamesItsOptions, widgets.Dropdown):
+    """ipywidgets' Dropdown, whose error names its options."""
+
+
+class ToggleButtons(_NamesItsOptions, widgets.ToggleButtons):
+    """ipywidgets' ToggleButtons, whose error names its options."""
+
+
+class SelectionSlider(_NamesItsOptions, widgets.SelectionSlider):
+    """ipywidgets' SelectionSlider, whose error names its options (None too: a slider always
+    stands on one of them)."""
+
+    value = _Chosen(None, help="Selected value")

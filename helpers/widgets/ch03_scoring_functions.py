@@ -17,7 +17,7 @@ from helpers.scoring import (
     saturation_statistics,
     scores_by_function,
 )
-from helpers.widgets.base import Explorer, log_slider, weight_heatmap
+from helpers.widgets.base import Dropdown, Explorer, SelectionSlider, log_slider, weight_heatmap
 from helpers.widgets.direct import COLOURS, PlaneExplorer, position_of, slider_number
 
 __all__ = ["QueryKeyPlaneExplorer", "ScalingExplorer"]
@@ -40,9 +40,7 @@ class ScalingExplorer(Explorer):
         self.key_tokens = [f"k{j}" for j in range(num_keys)]
         self.query_tokens = [f"q{i}" for i in range(num_queries)]
         controls = {
-            "d_k": widgets.SelectionSlider(
-                options=self.SIZES, value=d_k, description="key size d_k"
-            ),
+            "d_k": SelectionSlider(options=self.SIZES, value=d_k, description="key size d_k"),
             "scaled": widgets.Checkbox(value=scaled, description="divide by √d_k"),
             "temperature": temperature_slider(temperature),
         }
@@ -133,7 +131,7 @@ class QueryKeyPlaneExplorer(PlaneExplorer):
             points[name] = _point(key, f"key {name}")
         self.additive = fixed_additive_attention(size=2, num_hiddens=8, seed=0)
         controls = {
-            "score": widgets.Dropdown(options=SCORE_FUNCTIONS, value=score, description="score"),
+            "score": Dropdown(options=SCORE_FUNCTIONS, value=score, description="score"),
             "temperature": temperature_slider(temperature),
         }
         super().__init__(points, controls)

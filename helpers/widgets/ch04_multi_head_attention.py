@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, ToggleButtons
 
 __all__ = ["HeadExplorer"]
 
@@ -37,7 +37,7 @@ class HeadExplorer(Explorer):
         self.all_weights = model.attention.attention_weights  # (B, heads, length, length)
         num_heads, length = self.all_weights.shape[1], self.all_weights.shape[-1]
         controls = {
-            "head": widgets.ToggleButtons(
+            "head": ToggleButtons(
                 options=[(f"head {h}", h) for h in range(num_heads)], value=head, description="head"
             ),
             "example": widgets.IntSlider(

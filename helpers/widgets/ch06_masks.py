@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from helpers.attention import masked_softmax
 from helpers.masks import MASK_KINDS, PAD_MARKERS, build_mask
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, ToggleButtons
 
 __all__ = ["MaskBuilderExplorer"]
 
@@ -49,7 +49,7 @@ class MaskBuilderExplorer(Explorer):
                 description="source tokens",
                 placeholder=f"up to {self.MAX_TOKENS} tokens; a pad is <pad> or _",
             ),
-            "kind": widgets.ToggleButtons(options=MASK_KINDS, value=kind, description="mask"),
+            "kind": ToggleButtons(options=MASK_KINDS, value=kind, description="mask"),
         }
         figure = Figure(figsize=(10, 4.8), layout="constrained")
         self._summary = figure.suptitle("target:", fontsize=9, parse_math=False)

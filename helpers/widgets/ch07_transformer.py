@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 from helpers.dates import MAX_SOURCE_LENGTH, attention_for, load_date_model
 from helpers.plotting import TokenHeatmap
 from helpers.transformer import Seq2SeqTransformer
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, ToggleButtons
 
 __all__ = ["DateExplorer"]
 
@@ -30,13 +30,13 @@ class DateExplorer(Explorer):
         config = self.model.config
         controls = {
             "date": widgets.Text(value=date, description="date"),
-            "kind": widgets.ToggleButtons(options=self.KINDS, value=kind, description="attention"),
-            "layer": widgets.ToggleButtons(
+            "kind": ToggleButtons(options=self.KINDS, value=kind, description="attention"),
+            "layer": ToggleButtons(
                 options=[(f"layer {i}", i) for i in range(config.num_layers)],
                 value=config.num_layers - 1,
                 description="layer",
             ),
-            "head": widgets.ToggleButtons(
+            "head": ToggleButtons(
                 options=[(f"head {h}", h) for h in range(config.num_heads)],
                 value=0,
                 description="head",

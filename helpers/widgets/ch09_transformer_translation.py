@@ -7,7 +7,13 @@ from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
 from helpers.transformer_translation import TransformerTranslator, translate_with_attention
 from helpers.transformer_translation import load_translator as load_transformer_translator
 from helpers.translation import MAX_WORDS, load_tokenizer
-from helpers.widgets.base import Explorer, alignment_figure, check_sentence, check_vocabulary
+from helpers.widgets.base import (
+    Dropdown,
+    Explorer,
+    alignment_figure,
+    check_sentence,
+    check_vocabulary,
+)
 
 __all__ = ["TransformerTranslationExplorer"]
 
@@ -39,13 +45,9 @@ class TransformerTranslationExplorer(Explorer):
                 placeholder=f"up to {MAX_WORDS} words",
                 layout=widgets.Layout(width="45%"),
             ),
-            "beam": widgets.Dropdown(options=self.BEAMS, value=4, description="beam width"),
-            "layer": widgets.Dropdown(
-                options=range(1, layers + 1), value=layers, description="layer"
-            ),
-            "head": widgets.Dropdown(
-                options=[*range(1, heads + 1), "mean"], value=1, description="head"
-            ),
+            "beam": Dropdown(options=self.BEAMS, value=4, description="beam width"),
+            "layer": Dropdown(options=range(1, layers + 1), value=layers, description="layer"),
+            "head": Dropdown(options=[*range(1, heads + 1), "mean"], value=1, description="head"),
         }
         figure, ax, self._map = alignment_figure(
             self.MAX_OUTPUT,

@@ -12,7 +12,7 @@ from matplotlib.patches import Rectangle
 from helpers import validation
 from helpers.attention import DotProductAttention, KeyValueCache, MultiHeadAttention
 from helpers.efficient import grouped_from_multi_head, key_tile_steps, kv_head_of_query_heads
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, SelectionSlider, ToggleButtons
 
 __all__ = ["TileStepperExplorer", "KeyValueHeadExplorer"]
 
@@ -77,7 +77,7 @@ class TileStepperExplorer(Explorer):
             "block": widgets.IntSlider(
                 value=block, min=0, max=self.num_tiles - 1, description="query block"
             ),
-            "mask": widgets.ToggleButtons(options=self.MASKS, value=mask, description="mask"),
+            "mask": ToggleButtons(options=self.MASKS, value=mask, description="mask"),
         }
         figure = Figure(figsize=(11, 6.2), layout="constrained")
         grid = figure.add_gridspec(2, 4, height_ratios=[1, 1.25])
@@ -269,7 +269,7 @@ class KeyValueHeadExplorer(Explorer):
                 self.layers[kv] = grouped
                 self.cache_bytes[kv] = cache.nbytes
         controls = {
-            "kv_heads": widgets.SelectionSlider(
+            "kv_heads": SelectionSlider(
                 options=options, value=int(kv_heads), description="key/value heads"
             )
         }

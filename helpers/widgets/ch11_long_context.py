@@ -17,7 +17,7 @@ from helpers.long_context import (
 )
 from helpers.masks import causal_mask
 from helpers.positional import apply_rope, frequencies
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, ToggleButtons
 
 __all__ = ["RopeExplorer", "SparsePatternExplorer", "SPARSE_PATTERNS"]
 
@@ -169,9 +169,7 @@ class SparsePatternExplorer(Explorer):
             raise ValueError(f"dilation must be at most {self.MAX_DILATION}, got {dilation}")
         validation.flag(causal, "causal")
         controls = {
-            "pattern": widgets.ToggleButtons(
-                options=SPARSE_PATTERNS, value=pattern, description="pattern"
-            ),
+            "pattern": ToggleButtons(options=SPARSE_PATTERNS, value=pattern, description="pattern"),
             "radius": widgets.IntSlider(
                 value=radius, min=0, max=self.MAX_RADIUS, description="window radius"
             ),

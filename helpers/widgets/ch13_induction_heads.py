@@ -32,7 +32,7 @@ from helpers.induction import (
     repeated_sequences,
 )
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Dropdown, Explorer, SelectionSlider, ToggleButtons
 
 __all__ = ["InductionExplorer"]
 
@@ -87,21 +87,13 @@ class InductionExplorer(Explorer):
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
         config = self.training["models"][model].config
         controls = {
-            "model": widgets.ToggleButtons(
-                options=list(MODEL_LAYERS), value=model, description="model"
-            ),
-            "step": widgets.SelectionSlider(
+            "model": ToggleButtons(options=list(MODEL_LAYERS), value=model, description="model"),
+            "step": SelectionSlider(
                 options=self.steps(model), value=step, description="training step"
             ),
-            "layer": widgets.Dropdown(
-                options=range(config.num_layers), value=layer, description="layer"
-            ),
-            "head": widgets.Dropdown(
-                options=range(config.num_heads), value=head, description="head"
-            ),
-            "sequence": widgets.ToggleButtons(
-                options=SEQUENCES, value=sequence, description="sequence"
-            ),
+            "layer": Dropdown(options=range(config.num_layers), value=layer, description="layer"),
+            "head": Dropdown(options=range(config.num_heads), value=head, description="head"),
+            "sequence": ToggleButtons(options=SEQUENCES, value=sequence, description="sequence"),
             "seed": widgets.IntText(value=seed, description="seed (repeat)"),
             "tokens": widgets.Text(
                 value=tokens,
