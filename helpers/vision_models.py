@@ -213,6 +213,11 @@ def float64_copy(model: nn.Module) -> nn.Module:
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
             f"{type(model).__name__}"
         )
+    if not isinstance(getattr(model, "sizes", None), dict):
+        raise ValueError(
+            "the model has lost its sizes (model.sizes, the dict its constructor sets, was "
+            "deleted or replaced): build the model again"
+        )
     with torch.random.fork_rng(devices=[]):
         twin = type(model)(**model.sizes)
     try:
