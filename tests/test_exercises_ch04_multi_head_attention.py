@@ -201,7 +201,7 @@ WRONG = [
     (
         "multi-query attention",
         multi_query_changes_weights_in_place,
-        "changes its input `W_q` in place",
+        "runs an in-place operation on its input `W_q`, which changes no value",
     ),
 ]
 

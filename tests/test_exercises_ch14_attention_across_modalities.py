@@ -304,7 +304,7 @@ WRONG = [
     ("patchify", patchify_as_a_grid, "returns the grid of patches (B, rows, cols, C*p*p)"),
     ("patchify", patchify_with_view_after_the_permute, ".view needs memory laid out in order"),
     ("patchify", patchify_with_the_helper, "calls helpers.vision.patchify"),
-    ("patchify", patchify_clamping_in_place, "changes its input `images` in place"),
+    ("patchify", patchify_clamping_in_place, "runs an in-place operation on its input `images`"),
     ("patchify", patchify_detached, "no gradient flows back to the inputs"),
     ("patchify", patchify_in_float32, "dtype torch.float32, expected torch.float64"),
     ("2-D sinusoidal encoding", sinusoidal_2d_column_first, "the halves are swapped"),

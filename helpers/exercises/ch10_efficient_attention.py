@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention, MultiHeadAttention, masked_softmax
 from helpers.efficient import key_tile_steps, online_softmax, run_operation, tiled_attention
 from helpers.exercises.framework import (
     SCALED_BY_VALUE_WIDTH,
+    OperationsWatcher,
     Refused,
     exercise_checker,
     name_a_partial_last_block,
@@ -171,7 +171,7 @@ def _through_total(output_a, lse_a, output_b, lse_b):
     )
 
 
-class _CopiesOf(TorchDispatchMode):
+class _CopiesOf(OperationsWatcher):
     """Records the torch operations (aten, however they were called) inside it that return a
     new tensor of one of the `sizes` (numbers of elements): copies of a tensor that big."""
 
@@ -390,7 +390,7 @@ _SOFTMAX = (
 )
 
 
-class _SoftmaxCalls(TorchDispatchMode):
+class _SoftmaxCalls(OperationsWatcher):
     """Records torch's softmax operations run inside it, however they were spelled."""
 
     def __init__(self):
@@ -407,7 +407,7 @@ _MATRIX_PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "mv", "addmv", "dot", "vdot
 _ELEMENTWISE_PRODUCTS = {"mul", "mul_", "div", "div_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"}
 
 
-class _Multiplications(TorchDispatchMode):
+class _Multiplications(OperationsWatcher):
     """Counts the multiplications of the torch operations run inside it, however they were
     spelled: m * k * n for a matrix product (what @, matmul, einsum, linear and dot run), one
     per element of the result for an element-wise product or quotient. A product written as a

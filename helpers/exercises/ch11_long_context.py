@@ -5,11 +5,11 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.attention import DotProductAttention
 from helpers.exercises.framework import (
     SCALED_BY_VALUE_WIDTH,
+    OperationsWatcher,
     Refused,
     exercise_checker,
     name_a_partial_last_block,
@@ -293,7 +293,7 @@ def _causal_softmax(queries, keys, values):
     return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ values
 
 
-class _WholeSequence(TorchDispatchMode):
+class _WholeSequence(OperationsWatcher):
     """Records the first torch operation inside it whose result spans the whole sequence of n
     positions where a chunked computation needs no such thing: an (..., n, n) matrix, or a
     state per position, (..., n, d, d_v)."""

@@ -4,6 +4,8 @@ report "Correct" or "Not yet" with the reason. Nothing here raises at a wrong an
 
 import contextlib
 import functools
+import importlib
+import inspect
 import io
 import numbers
 import signal
@@ -15,6 +17,18 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch.nn.modules import module as module_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class OperationsWatcher(TorchDispatchMode):
+    """A dispatch mode that watches the operations a learner's function runs. torch imports its
+    compiler (torch._dynamo: seconds on a cold start) at the first operation under a dispatch
+    mode: it is imported here, when the mode is made, so that the import does not count
+    against the answer's time limit."""
+
+    def __init__(self):
+        super().__init__()
+        importlib.import_module("torch._dynamo")
 
 
 class Refused(Exception):
@@ -71,6 +85,10 @@ def exercise_checker(check: Callable) -> Callable:
 
             return call
 
+        not_callable = _not_a_function(check, answers)
+        if not_callable:
+            print(f"Not yet: {not_callable}")
+            return Verdict(False)
         answers = tuple(watched(a) if callable(a) else a for a in answers)
         printed = io.StringIO()
         try:
@@ -97,6 +115,30 @@ def exercise_checker(check: Callable) -> Callable:
         return Verdict(verdict)
 
     return checked
+
+
+def _not_a_function(check: Callable, answers: tuple) -> str | None:
+    """What is wrong when an answer the checker calls is not a function (None, say, or what
+    the function returned: check_f(f()) instead of check_f(f))."""
+    parameters = list(inspect.signature(check).parameters.values())
+    functions = [p for p in parameters if p.annotation in (Callable, "Callable")]
+    for position, (parameter, answer) in enumerate(zip(parameters, answers, strict=False)):
+        if parameter in functions and not callable(answer):
+            which = f" (argument {position + 1})" if len(functions) > 1 else ""
+            return (
+                f"{check.__name__} takes your function itself, as in {check.__name__}"
+                f"(my_function), with no brackets after its name; got {_shown(answer)}{which}"
+            )
+    return None
+
+
+def _shown(value: object) -> str:
+    """A short description of value: its repr, or its type where the repr is long."""
+    try:
+        text = repr(value)
+    except Exception:  # the learner's object may fail in its own repr
+        text = ""
+    return text if text and len(text) <= 40 else f"a {type(value).__name__}"
 
 
 class AnswerTimedOut(BaseException):
@@ -181,20 +223,33 @@ def report(failures: list[str], passed: int) -> bool:
     return True
 
 
-def _as_answer(got, convert=None):
+def _as_answer(got):
     """(tensor, None), or (None, what is wrong with the learner's return value)."""
     if got is None:
         return None, "returned None: did the function forget to `return` its result?"
     if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
         return None, f"returned a {type(got).__name__} of {len(got)} tensors, expected one tensor"
-    try:
-        got = torch.as_tensor(got)
-    except Exception:  # anything torch cannot read as numbers
-        return None, f"returned a {type(got).__name__}, expected a tensor"
+    if not isinstance(got, torch.Tensor):
+        return None, _not_a_tensor(got)
     if got.layout != torch.strided or got.is_meta or got.is_complex():
         kind = "complex" if got.is_complex() else "meta" if got.is_meta else "sparse"
         return None, f"returned a {kind} tensor, expected an ordinary real one"
-    return (convert(got) if convert else got), None
+    return got, None
+
+
+def _not_a_tensor(got: object) -> str:
+    if isinstance(got, np.ndarray | np.generic):
+        how = "a numpy value (.numpy() leaves torch)"
+    elif isinstance(got, numbers.Number):
+        how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
+    elif isinstance(got, list | tuple):
+        how = f"a {type(got).__name__} (.tolist() leaves torch)"
+    else:
+        how = f"a {type(got).__name__}"
+    return (
+        f"returned {how}, expected a tensor: keep the result in torch, where its dtype, its "
+        f"shape and the gradients flowing back are kept"
+    )
 
 
 def _learner_inputs(args: tuple) -> tuple[tuple, list]:
@@ -248,12 +303,20 @@ def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) 
     for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
         if not isinstance(given, torch.Tensor):
             continue
-        if given._version != version or not _same_tensor(given.detach(), arg):
+        changed = not _same_tensor(given.detach(), arg)
+        if changed or given._version != version:
             name = names[index] if index < len(names) else f"argument {index + 1}"
+            how = (
+                "changes its input `{}` in place"
+                if changed
+                else "runs an in-place operation on its input `{}`, which changes no value but "
+                "still counts: autograd refuses it on a tensor that needs gradients, or whose "
+                "values a backward pass needs, so the caller's tensors are not to be written to"
+            ).format(name)
             return (
-                f"changes its input `{name}` in place (an operation ending in _, such as "
-                f"masked_fill_, or an assignment into it): the caller's tensor must stay as it "
-                f"was, so work on a copy (masked_fill, without the underscore, returns one)"
+                f"{how} (an operation ending in _, such as masked_fill_ or clamp_, or an "
+                f"assignment into it): the caller's tensor must stay as it was, so work on a "
+                f"copy (masked_fill, without the underscore, returns one)"
             )
     return None
 
@@ -271,10 +334,18 @@ def _value_problem(got: torch.Tensor, expected: torch.Tensor, atol: float) -> st
     error = (got.double() - expected.double()).abs().nan_to_num(0.0)
     if error.numel() and error.max() > atol:
         where = tuple(torch.nonzero(error == error.max())[0].tolist())
-        return (
-            f"at index {where} got {got[where].item():.4g}, expected {expected[where].item():.4g}"
-        )
+        mine, theirs = told_apart(got[where].item(), expected[where].item())
+        return f"at index {where} got {mine}, expected {theirs}"
     return None
+
+
+def told_apart(got: float, expected: float) -> tuple[str, str]:
+    """The two numbers to 4 significant digits, or to as many more as tell them apart."""
+    for digits in range(4, 18):
+        mine, theirs = f"{got:.{digits}g}", f"{expected:.{digits}g}"
+        if mine != theirs:
+            break
+    return mine, theirs
 
 
 def _input_gradients(output: torch.Tensor, upstream: torch.Tensor, inputs: list) -> tuple:
@@ -325,9 +396,10 @@ def _gradient_problem(
         if not torch.allclose(mine.double(), theirs.double(), atol=1e-4, rtol=1e-3):
             error = (mine.double() - theirs.double()).abs()
             where = tuple(torch.nonzero(error == error.max())[0].tolist())
+            got, wanted = told_apart(mine[where].item(), theirs[where].item())
             return (
                 f"the values are right but the gradient with respect to `{name}` differs at "
-                f"index {where}: got {mine[where].item():.4g}, expected {theirs[where].item():.4g}"
+                f"index {where}: got {got}, expected {wanted}"
             )
     return None
 
@@ -341,7 +413,6 @@ def run_case(
     atol: float = 1e-5,
     hint: str = "",
     mistakes: dict | None = None,
-    convert: Callable | None = None,
     forbidden: dict[str, Callable] | None = None,
     names: tuple = (),
     alternatives: tuple = (),
@@ -350,9 +421,8 @@ def run_case(
     every floating input, no input changed in place, and no forbidden function called.
 
     mistakes: {diagnosis: what that mistake returns}; a wrong answer equal to one of them is
-    reported with that diagnosis instead of the general hint. convert: applied to the answer
-    before it is compared (e.g. to accept float64 where float32 is expected). alternatives:
-    other answers that are right too. names: the arguments' names, for the messages.
+    reported with that diagnosis instead of the general hint. alternatives: other answers that
+    are right too. names: the arguments' names, for the messages.
     """
     inputs, leaves = _learner_inputs(args)
     versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
@@ -368,7 +438,7 @@ def run_case(
     problem = _changed_in_place(args, inputs, versions, names)
     if called:
         problem = f"calls {called[0]}, which this exercise asks you to write yourself"
-    answer, answer_problem = _as_answer(got, convert)
+    answer, answer_problem = _as_answer(got)
     problem = problem or answer_problem
     reference_inputs, reference_leaves = _learner_inputs(args)
     expected = reference(*reference_inputs)
@@ -546,15 +616,4 @@ def _refuse_a_non_tensor(got: object) -> None:
         return
     if isinstance(got, tuple | list) and got and isinstance(got[0], torch.Tensor):
         return
-    if isinstance(got, np.ndarray | np.generic):
-        how = "a numpy value (.numpy() leaves torch)"
-    elif isinstance(got, numbers.Number):
-        how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
-    elif isinstance(got, list | tuple):
-        how = f"a {type(got).__name__} (.tolist() leaves torch)"
-    else:
-        how = f"a {type(got).__name__}"
-    raise Refused(
-        f"returned {how}, expected a tensor: keep the result in torch, where its dtype, "
-        f"its shape and the gradients flowing back are kept"
-    )
+    raise Refused(_not_a_tensor(got))
