@@ -68,38 +68,40 @@ lab: setup
 		--ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
 		$(ALLOW_ROOT)
 
-# Three pytest runs, each with its own closing line: the unit tests in parallel (pytest-xdist,
-# one worker per core), every notebook under strict nbval, and the browser tests alone (each
-# module starts its own JupyterLab: one runs every notebook in it, the others drag and draw on
-# the widgets made for it). All three always run; any failure fails make test.
+# Three pytest runs, each with its own closing line, each two at a time (pytest-xdist): the unit
+# tests (one worker per core), every notebook under strict nbval (two kernels side by side, each
+# notebook's cells together in one kernel, in order), and the browser tests (two JupyterLabs and
+# two Chromiums; each module starts its own JupyterLab: one runs every notebook in it with the
+# worked solutions in its your-turn cells, the others drag and draw on the widgets made for it).
+# All three always run; any failure fails make test.
 # tests/find_browser.py finds Chromium, Chrome or Edge and runs the browser tests with it; with
 # none it says so in one line and how to get one, and passes, except under CI=true.
 # UNIT_TESTS and NOTEBOOKS may be narrowed on the command line (tests/test_readme_commands.py).
 BROWSER_TESTS := $(sort $(wildcard tests/test_*_in_browser.py))
 UNIT_TESTS := tests
 PYTEST := $(PY) -m pytest -p no:cacheprovider
+SIDE_BY_SIDE := -n 2 --dist loadfile
 test: setup
 	@status=0; \
 	$(PYTEST) $(UNIT_TESTS) $(addprefix --ignore=,$(BROWSER_TESTS)) -n auto --durations=20 \
 		--durations-min=0.5 || status=1; \
-	$(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env --durations=0 --durations-min=0.5 \
+	$(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env $(SIDE_BY_SIDE) --durations=0 \
+		--durations-min=0.5 || status=1; \
+	$(PY) tests/find_browser.py -p no:cacheprovider $(BROWSER_TESTS) -n 2 --durations=0 \
 		|| status=1; \
-	$(PY) tests/find_browser.py -p no:cacheprovider $(BROWSER_TESTS) --durations=0 || status=1; \
 	exit $$status
 
 # A stored output must not depend on how many threads torch uses (they change the order of
 # floating-point sums). OMP_NUM_THREADS sets torch's intra-op thread count at start-up.
 # 1 and 3 beside make test's own run (2 threads on a 2-core machine); ask for more with
-# make test-threads THREADS="1 2 3 4".
-# With one thread each, the notebooks run side by side, one kernel per core (pytest-xdist; a
-# notebook's cells stay together in one kernel, in order).
+# make test-threads THREADS="1 2 3 4". Two kernels run side by side, as in make test: what a
+# thread count changes is how torch splits a sum, not how many cores it finds free.
 THREADS ?= 1 3
 test-threads: setup
 	@for n in $(THREADS); do \
 		echo "== strict nbval with OMP_NUM_THREADS=$$n"; \
-		if [ "$$n" = 1 ]; then side_by_side="-n auto --dist loadfile"; else side_by_side=; fi; \
 		OMP_NUM_THREADS=$$n $(PYTEST) $(NOTEBOOKS) --nbval --nbval-current-env -q \
-			$$side_by_side || exit 1; \
+			$(SIDE_BY_SIDE) || exit 1; \
 	done
 
 test-browser: setup

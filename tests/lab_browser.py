@@ -209,6 +209,12 @@ def error_outputs(page) -> list[str]:
     return [text[-1500:] for text in errors.all_text_contents()]
 
 
+def printed_outputs(page) -> list[str]:
+    """The texts the cells printed (stdout), in order."""
+    printed = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"]')
+    return printed.all_text_contents()
+
+
 def widget_outputs(page):
     """The rendered widget views, and the texts of any that failed to render."""
     broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
