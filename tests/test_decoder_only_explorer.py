@@ -131,3 +131,57 @@ def test_draw_is_held_to_what_the_menus_offer(explorer, values, message):
     drew the last head for head 0."""
     with pytest.raises(ValueError, match=message):
         explorer.draw(**{**explorer.values(), **values})
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda e, models: DecoderOnlyExplorer(task=["translate"], models=models),
+        lambda e, models: e.model("bogus"),
+        lambda e, models: e.model(None),
+        lambda e, models: e.reading("bogus", "Tom"),
+        lambda e, models: e.samples(["translate"], "Tom", 1.0, None, None, 0),
+    ],
+    ids=["task a list", "model bogus", "model None", "reading bogus", "samples task a list"],
+)
+def test_a_task_it_has_no_model_for_is_named(explorer, models, call):
+    """A list raised "unhashable type: 'list'", and model() and reading() a bare KeyError."""
+    with pytest.raises(ValueError, match=r"task must be one of \['translate', 'continue'\], got"):
+        call(explorer, models)
+
+
+@pytest.mark.parametrize("prompt", [None, ["Tom"]], ids=["None", "a list"])
+def test_a_prompt_that_is_not_text_is_named_by_every_method(explorer, models, prompt):
+    """The text field holds only text; called directly, draw(), reading() and samples() name a
+    prompt that is not, as the constructor does (a list raised "unhashable type: 'list'")."""
+    message = f"prompt must be text \\(a str\\), got {type(prompt).__name__}"
+    for call in (
+        lambda: DecoderOnlyExplorer(prompt, models=models),
+        lambda: explorer.draw(**{**explorer.values(), "prompt": prompt}),
+        lambda: explorer.reading("translate", prompt),
+        lambda: explorer.samples("translate", prompt, 1.0, None, None, 0),
+    ):
+        with pytest.raises(TypeError, match=message):
+            call()
+
+
+SETTINGS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": 0}  # samples() takes
+
+
+@pytest.mark.parametrize(
+    ("name", "kept", "message"),
+    [
+        ("seed", 1, "seed must be a whole number >= 0, got True"),
+        ("temperature", 1.0, "temperature must be a finite number, got True"),
+        ("top_k", 1, "top_k must be a whole number >= 1, got True"),
+    ],
+)
+def test_true_is_not_the_number_one_of_a_sample_setting(explorer, name, kept, message):
+    """True equals 1 as a key: it fetched the samples kept for 1 (seed: "seed True" over seed
+    1's samples), or raised a ValueError outside the figure (temperature, top-k)."""
+    explorer.controls[name].value = kept  # the samples for 1 are kept
+    assert "error" not in explorer.state
+    explorer.draw(**{**explorer.values(), name: True})
+    assert message in explorer.state["error"]
+    with pytest.raises(ValueError, match=message):
+        explorer.samples("translate", "Tom", **{**SETTINGS, name: True})

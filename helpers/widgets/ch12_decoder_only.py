@@ -51,10 +51,7 @@ class DecoderOnlyExplorer(Explorer):
     def __init__(self, prompt: str = "Tom has a blue car.", task: str = "translate", models=None):
         """models: {"translate": model, "continue": model}, DecoderOnlyTranslators (default:
         data/decoder-only.pt and data/decoder-only-lm.pt, each loaded when first needed)."""
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be text (a str), got {type(prompt).__name__}")
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
+        _check_reading(task, prompt)
         self.tokenizer, self.separator_id = load_tokenizer_with_separator()
         self.models = {}
         if models is not None:
@@ -104,6 +101,7 @@ class DecoderOnlyExplorer(Explorer):
 
     def model(self, task: str) -> DecoderOnlyTranslator:
         """The task's model, loaded from data/ the first time it is needed."""
+        _check_task(task)
         if task not in self.models:
             model = load_translator(TASKS[task])[0]
             self._check_model(f"data/{TASKS[task]}.pt", model)
@@ -218,6 +216,7 @@ class DecoderOnlyExplorer(Explorer):
         """What the sampling controls do not change: the prompt's ids and tokens, the logits
         after it, each layer's attention of its last position, (layers, heads, P), and the
         prompt read for SAMPLES rows, from which every sample setting writes."""
+        _check_reading(task, prompt)
         key = (task, prompt)
         if key in self._reading:
             self._reading.move_to_end(key)
@@ -248,7 +247,10 @@ class DecoderOnlyExplorer(Explorer):
 
     def samples(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         """SAMPLES seeded continuations of the prompt: for a translation up to twice as many
-        tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence."""
+        tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence.
+        top_k and top_p None: off."""
+        _check_reading(task, prompt)
+        _check_sampling(temperature, top_k, top_p, seed)
         key = (task, prompt, temperature, top_k, top_p, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
@@ -276,7 +278,7 @@ class DecoderOnlyExplorer(Explorer):
 
     def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
         self._check_view(task, layer, head)
-        top_k = None if top_k == "off" else top_k
+        top_k = None if isinstance(top_k, str) and top_k == "off" else top_k
         try:
             top_p = None if _checked_top_p(top_p) == 1 else top_p
             found = self.reading(task, prompt)
@@ -310,8 +312,6 @@ class DecoderOnlyExplorer(Explorer):
 
     def _check_view(self, task: object, layer: object, head: object) -> None:
         """The menus offer only these; draw() called directly is held to them too."""
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {list(TASKS)}, got {task!r:.40}")
         config = self.model(task).config
         for name, value, count in (
             ("layer", layer, config.num_layers),
@@ -488,6 +488,30 @@ class DecoderOnlyExplorer(Explorer):
         for ax in self.figure.axes:
             ax.set_title("")
         self.show_error(self.figure.axes[0], problem)
+
+
+def _check_task(task: object) -> None:
+    if not isinstance(task, str) or task not in TASKS:
+        raise ValueError(f"task must be one of {list(TASKS)}, got {validation.shown(task)}")
+
+
+def _check_reading(task: object, prompt: object) -> None:
+    """A task and a prompt as they key the readings kept (a list would fail there as
+    unhashable)."""
+    _check_task(task)
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be text (a str), got {type(prompt).__name__}")
+
+
+def _check_sampling(temperature: object, top_k: object, top_p: object, seed: object) -> None:
+    """The sample settings as helpers.gpt.generate takes them, checked before they key the
+    samples kept: True equals 1 there, and would fetch the samples of 1."""
+    validation.positive_number(temperature, "temperature", allow_zero=True)
+    if top_k is not None:
+        validation.whole_number(top_k, "top_k")
+    if top_p is not None:
+        _checked_top_p(top_p)
+    validation.seed(seed)
 
 
 def _check_same_menus(models: dict) -> None:
