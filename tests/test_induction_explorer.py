@@ -50,8 +50,8 @@ def test_typed_numbers_read_leading_zeros_however_many(explorer, text, ids):
         ("0" * 4301, "one token has no next token to predict: type at least 2"),
         ("5 0x10", "'0x10' is not a token number: type token numbers 0..63 separated by spaces"),
         ("5 1e3", "'1e3' is not a token number"),
-        ("\uff15 \uff16", "'\uff15' is not a token number"),  # full-width digits
-        ("\u0663 \u0664", "'\u0663' is not a token number"),  # Arabic-Indic digits
+        ("\uff15 \uff16", "'\\uff15' is not a token number"),  # full-width: escaped, as
+        ("\u0663 \u0664", "'\\u0663' is not a token number"),  # the font has no glyphs
         ("5 +6", "'+6' is not a token number"),
         ("5 5_000", "'5_000' is not a token number"),
         ("1 " * 100000, "100000 tokens do not fit in the context of 48: type at most 48"),
@@ -311,4 +311,45 @@ def test_parse_tokens_names_sizes_that_are_not_a_vocabulary_or_a_context(
     """10**5000 raised Python's 4300-digit error, and 0 spoke of 'the vocabulary 0..-1'."""
     with pytest.raises(ValueError) as raised:
         parse_tokens("5 17", vocab_size, context_length)
+    assert words in str(raised.value), str(raised.value)
+
+
+# Regressions from a third hostile pass
+
+
+def test_a_model_unset_from_code_asks_for_a_value(explorer):
+    """follow() looked the unset model up: "KeyError: None"."""
+    explorer.controls["model"].value = None
+    assert explorer.state["error"] == "choose a value for model"
+    explorer.controls["model"].value = "one-layer"
+    assert "error" not in explorer.state and explorer.state["model"] == "one-layer"
+
+
+@pytest.mark.parametrize("sequence", ["random", None, 0, "REPEAT"])
+def test_a_sequence_that_is_neither_repeat_nor_typed_is_named(explorer, sequence):
+    """Anything but "repeat" was read as typed tokens."""
+    message = "sequence must be one of ['repeat', 'typed'], got "
+    explorer.draw(**{**explorer.values(), "sequence": sequence})
+    assert explorer.state["error"].startswith(message), explorer.state["error"]
+    with pytest.raises(ValueError) as raised:
+        explorer.sequence_ids(sequence, 0, "1 2", 64, 48)
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("ids", "words"),
+    [
+        (torch.tensor([1, 2]), "ids must be (1, n), got shape (2,)"),
+        (torch.tensor([[1]]), "ids must be (1, n), one sequence of 2..48 tokens, got shape (1, 1)"),
+        (torch.tensor([[1, 2]] * 2), "one sequence of 2..48 tokens, got shape (2, 2)"),
+        (torch.ones(1, 49, dtype=torch.long), "2..48 tokens, got shape (1, 49)"),
+        (torch.tensor([[1, 64]]), "outside the vocabulary 0..63"),
+        (torch.tensor([[1.0, 2.0]]), "ids must hold integer token ids, got torch.float32"),
+    ],
+    ids=["one axis", "one token", "two rows", "49 tokens", "id 64", "floats"],
+)
+def test_reading_names_ids_it_cannot_read(explorer, ids, words):
+    """One axis raised "'int' object is not iterable", and one token returned no losses."""
+    with pytest.raises(ValueError) as raised:
+        explorer.reading("two-layer", explorer.values()["step"], ids)
     assert words in str(raised.value), str(raised.value)

@@ -71,8 +71,7 @@ class InductionExplorer(Explorer):
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
         _model_name(model)
-        if sequence not in SEQUENCES:
-            raise ValueError(f"sequence must be one of {list(SEQUENCES)}, got {sequence!r}")
+        _sequence_name(sequence)
         if tokens is None:
             tokens = DEFAULT_TOKENS
         if not isinstance(tokens, str):
@@ -143,6 +142,8 @@ class InductionExplorer(Explorer):
         typing tokens shows them, editing the seed shows its random repeat."""
         controls = self.controls
         if control is controls["model"]:
+            if controls["model"].value is None:
+                return  # unset: update() asks for a value
             config = self.training["models"][controls["model"].value].config
             _offer(controls["step"], self.steps(controls["model"].value))
             _offer(controls["layer"], list(range(config.num_layers)))
@@ -252,7 +253,7 @@ class InductionExplorer(Explorer):
 
     def sequence_ids(self, sequence: str, seed: int, tokens: str, vocab_size: int, context: int):
         """(1, n) int64 ids: the seed's random block and its copy, or the typed tokens."""
-        if sequence == "repeat":
+        if _sequence_name(sequence) == "repeat":
             generator = torch.Generator().manual_seed(validation.seed(seed))
             return repeated_sequences(1, REPEAT_LENGTH, vocab_size, generator)
         return parse_tokens(tokens, vocab_size, context)
@@ -262,9 +263,10 @@ class InductionExplorer(Explorer):
         """What the layer and head do not change: every head's attention (layers, heads, n, n),
         the loss of predicting each token from the ones before it (n - 1,), and, for a block
         and its copy, helpers.induction.measure()'s numbers."""
+        exact = self.snapshot(model, step)
+        _check_ids(ids, exact.config)
         key = (model, step, tuple(ids[0].tolist()))
         if key not in self._reading:
-            exact = self.snapshot(model, step)
             logits = exact(ids)  # (1, n, vocab)
             losses = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")  # (n - 1,)
             attention = torch.stack([maps[0] for maps in exact.attention_maps()])
@@ -415,7 +417,8 @@ def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tenso
         raise ValueError(f"no tokens: {example}")
     for word in words:
         if not re.fullmatch(r"[0-9]+", word):
-            raise ValueError(f"{word[:20]!r} is not a token number: {example}")
+            shown = ascii(word[:20])  # escapes: another script's digit, or an invisible character
+            raise ValueError(f"{shown} is not a token number: {example}")
     digits = [word.lstrip("0") or "0" for word in words]  # 0007 is 7, however many zeros
     for number in digits:  # a number too long for the vocabulary is not read (nor printed) whole
         if len(number) > len(str(vocab_size - 1)) or int(number) >= vocab_size:
@@ -432,6 +435,17 @@ def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tenso
     if len(numbers) < 2:
         raise ValueError("one token has no next token to predict: type at least 2")
     return torch.tensor([numbers])
+
+
+def _check_ids(ids: object, config) -> None:
+    """ids as reading() takes them: (1, n), one sequence of 2 or more ids (one has no next token
+    to predict) that fits the model's context, each in its vocabulary."""
+    validation.token_ids(ids, "ids", config.vocab_size, "(1, n)")
+    if ids.shape[0] != 1 or not 2 <= ids.shape[1] <= config.context_length:
+        raise ValueError(
+            f"ids must be (1, n), one sequence of 2..{config.context_length} tokens, got shape "
+            f"{tuple(ids.shape)}"
+        )
 
 
 def repeat_length(ids: torch.Tensor) -> int | None:
@@ -468,6 +482,14 @@ def _model_name(model: object) -> str:
             f"model must be one of {list(MODEL_LAYERS)}, got {validation.shown(model)}"
         )
     return model
+
+
+def _sequence_name(sequence: object) -> str:
+    if not isinstance(sequence, str) or sequence not in SEQUENCES:
+        raise ValueError(
+            f"sequence must be one of {list(SEQUENCES)}, got {validation.shown(sequence)}"
+        )
+    return sequence
 
 
 def _index(value: object, name: str, model: str, config) -> int:
