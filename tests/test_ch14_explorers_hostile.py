@@ -228,13 +228,19 @@ def _without(view: dict, key: str) -> dict:
             ValueError,
             "the view's pad size must be a whole number >= 1, got '96'",
         ),
+        (
+            lambda v: {**v, "pad": {**v["pad"], "size": 8192}},
+            ValueError,
+            "its pad's size must be 96 for 3 cells, got 8192",
+        ),
         (lambda v: {**v, "title": 5}, ValueError, "its 'title' must be text, got 5"),
         (lambda v: {**v, "strokes": "abc"}, TypeError, "strokes must be a list of strokes"),
     ],
     ids=["a list", "empty", "no pad", "no counts", "no tokens", "no guesses", "no strokes",
          "pad a number", "pad without cells", "counts 3 x 3", "counts ragged", "counts NaN",
          "counts 17", "attention short", "token without label", "guess cell 99",
-         "probability text", "cells 0", "size text", "title a number", "strokes text"],
+         "probability text", "cells 0", "size text", "size 8192", "title a number",
+         "strokes text"],
 )  # fmt: skip
 def test_drawing_figure_names_what_a_view_must_hold(view, change, error, words):
     with pytest.raises(error, match=re.escape(words)):
@@ -353,3 +359,82 @@ def test_cell_mass_of_uniform_attention_is_a_ninth():
 def test_the_explorers_helpers_refuse_bad_input_by_name(tiny, call, words):
     with pytest.raises((ValueError, TypeError), match=words):
         call(tiny)
+
+
+# A third hostile pass: draw() and the explorer's methods called with what no control holds
+
+
+@pytest.fixture(scope="module")
+def canvas_explorer(tiny) -> CanvasExplorer:
+    return CanvasExplorer(mode="read", models=tiny)
+
+
+MODE = r"mode must be one of \['find', 'read'\], got "
+WORD = r"word must be one of \['zero', 'one', .*'nine'\], got "
+TOKEN = r"token must be a whole number >= 0, got "
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"mode": "look"}, MODE + "'look'"),
+        ({"mode": None}, MODE + "None"),
+        ({"mode": 0}, MODE + "0"),
+        ({"mode": "FIND"}, MODE + "'FIND'"),
+        ({"mode": "find", "word": "eleven"}, WORD + "'eleven'"),
+        ({"mode": "find", "word": None}, WORD + "None"),
+        ({"mode": "find", "word": 7}, WORD + "7"),
+        ({"mode": "find", "word": "Seven"}, WORD + "'Seven'"),
+        ({"token": -1}, TOKEN + "-1"),
+        ({"token": None}, TOKEN + "None"),
+        ({"token": 1.5}, TOKEN + "1.5"),
+    ],
+    ids=["mode look", "mode None", "mode 0", "mode FIND", "word eleven", "word None", "word 7",
+         "word Seven", "token -1", "token None", "token 1.5"],
+)  # fmt: skip
+def test_draw_names_a_mode_a_word_or_a_token_no_control_holds(canvas_explorer, change, words):
+    """A KeyError ('look'), tuple.index's "x not in tuple" (a word), the last token's attention
+    captioned "token 0 of N" (-1), a TypeError (None) and a torch IndexError (1.5)."""
+    with pytest.raises(ValueError, match=words):
+        canvas_explorer.draw(**{**canvas_explorer.values(), **change})
+
+
+SOURCE = r"source must be one of \['test', 'composed'\], got "
+CANVAS = r"canvas must be (one of the first 50 test canvases, 0..49|a whole number >= 0), got "
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"source": "random"}, SOURCE + "'random'"),
+        ({"source": None}, SOURCE + "None"),
+        ({"source": "TEST"}, SOURCE + "'TEST'"),
+        ({"canvas": 50}, CANVAS + "50"),
+        ({"canvas": -1}, CANVAS + "-1"),
+        ({"canvas": None}, CANVAS + "None"),
+    ],
+    ids=["source random", "source None", "source TEST", "canvas 50", "canvas -1", "canvas None"],
+)
+def test_draw_and_canvas_shown_name_a_canvas_no_control_holds(canvas_explorer, change, words):
+    """Any source but "test" was drawn as the composed layout; canvas 50 and None raised an
+    IndexError and a TypeError, and canvas_shown('test', -1, '') returned an empty image."""
+    values = {**canvas_explorer.values(), "source": "test", "canvas": 0, **change}
+    canvas_explorer.draw(**values)
+    assert re.match(words, canvas_explorer.state["error"]), canvas_explorer.state["error"]
+    with pytest.raises(ValueError, match=words):
+        canvas_explorer.canvas_shown(values["source"], values["canvas"], "1 . . . . . . . .")
+
+
+@pytest.mark.parametrize(
+    ("image", "words"),
+    [
+        ([[0.0]], r"image must be a torch.Tensor \(1, 1, 24, 24\), got list"),
+        (torch.zeros(1, 1, 24, 24), r"a float64 canvas \(1, 1, 24, 24\).*got torch.float32"),
+        (torch.full((1, 1, 24, 24), 2.0, dtype=torch.float64), "pixels in 0..1"),
+    ],
+    ids=["a list", "float32", "pixels 2"],
+)
+def test_reading_names_an_image_that_is_not_a_canvas(canvas_explorer, image, words):
+    """A list raised "AttributeError: 'list' object has no attribute 'numpy'"."""
+    with pytest.raises(ValueError, match=words):
+        canvas_explorer.reading(image)

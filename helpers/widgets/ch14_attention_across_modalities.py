@@ -91,22 +91,13 @@ class CanvasExplorer(Explorer):
         mode, 0 the first digit written; models: the dict
         helpers.vision_models.load_vision_models() returns, or one holding a "finder"
         (DigitFinder) and a "reader" (CanvasReader) (default: loaded from data/)."""
-        canvas = validation.whole_number(canvas, "canvas", minimum=0)
-        if canvas >= TEST_CANVASES:
-            raise ValueError(
-                f"canvas must be one of the first {TEST_CANVASES} test canvases, "
-                f"0..{TEST_CANVASES - 1}, got {validation.shown(canvas)}"
-            )
-        if not isinstance(word, str) or word not in DIGIT_WORDS:
-            raise ValueError(f"word must be one of {list(DIGIT_WORDS)}, got {word!r:.80}")
-        if not isinstance(mode, str) or mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r:.80}")
+        canvas = _check_canvas(canvas)
+        token = _check_choices(mode, word, token)
         if layout is not None and not isinstance(layout, str):
             raise TypeError(
                 f"layout must be text (a str) of nine cells such as {DEFAULT_LAYOUT!r}, got "
                 f"{type(layout).__name__}"
             )
-        token = validation.whole_number(token, "token", minimum=0)
         finder, reader = _checked_models(
             vision_models.load_vision_models() if models is None else models
         )
@@ -282,6 +273,8 @@ class CanvasExplorer(Explorer):
     def canvas_shown(self, source: str, canvas: int, layout: str) -> tuple:
         """(image (1, 1, 24, 24) float64, digits (9,) labels in reading order, -1 where empty)
         of the test canvas or of the typed layout (a ValueError says what to type instead)."""
+        _one_of(source, SOURCES, "source")
+        canvas = _check_canvas(canvas)
         if source == "test":
             return self.canvases.images[canvas : canvas + 1].double(), self.canvases.digits[canvas]
         digits = parse_layout(layout)
@@ -303,6 +296,7 @@ class CanvasExplorer(Explorer):
 
     def reading(self, image: torch.Tensor) -> dict:
         """read_with_attention of the explorer's reader, kept by the canvas's pixels."""
+        _check_image(image)
         key = image.numpy().tobytes()
         if key not in self._readings:
             if len(self._readings) > 2 * TEST_CANVASES:
@@ -311,6 +305,7 @@ class CanvasExplorer(Explorer):
         return self._readings[key]
 
     def draw(self, mode, word, token, source, canvas, layout) -> None:
+        token = _check_choices(mode, word, token)
         try:
             image, digits = self.canvas_shown(source, canvas, layout)
             if mode == "find":
@@ -441,6 +436,43 @@ def read_with_attention(reader: CanvasReader, image: torch.Tensor) -> dict:
     reader(image, torch.tensor([[BOS, *written[:-1]]]))
     attention = reader.decoder[-1].cross_attention.attention_weights[0].mean(0)  # (T, 36)
     return {"written": written, "attention": attention}
+
+
+def _check_image(image: object) -> None:
+    """image is a canvas as the explorers' float64 models read it: (1, 1, 24, 24) float64
+    pixels in 0..1."""
+    shape = f"(1, 1, {SIDE}, {SIDE})"
+    validation.tensor(image, "image", shape)
+    if tuple(image.shape) != (1, 1, SIDE, SIDE) or image.dtype != torch.float64:
+        raise ValueError(
+            f"image must be a float64 canvas {shape}, pixels 0..1 (ink counts / MAX_INK), got "
+            f"{image.dtype} of shape {tuple(image.shape)}"
+        )
+    check_pixels(image, "image", shape)
+
+
+def _one_of(value: object, options: tuple, name: str) -> str:
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {validation.shown(value)}")
+    return value
+
+
+def _check_canvas(canvas: object) -> int:
+    canvas = validation.whole_number(canvas, "canvas", minimum=0)
+    if canvas >= TEST_CANVASES:
+        raise ValueError(
+            f"canvas must be one of the first {TEST_CANVASES} test canvases, "
+            f"0..{TEST_CANVASES - 1}, got {validation.shown(canvas)}"
+        )
+    return canvas
+
+
+def _check_choices(mode: object, word: object, token: object) -> int:
+    """The token as an int, if the mode, the word and the token are ones the controls offer
+    (the token's end is the read-out's, checked where the read-out is known)."""
+    _one_of(mode, MODES, "mode")
+    _one_of(word, DIGIT_WORDS, "word")
+    return validation.whole_number(token, "token", minimum=0)
 
 
 def first_test_images() -> torch.Tensor:
@@ -718,14 +750,7 @@ class DrawingExplorer(DirectExplorer):
     def naming(self, image: torch.Tensor) -> tuple[list[int], torch.Tensor]:
         """(the cells with ink, in reading order; the ViT's probabilities of the ten digits for
         each, (cells, 10))."""
-        shape = f"(1, 1, {SIDE}, {SIDE})"
-        validation.tensor(image, "image", shape)
-        if tuple(image.shape) != (1, 1, SIDE, SIDE) or image.dtype != torch.float64:
-            raise ValueError(
-                f"image must be a float64 canvas {shape}, ink counts / MAX_INK, got "
-                f"{image.dtype} of shape {tuple(image.shape)}"
-            )
-        check_pixels(image, "image", shape)
+        _check_image(image)
         cells = image[0, 0].reshape(GRID, PIXELS, GRID, PIXELS).transpose(1, 2)  # (3, 3, 8, 8)
         cells = cells.reshape(CELLS, 1, PIXELS, PIXELS)  # (9, 1, 8, 8) in reading order
         inked = (cells.flatten(1) > 0).any(1).nonzero().flatten().tolist()
@@ -854,9 +879,10 @@ def drawing_figure(view: dict) -> Figure:
 VIEW = (
     "a view must be the dict a DrawingExplorer's pad shows (explorer.live.view), holding "
     "'strokes' (a list of strokes of [x, y] points), 'pad' ({'size': the drawing grid's cells "
-    "across, 'cells': the canvas's cells across}), 'counts' (cells * 8 rows of as many ink "
-    "counts 0..16), 'tokens' (the reader's, each {'label': text, 'attention': a weight 0..1 per "
-    "4 x 4 patch}) and 'guesses' (the ViT's, each {'cell', 'guess' 0..9, 'probability' 0..1})"
+    f"across, {PIXELS * DRAWING_SCALE} per canvas cell, 'cells': the canvas's cells across}}), "
+    "'counts' (cells * 8 rows of as many ink counts 0..16), 'tokens' (the reader's, each "
+    "{'label': text, 'attention': a weight 0..1 per 4 x 4 patch}) and 'guesses' (the ViT's, "
+    "each {'cell', 'guess' 0..9, 'probability' 0..1})"
 )
 
 
@@ -875,6 +901,11 @@ def _check_view(view: object) -> tuple[int, int]:
     if cells > LARGEST_GRID:
         raise ValueError(
             f"{VIEW}; its pad's cells must be at most {LARGEST_GRID}, got {validation.shown(cells)}"
+        )
+    if size != cells * PIXELS * DRAWING_SCALE:
+        raise ValueError(
+            f"{VIEW}; its pad's size must be {cells * PIXELS * DRAWING_SCALE} for {cells} cells, "
+            f"got {validation.shown(size)}"
         )
     side = cells * PIXELS
     counts = view["counts"]
