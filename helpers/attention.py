@@ -217,8 +217,9 @@ class DotProductAttention(nn.Module):
     ) -> torch.Tensor:
         _check_attention_inputs(queries, keys, values, same_size=True)
         scores = scaled_dot_scores(queries, keys)  # (B, ..., q, k)
-        self.attention_weights = masked_softmax(scores, valid_lens, mask).to(values.dtype)
-        return weighted_sum(self.dropout(self.attention_weights), values)  # (B, ..., q, d_v)
+        weights = masked_softmax(scores, valid_lens, mask).to(values.dtype)
+        self.attention_weights = weights.detach()  # kept to look at (a graph blocks deepcopy)
+        return weighted_sum(self.dropout(weights), values)  # (B, ..., q, d_v)
 
 
 class AdditiveAttention(nn.Module):
@@ -274,8 +275,9 @@ class AdditiveAttention(nn.Module):
     ) -> torch.Tensor:
         self._check_inputs(queries, keys, values)
         scores = self.scores(queries, keys)  # (B, q, k)
-        self.attention_weights = masked_softmax(scores, valid_lens, mask)
-        return weighted_sum(self.dropout(self.attention_weights), values)  # (B, q, d_v)
+        weights = masked_softmax(scores, valid_lens, mask)
+        self.attention_weights = weights.detach()  # kept to look at (a graph blocks deepcopy)
+        return weighted_sum(self.dropout(weights), values)  # (B, q, d_v)
 
 
 def _check_split(x, num_heads) -> None:
@@ -443,7 +445,8 @@ class KeyValueCache:
         self.keys = self.values = None  # (B, heads, positions, d_head)
 
     def __len__(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
+        shape = self.held_shape()
+        return 0 if shape is None else shape[2]
 
     def held_shape(self, name: str = "cache") -> tuple[int, ...] | None:
         """The shape (B, heads, positions, d_head) of the keys and values held, None when
@@ -477,7 +480,7 @@ class KeyValueCache:
     @property
     def nbytes(self) -> int:
         """The bytes of the keys and values held: 2 x B x heads x positions x d_head x size."""
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
+        return 0 if self.held_shape() is None else self.keys.nbytes + self.values.nbytes
 
     def extend(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append (B, heads, new, d_head) keys and values; return all of them so far."""

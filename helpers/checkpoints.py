@@ -9,9 +9,13 @@ import io
 import math
 import os
 import pickle
+import warnings
+import zipfile
 from pathlib import Path
 
 import torch
+
+from helpers import validation
 
 
 class CheckpointError(ValueError):
@@ -70,11 +74,12 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
     path = savable_path(path)
     if not isinstance(contents, dict):
         raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
-    bad = _non_finite(contents, "checkpoint")
-    if bad:
+    refused = _refused(contents, "checkpoint")
+    if refused:
+        listed = ", ".join(where for where, _ in refused[:3])
         raise CheckpointError(
-            f"cannot save {path}: load_checkpoint refuses {', '.join(bad[:3])}, which would hold "
-            f"inf, NaN or no numbers (float16 makes inf of numbers beyond 65,504)"
+            f"cannot save {path}: load_checkpoint refuses {listed}, which would hold inf, NaN or "
+            f"no numbers, or not be dense (float16 makes inf of numbers beyond 65,504)"
         )
     written = io.BytesIO()
     try:
@@ -82,34 +87,73 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
         written.seek(0)
         torch.load(written, map_location="cpu", weights_only=True)  # what loading will read
     except (AttributeError, TypeError, RuntimeError, pickle.PickleError) as error:
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        reason = next((line for line in lines if "Unpickler error:" in line), lines[0])
-        reason = reason.split("Unpickler error:")[-1].split(". Please use")[0].strip()[:200]
         raise CheckpointError(
             f"cannot save {path}: contents must hold only tensors, numbers, strings, lists and "
-            f"dicts, which load_checkpoint reads back ({reason})"
+            f"dicts, which load_checkpoint reads back ({_torch_reason(error)})"
         ) from None
     path.write_bytes(written.getvalue())
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
 
 
-def _non_finite(value, where: str) -> list[str]:
-    """Where in a nested checkpoint a tensor or float holds inf or NaN."""
+def _refused(value, where: str) -> list[tuple[str, str]]:
+    """(where, what) for each part of a nested checkpoint that load_checkpoint refuses: a
+    tensor without numbers (meta) or not dense, a tensor or float that holds inf or NaN."""
     if isinstance(value, torch.Tensor):
         if value.is_meta:
-            return [f"{where} (a meta tensor: a shape without numbers)"]
+            return [(where, "is a meta tensor (a shape without numbers)")]
         if value.layout != torch.strided:
-            return [f"{where} (a {value.layout} tensor: weights are saved dense)"]
+            return [(where, f"is a {value.layout} tensor, not a dense one (weights are dense)")]
         numeric = value.is_floating_point() or value.is_complex()
         finite = not numeric or bool(value.isfinite().all())
-        return [] if finite else [where]
+        return [] if finite else [(where, "holds inf or NaN")]
     if isinstance(value, float):
-        return [] if math.isfinite(value) else [where]
+        return [] if math.isfinite(value) else [(where, "holds inf or NaN")]
     if isinstance(value, dict):
-        return [bad for key, item in value.items() for bad in _non_finite(item, f"{where}.{key}")]
+        return [bad for key, item in value.items() for bad in _refused(item, f"{where}.{key}")]
     if isinstance(value, list | tuple):
-        return [bad for i, item in enumerate(value) for bad in _non_finite(item, f"{where}[{i}]")]
+        return [bad for i, item in enumerate(value) for bad in _refused(item, f"{where}[{i}]")]
     return []
+
+
+def _torch_reason(error: BaseException) -> str:
+    """The first sentence of what torch.load could not read, without the rest of its text,
+    which advises loading with weights_only=False: that runs whatever code a crafted file
+    holds."""
+    lines = [line.strip() for line in str(error).split("Unpickler error:")[-1].splitlines()]
+    said = [
+        line
+        for line in lines
+        if line and "weights_only" not in line and not line.startswith("Check the documentation")
+    ]
+    return said[0].split(". ")[0].rstrip(".")[:200] if said else type(error).__name__
+
+
+def _read(path: Path, fix: str) -> object:
+    """torch.load(path, weights_only=True), or a CheckpointError saying that the file is not a
+    checkpoint torch.save wrote, or is truncated or damaged."""
+    if not path.stat().st_size:
+        raise CheckpointError(f"{path} is empty (0 bytes), not a checkpoint; {fix}")
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as file:
+            start = file.read(8)
+        if start.startswith(b"PK"):
+            raise CheckpointError(
+                f"{path} is truncated or damaged: it starts as the zip archive torch.save "
+                f"writes, but the archive's directory at its end is missing; {fix}"
+            )
+        raise CheckpointError(
+            f"{path} is not a torch checkpoint: torch.save writes a zip archive, and this file "
+            f"is not one (it starts {start!r}); {fix}"
+        )
+    try:
+        with warnings.catch_warnings():  # torch warns of pickle protocols it does not expect
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many kinds for a file that is not a checkpoint
+        raise CheckpointError(
+            f"{path} is a damaged checkpoint, or a zip archive torch.save did not write "
+            f"({_torch_reason(error)}); {fix}"
+        ) from None
 
 
 def _recorded_checksum(path: Path) -> str:
@@ -144,22 +188,21 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
             f"{path} is damaged: its SHA-256 differs from the one recorded when it was saved "
             f"({checksum_path(path).name}); {fix}"
         )
-    try:
-        contents = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises many kinds for a file that is not a checkpoint
-        raise CheckpointError(f"{path} is not a readable checkpoint ({error}); {fix}") from None
+    contents = _read(path, fix)
     if not isinstance(contents, dict) or not set(keys) <= set(contents):
         found = sorted(contents, key=str) if isinstance(contents, dict) else type(contents).__name__
         raise CheckpointError(f"{path} should hold {list(keys)}, found {found}; {fix}")
-    bad = _non_finite(contents, "checkpoint")
-    if bad:
-        raise CheckpointError(f"{path} holds inf or NaN in {', '.join(bad[:3])}; {fix}")
+    refused = _refused(contents, "checkpoint")
+    if refused:
+        listed = "; ".join(f"{where} {what}" for where, what in refused[:3])
+        raise CheckpointError(f"{path} cannot be loaded: {listed}; {fix}")
     return contents
 
 
 def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
     """A checkpoint's weights as float32 tensors, after checking that they are a dict of
-    floating-point tensors: integer weights would load as a model with truncated weights."""
+    dense floating-point tensors (integer weights would load as a model with truncated
+    weights), each finite once in float32 (1e39 in float64 is finite, and inf in float32)."""
     if not isinstance(weights, dict):
         raise CheckpointError(
             f"{path}: its weights should be a dict of tensors, found {type(weights).__name__}"
@@ -168,14 +211,33 @@ def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             found = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
             raise CheckpointError(
-                f"{path}: weight {key} should be a floating-point tensor, found {found}"
+                f"{path}: its weight {key} should be a floating-point tensor, found {found}"
             )
-    return {key: value.float() for key, value in weights.items()}
+        if value.layout != torch.strided or value.is_meta:
+            found = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
+            raise CheckpointError(
+                f"{path}: its weight {key} should be an ordinary dense tensor, found one {found}"
+            )
+    weights = {key: value.float() for key, value in weights.items()}
+    for key, value in weights.items():
+        if not value.isfinite().all():
+            raise CheckpointError(
+                f"{path}: its weight {key} holds NaN or inf in float32 (a value beyond "
+                f"{torch.finfo(torch.float32).max:.4g} becomes inf)"
+            )
+    return weights
 
 
 def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> None:
     """model.load_state_dict(weights), after naming any weight that is missing, unexpected or
     of the wrong shape for the model the config built."""
+    named_otherwise = [key for key in weights if not isinstance(key, str)]
+    if named_otherwise:
+        key = named_otherwise[0]
+        raise CheckpointError(
+            f"{path}: its weights should be named by text (a parameter's name, such as "
+            f"'norm.weight'), found the key {validation.shown(key)} ({type(key).__name__})"
+        )
     expected = {key: tuple(value.shape) for key, value in model.state_dict().items()}
     missing = sorted(set(expected) - set(weights))
     unexpected = sorted(set(weights) - set(expected))

@@ -7,7 +7,7 @@ about its number of parameters; it decodes through chapter 08's step interface, 
 """
 
 import numbers
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -78,6 +78,20 @@ def check_separator(separator_id: object) -> int:
         raise ValueError(
             f"separator_id must be its own token, got {separator_id}, the id of "
             f"{FRAMING[separator_id]}"
+        )
+    return separator_id
+
+
+def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
+    """check_separator(separator_id), if it is in the tokenizer's vocabulary or the next id,
+    which add_separator gives <sep>."""
+    check_tokenizer(tokenizer)
+    separator_id = check_separator(separator_id)
+    vocab_size = tokenizer.get_vocab_size()
+    if separator_id > vocab_size:
+        raise ValueError(
+            f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
         )
     return separator_id
 
@@ -246,7 +260,7 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
     of a sentence for a model that learned to write English)."""
     if not isinstance(task, str) or task not in ("translate", "continue"):
         raise ValueError(f"task must be 'translate' or 'continue', got {task!r}")
-    separator_id = check_separator(separator_id)
+    separator_id = _check_separator_of(tokenizer, separator_id)
     english = sentence_ids(tokenizer, text)[0, :-1].tolist()  # without its <eos>
     return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
 
@@ -317,7 +331,7 @@ class DecoderOnlyTranslator(GPT):
     def start_state(self, prompt: torch.Tensor) -> dict:
         """prompt (B, P), all rows the same length: every token but the last goes into the
         caches; the first decoding step reads the last one, <sep>."""
-        self.check_ids(prompt)
+        self.check_ids(prompt, name="prompt")
         caches = self.new_caches()
         if prompt.shape[1] > 1:
             self(prompt[:, :-1], caches)
@@ -327,6 +341,7 @@ class DecoderOnlyTranslator(GPT):
         """state as _check_state_shape checks it, with caches this model's layers filled
         (GPT._check_caches) for the rows of its last ids."""
         _check_state_shape(state)
+        validation.token_ids(state["last"], "state['last']", self.config.vocab_size, "(B,)", 1)
         rows = self._check_caches(state["caches"])[1]
         if rows not in (None, len(state["last"])):
             raise ValueError(
@@ -570,6 +585,10 @@ def load_translator(
     known = {f.name for f in fields(GPTConfig)}
     if not isinstance(config, dict) or set(config) - known:
         raise CheckpointError(f"{path}: its config is not a GPT's: {config!r:.200}")
+    required = [f.name for f in fields(GPTConfig) if f.default is MISSING]
+    lacking = [name for name in required if name not in config]
+    if lacking:
+        raise CheckpointError(f"{path}: its config lacks {', '.join(lacking)}")
     over = history.get("loss_over") if isinstance(history, dict) else None
     if over != MODELS[name]:
         raise CheckpointError(
@@ -647,16 +666,10 @@ def train_and_save(
 def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str:
     """What a model wrote, up to its first <eos>, with each <sep> shown as <sep> between
     spaces. ids: a list of ids of the tokenizer's vocabulary."""
-    check_tokenizer(tokenizer)
-    separator_id = check_separator(separator_id)
+    separator_id = _check_separator_of(tokenizer, separator_id)
     if isinstance(ids, torch.Tensor) and ids.dim() == 1:
         ids = ids.tolist()
     vocab_size = tokenizer.get_vocab_size()
-    if separator_id > vocab_size:  # in the vocabulary, or the id add_separator would give it
-        raise ValueError(
-            f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
-            f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
-        )
     if not isinstance(ids, list | tuple) or not all(
         isinstance(token, numbers.Integral) and not isinstance(token, bool) for token in ids
     ):
@@ -699,7 +712,7 @@ def sample_texts(
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     check_tokenizer(tokenizer)
-    model.check_ids(prompt)
+    model.check_ids(prompt, name="prompt")
     if len(prompt) != 1:
         raise ValueError(f"prompt must be one row (1, P), got {tuple(prompt.shape)}")
     samples = validation.whole_number(samples, "samples")

@@ -58,6 +58,7 @@ class GPTConfig:
                 f"than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32): a size "
                 f"is mistyped ({sizes})"
             )
+        validation.layer_count(self.num_layers, "num_layers")
 
     def parameter_count(self) -> int:
         """The parameters GPT(self) holds, counted before any is made (the output layer is
@@ -108,23 +109,24 @@ class GPT(nn.Module):
         self.output = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.output.weight = self.tokens.weight  # tied: one matrix reads and writes tokens
 
-    def check_ids(self, ids: object, start: int = 0) -> torch.Tensor:
+    def check_ids(self, ids: object, start: int = 0, name: str = "ids") -> torch.Tensor:
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`, in
-        tensors of at most LARGEST_TENSOR numbers."""
+        tensors of at most LARGEST_TENSOR numbers; name: what the caller calls them."""
         start = validation.whole_number(start, "start (positions already cached)", minimum=0)
-        if validation.tensor(ids, "ids", "(B, T)").dim() == 2:  # sized before it is read
+        if validation.tensor(ids, name, "(B, T)").dim() == 2:  # sized before it is read
             if start + ids.shape[1] > self.config.context_length:
                 raise ValueError(
-                    f"{shown_count(start + ids.shape[1])} positions do not fit in the context "
-                    f"of {self.config.context_length}: keep the last {self.config.context_length}"
+                    f"{name}: {shown_count(start + ids.shape[1])} positions do not fit in the "
+                    f"context of {self.config.context_length}: keep the last "
+                    f"{self.config.context_length}"
                 )
-            check_forward_size(self.config, ids.shape[0], ids.shape[1], start + ids.shape[1])
-        validation.token_ids(ids, "ids", self.config.vocab_size, "(B, T)")
+            check_forward_size(self.config, ids.shape[0], ids.shape[1], start + ids.shape[1], name)
+        validation.token_ids(ids, name, self.config.vocab_size, "(B, T)")
         if ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(f"ids must hold at least one token, got shape {tuple(ids.shape)}")
+            raise ValueError(f"{name} must hold at least one token, got shape {tuple(ids.shape)}")
         if ids.device != self.tokens.weight.device:
             raise ValueError(
-                f"ids are on {ids.device} but the model is on {self.tokens.weight.device}"
+                f"{name} are on {ids.device} but the model is on {self.tokens.weight.device}"
             )
         return ids
 
@@ -132,8 +134,10 @@ class GPT(nn.Module):
         """With caches (one KeyValueCache per layer), ids are the newest positions only: they
         attend to every cached position as well, and the caches grow by T."""
         logits = self.output(self.features(ids, caches))  # (B, T, vocab_size)
-        if caches is not None and (logits.isnan().any() or logits.isposinf().any()):
-            culprit = _culprit(caches, len(caches[0]) - ids.shape[1])
+        if logits.isnan().any() or logits.isposinf().any():
+            if caches is None:
+                raise ValueError(f"logits hold NaN or +inf: {_culprit(self, logits.dtype)}")
+            culprit = _culprit(self, logits.dtype, caches, len(caches[0]) - ids.shape[1])
             raise ValueError(f"logits hold NaN or +inf after a pass with caches: {culprit}")
         return logits
 
@@ -213,10 +217,10 @@ class GPT(nn.Module):
         return [block.attention.attention_weights for block in self.blocks]
 
 
-def _culprit(caches: list, before: int) -> str:
-    """What made a pass with caches write NaN or +inf: the first cache whose `before`
+def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: int = 0) -> str:
+    """What made a forward pass write NaN or +inf logits: the first cache whose `before`
     positions, held before the pass, hold such numbers (keys or values no layer makes), or
-    else the model's weights."""
+    else the model's weights: one that holds them, or weights too large for the dtype."""
     for layer, cache in enumerate(caches):
         for part in ("keys", "values"):
             if not getattr(cache, part)[:, :, :before].isfinite().all():
@@ -224,7 +228,16 @@ def _culprit(caches: list, before: int) -> str:
                     f"caches[{layer}].{part} hold NaN or inf, which no layer makes: caches are "
                     f"filled by this model's passes only (model.new_caches())"
                 )
-    return "the caches held only finite numbers: the model's weights make them"
+    held = "the caches held only finite numbers: " if caches else ""
+    weights = model.state_dict()
+    for name, weight in weights.items():
+        if weight.is_floating_point() and not weight.isfinite().all():
+            return f"{held}the model's weights make them ({name} holds NaN or inf)"
+    name, weight = max(weights.items(), key=lambda item: item[1].abs().max().item())
+    return (
+        f"{held}the model's weights make them: the logits overflow to inf or NaN in {dtype}, "
+        f"the weights being too large for it (up to {weight.abs().max().item():.3g}, in {name})"
+    )
 
 
 def check_forward_size(
@@ -438,12 +451,17 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
         raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
     if not use_cache:
         raise ValueError("read holds the prompt's caches: it needs use_cache=True")
+    if not isinstance(read.ids, torch.Tensor):
+        raise TypeError(
+            f"read.ids must be the prompt ids read_prompt kept (a tensor), got "
+            f"{type(read.ids).__name__}: read = read_prompt(model, ids)"
+        )
     if read.ids.shape != ids.shape or not torch.equal(read.ids, ids):
         raise ValueError(
             f"read is the reading of other ids ({tuple(read.ids.shape)}): read_prompt(model, "
             f"ids) with these ids {tuple(ids.shape)}"
         )
-    positions, rows = model._check_caches(list(read.caches))
+    positions, rows = model._check_caches(read.caches)
     logits = read.logits
     if (rows, positions) != tuple(ids.shape) or not (
         isinstance(logits, torch.Tensor) and logits.shape == (len(ids), model.config.vocab_size)

@@ -8,6 +8,7 @@ silences heads (zeroed_heads, logits_with_heads_zeroed).
 
 import contextlib
 import math
+import numbers
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
@@ -228,20 +229,9 @@ def logits_with_heads_zeroed(
         model.eval()
         try:
             with torch.no_grad():
-                return _finite(model(ids), model)
+                return model(ids)  # GPT refuses logits that overflow
         finally:
             model.train(was_training)
-
-
-def _finite(logits: torch.Tensor, model: GPT) -> torch.Tensor:
-    """The logits, if finite: finite weights too large for the model's dtype overflow."""
-    if not logits.isfinite().all():
-        name, weight = max(model.state_dict().items(), key=lambda item: item[1].abs().max().item())
-        raise ValueError(
-            f"the logits overflow to inf or NaN in {logits.dtype}: the model's weights are too "
-            f"large for it (up to {weight.abs().max().item():.3g}, in {name})"
-        )
-    return logits
 
 
 def _check_model_and_ids(model: object, ids: object) -> None:
@@ -300,7 +290,7 @@ def measure(
     exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
     exact.load_state_dict(model.state_dict())  # copied into float64
     with _zeroing(exact, pairs):
-        logits = _finite(exact(ids), exact)  # (B, 2 * length, vocab)
+        logits = exact(ids)  # (B, 2 * length, vocab): GPT refuses logits that overflow
     targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
     # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, 2 * length - 1)
@@ -535,7 +525,10 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
         if step == recipe.steps:
             break
         ids = training_batch(recipe, generator)  # (batch, n)
-        logits = model(ids)  # (batch, n, vocab)
+        try:
+            logits = model(ids)  # (batch, n, vocab)
+        except ValueError:  # GPT refuses logits that overflow: the weights grew without bound
+            raise _diverged(step, recipe) from None
         loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
         optimizer.zero_grad()
         loss.backward()
@@ -557,9 +550,13 @@ def _check_not_diverged(model: GPT, loss: torch.Tensor, step: int, recipe: Recip
     """A NaN or inf in the loss or the weights would fill the rest of the log with NaN."""
     if loss.isfinite() and all(weight.isfinite().all() for weight in model.parameters()):
         return
-    raise ValueError(
-        f"training diverged at step {step}: the loss or the weights hold NaN or inf; the "
-        f"learning rate {recipe.learning_rate:g} is too large (the recipe's default is "
+    raise _diverged(step, recipe)
+
+
+def _diverged(step: int, recipe: Recipe) -> ValueError:
+    return ValueError(
+        f"training diverged at step {step}: the loss, the logits or the weights hold NaN or "
+        f"inf; the learning rate {recipe.learning_rate:g} is too large (the recipe's default is "
         f"{Recipe.learning_rate:g})"
     )
 
@@ -608,7 +605,7 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
             ) from None
         models[name] = blank_model(config)
         where = f"{path} ({name})"
-        load_weights(models[name], _float32_weights(saved["weights"][name], where), where)
+        load_weights(models[name], float_weights(saved["weights"][name], where), where)
         models[name].eval()
         check_log(where, saved["logs"][name], recipe, layers)
         check_snapshots(where, saved["snapshots"][name], recipe, layers)
@@ -683,10 +680,17 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
                 f"{where}: its log's {key} should be a list of one number per logged step "
                 f"({len(steps)} steps), found {found}"
             )
-        if not all(_number_in(x, low, high) for x in column):
+        refused = [x for x in column if not _number_in(x, low, high)]
+        if refused and _other_number(refused[0]):
+            raise CheckpointError(
+                f"{where}: its log's {key} should hold Python ints or floats, found "
+                f"{validation.shown(refused[0])} ({type(refused[0]).__module__}."
+                f"{type(refused[0]).__name__})"
+            )
+        if refused:
             raise CheckpointError(
                 f"{where}: its log's {key} should hold finite numbers only, each in "
-                f"{low:g}..{high:g}, found {validation.shown(column)}"
+                f"{low:g}..{high:g}, found {validation.shown(refused[0])}"
             )
     expected = (len(steps), config.num_layers, config.num_heads)
     for key in LOG_SCORES:
@@ -712,6 +716,11 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
                 f"{where}: its log's {key} scores should be means of attention weights, each in "
                 f"0..1, found {scores[index].item()!r} at {index}"
             )
+
+
+def _other_number(value: object) -> bool:
+    """Whether value is a real number of a type other than int, float and bool (numpy's)."""
+    return isinstance(value, numbers.Real) and type(value) not in (int, float, bool)
 
 
 def _number_in(value: object, low: float, high: float) -> bool:
@@ -743,22 +752,4 @@ def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: i
                 f"({recipe.steps}), found {validation.shown(step)}"
             )
         snapshot = f"{where} snapshot {step}"
-        load_weights(model, _float32_weights(weights, snapshot), snapshot)
-
-
-def _float32_weights(weights: object, where: str) -> dict[str, torch.Tensor]:
-    """float_weights(weights), each an ordinary dense tensor, finite once in float32 (1e39 in
-    float64 is finite, and inf in float32), or a CheckpointError naming `where`."""
-    weights = float_weights(weights, where)
-    for key, value in weights.items():
-        if value.layout != torch.strided or value.is_meta:
-            found = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
-            raise CheckpointError(
-                f"{where}: its weight {key} should be an ordinary dense tensor, found one {found}"
-            )
-        if not value.isfinite().all():
-            raise CheckpointError(
-                f"{where}: its weight {key} holds NaN or inf in float32 (a value beyond "
-                f"{torch.finfo(torch.float32).max:.4g} becomes inf)"
-            )
-    return weights
+        load_weights(model, float_weights(weights, snapshot), snapshot)

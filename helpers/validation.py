@@ -29,6 +29,21 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+MOST_LAYERS = 64  # blocks in one stack: the models this series builds have at most 7
+
+
+def layer_count(value: object, name: str, minimum: int = 1) -> int:
+    """value as an int, if it is a whole number minimum..MOST_LAYERS: a stack of more blocks is
+    a typing mistake, and building it one module at a time would take minutes."""
+    value = whole_number(value, name, minimum)
+    if value > MOST_LAYERS:
+        raise ValueError(
+            f"{name} must be at most {MOST_LAYERS} blocks, got {shown(value)}: a smaller model "
+            f"was meant"
+        )
+    return value
+
+
 def seed(value: object, name: str = "seed") -> int:
     """value as an int, if it is a whole number 0 .. 2^32 - 1: torch's cpu generator reads only
     a seed's low 32 bits, so 2^32 would draw what 0 draws."""

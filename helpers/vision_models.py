@@ -16,6 +16,7 @@ Training (train_vit, train_finder, train_reader) runs seeded on one thread; the 
 functions compute in float64, so the numbers they print are the same on any thread count.
 """
 
+import inspect
 import math
 import time
 from dataclasses import asdict, dataclass, fields
@@ -64,7 +65,6 @@ REMAKE = "make vision-models"
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
 LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
-MOST_LAYERS = 64  # blocks of one stack: the shipped models have 2; each block costs time to build
 
 
 # Patches in, vectors out
@@ -118,18 +118,6 @@ def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int,
             f"d_model ({d_model}) must be divisible by num_heads ({validation.shown(num_heads)})"
         )
     return d_model, num_heads, d_ff
-
-
-def _check_layers(count: object, name: str, minimum: int = 1) -> int:
-    """count as an int, if it is a whole number minimum..MOST_LAYERS: a stack of more blocks is
-    a typing mistake, and building it one module at a time would take minutes."""
-    count = validation.whole_number(count, name, minimum)
-    if count > MOST_LAYERS:
-        raise ValueError(
-            f"{name} must be at most {MOST_LAYERS} blocks, got {validation.shown(count)}: a "
-            "smaller model was meant"
-        )
-    return count
 
 
 def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int = 0) -> None:
@@ -205,29 +193,63 @@ def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
 
 def float64_copy(model: nn.Module) -> nn.Module:
     """A float64 copy in eval mode (of a model check_model took): sums in float64 give the same
-    numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes
-    (deepcopy refuses the attention weights a training step keeps), with torch's global random
-    numbers left as they were: the fresh weights the constructor draws are overwritten."""
+    numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes,
+    which must build the modules it has (the same heads in each attention, ...), with torch's
+    global random numbers left as they were: the fresh weights the constructor draws are
+    overwritten."""
     if not isinstance(model, MODEL_KINDS):
         raise TypeError(
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
             f"{type(model).__name__}"
         )
-    if not isinstance(getattr(model, "sizes", None), dict):
+    sizes = getattr(model, "sizes", None)
+    expected = sorted(inspect.signature(type(model)).parameters)
+    if not isinstance(sizes, dict) or sorted(sizes, key=str) != expected:
+        found = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__
         raise ValueError(
-            "the model has lost its sizes (model.sizes, the dict its constructor sets, was "
-            "deleted or replaced): build the model again"
+            f"model.sizes, the dict its constructor sets, should name {expected}, found {found} "
+            f"(was it deleted or changed?): build the model again"
         )
     with torch.random.fork_rng(devices=[]):
-        twin = type(model)(**model.sizes)
+        twin = type(model)(**sizes)
     try:
         twin.load_state_dict(model.state_dict())
     except RuntimeError:
         raise ValueError(
-            f"the model's weights do not fit its sizes {model.sizes} (was model.sizes changed?): "
+            f"the model's weights do not fit its sizes {sizes} (was model.sizes changed?): "
             "build the model again"
         ) from None
+    held, built = _settings(model), _settings(twin)
+    differing = next((name for name in [*held, *built] if held.get(name) != built.get(name)), None)
+    if differing is not None:
+        have, want = held.get(differing, {}), built.get(differing, {})
+        what = ", ".join(
+            f"{key} {have.get(key)!r} where its sizes build {want.get(key)!r}"
+            for key in sorted(have.keys() | want.keys())
+            if have.get(key) != want.get(key)
+        )
+        raise ValueError(
+            f"the model's modules are not those its sizes {sizes} build ({differing or 'the model'}"
+            f" has {what}): was model.sizes or a module changed? build the model again"
+        )
     return twin.double().eval()
+
+
+def _settings(model: nn.Module) -> dict[str, dict]:
+    """Each module's type and plain settings (num_heads, in_features, p, eps, ...) by name:
+    what its forward reads besides its weights."""
+    plain = int | float | str | tuple
+    return {
+        name: {
+            "type": type(module),
+            **{
+                key: value
+                for key, value in vars(module).items()
+                if isinstance(value, plain) and not key.startswith("_") and key != "training"
+            },
+        }
+        for name, module in model.named_modules()
+    }
 
 
 # 1. A small Vision Transformer
@@ -242,7 +264,7 @@ class VisionTransformer(nn.Module):
     def __init__(self, d_model: int, num_heads: int, num_layers: int, d_ff: int):
         super().__init__()
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
-        num_layers = _check_layers(num_layers, "num_layers")
+        num_layers = validation.layer_count(num_layers, "num_layers")
         _check_parameters(d_model, d_ff, num_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "num_layers": num_layers}
         self.sizes["d_ff"] = d_ff
@@ -319,7 +341,7 @@ class DigitFinder(nn.Module):
     def __init__(self, d_model: int, encoder_layers: int = 0, d_ff: int = 64, grid: int = GRID):
         super().__init__()
         d_model, _, d_ff = _check_sizes(d_model, 1, d_ff)
-        encoder_layers = _check_layers(encoder_layers, "encoder_layers", minimum=0)
+        encoder_layers = validation.layer_count(encoder_layers, "encoder_layers", minimum=0)
         self.grid = _check_grid(grid)
         _check_parameters(d_model, d_ff, encoder_layers + 1)  # + the word's cross-attention
         self.sizes = {"d_model": d_model, "encoder_layers": encoder_layers, "d_ff": d_ff}
@@ -472,8 +494,8 @@ class CanvasReader(nn.Module):
     ):
         super().__init__()
         d_model, num_heads, d_ff = _check_sizes(d_model, num_heads, d_ff)
-        encoder_layers = _check_layers(encoder_layers, "encoder_layers")
-        decoder_layers = _check_layers(decoder_layers, "decoder_layers")
+        encoder_layers = validation.layer_count(encoder_layers, "encoder_layers")
+        decoder_layers = validation.layer_count(decoder_layers, "decoder_layers")
         self.grid = _check_grid(grid)
         _check_parameters(d_model, d_ff, encoder_layers, decoder_layers)
         self.sizes = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff, "grid": self.grid}
@@ -663,7 +685,9 @@ class Recipe:
             elif field.name == "seed":
                 value = validation.seed(value)
             elif field.name.endswith("layers"):
-                value = _check_layers(value, field.name, 0 if field.name == "encoder_layers" else 1)
+                value = validation.layer_count(
+                    value, field.name, 0 if field.name == "encoder_layers" else 1
+                )
             else:
                 value = validation.whole_number(value, field.name)
                 if value > LARGEST_SIZE:
@@ -927,7 +951,7 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
         recipe = _saved_recipe(where, kind, saved["recipes"][name])
         loaded["recipes"][name] = recipe
         loaded["logs"][name] = _checked_log(where, saved["logs"][name], recipe)
-        weights[name] = _float32_weights(saved["weights"][name], where)
+        weights[name] = float_weights(saved["weights"][name], where)
     for name in MODELS:
         where = f"{path} ({name})"
         with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
@@ -935,19 +959,6 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
         load_weights(model, weights[name], where)
         loaded[name] = model.eval()
     return loaded
-
-
-def _float32_weights(weights: object, where: str) -> dict:
-    """The saved weights as float32 (float_weights), each finite after the cast: a float64 weight
-    beyond float32's range (3.4e38) would load as inf."""
-    weights = float_weights(weights, where)
-    for key, value in weights.items():
-        if not value.isfinite().all():
-            raise CheckpointError(
-                f"{where}: weight {key} holds values beyond float32's range (about 3.4e38), which "
-                f"load as inf: {REMAKE} writes a new file"
-            )
-    return weights
 
 
 def _saved_recipe(where: str, kind: type, found: object) -> Recipe:

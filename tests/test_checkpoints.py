@@ -1,7 +1,11 @@
 """A damaged, truncated, empty, foreign or non-finite checkpoint is refused with one clear
 error naming the file; the shipped one loads."""
 
+import io
+import os
+import pickle
 import shutil
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -66,8 +70,87 @@ def test_a_file_that_is_no_checkpoint_is_refused_even_with_a_checksum(tmp_path):
     checksum_path(path).write_text(
         f"{__import__('hashlib').sha256(b'not a checkpoint').hexdigest()}  notes.pt\n"
     )
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="is not a torch checkpoint: torch.save writes"):
         load_checkpoint(path, ("config",), remake="make date-model")
+
+
+class _Runs:
+    """Pickles as a call of os.system: what weights_only refuses to run."""
+
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def _archive_without(data: bytes, drop) -> bytes:
+    """The zip archive `data` without the first member whose name `drop` accepts."""
+    source, written = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(written, "w") as target:
+        dropped = False
+        for member in source.infolist():
+            if not dropped and drop(member.filename):
+                dropped = True
+                continue
+            target.writestr(member, source.read(member.filename))
+    return written.getvalue()
+
+
+def _saved(contents) -> bytes:
+    written = io.BytesIO()
+    torch.save(contents, written)
+    return written.getvalue()
+
+
+DAMAGED = {  # name: (the file's bytes from the shipped file's, words the error must say)
+    "empty": (lambda data: b"", "is empty (0 bytes), not a checkpoint"),
+    "text": (lambda data: b"hello world\n", "is not a torch checkpoint: torch.save writes"),
+    "json": (lambda data: b'{"weights": {}}', "is not a torch checkpoint"),
+    "gzip": (lambda data: b"\x1f\x8b\x08\x00" + bytes(100), "is not a torch checkpoint"),
+    "zeros": (lambda data: bytes(1000), "is not a torch checkpoint"),
+    "plain pickle": (lambda data: pickle.dumps({"a": 1}), "is not a torch checkpoint"),
+    "truncated": (lambda data: data[:-1], "is truncated or damaged"),
+    "end zeroed": (lambda data: data[:-100] + bytes(100), "is truncated or damaged"),
+    "no data.pkl": (
+        lambda data: _archive_without(data, lambda name: name.endswith("data.pkl")),
+        "is a damaged checkpoint, or a zip archive torch.save did not write (",
+    ),
+    "no storage": (
+        lambda data: _archive_without(data, lambda name: "/data/" in name),
+        "is a damaged checkpoint",
+    ),
+    "code to run": (
+        lambda data: _saved({"config": _Runs()}),
+        f"did not write (Trying to load unsupported GLOBAL {os.system.__module__}.system",
+    ),
+}
+
+
+def _loaders() -> dict:
+    from helpers.decoder_only import load_translator
+    from helpers.induction import load_training
+    from helpers.vision_models import load_vision_models
+
+    return {
+        "load_checkpoint": lambda path: load_checkpoint(path, ("config",), "make date-model"),
+        "load_translator": lambda path: load_translator("decoder-only", path),
+        "load_training": load_training,
+        "load_vision_models": load_vision_models,
+    }
+
+
+@pytest.mark.parametrize("loader", list(_loaders()))
+@pytest.mark.parametrize("damage", list(DAMAGED))
+def test_a_file_that_is_no_checkpoint_is_named_without_torchs_advice(tmp_path, loader, damage):
+    """torch.load's own text was passed on: "internal miniz error", "(101)" for a text file,
+    "()" for an empty one, and its advice to load with weights_only=False, which runs whatever
+    code a crafted file holds."""
+    make, words = DAMAGED[damage]
+    path = tmp_path / "damaged.pt"
+    path.write_bytes(make(WEIGHTS.read_bytes()))
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError) as raised:
+        _loaders()[loader](path)
+    message = str(raised.value)
+    assert words in message and "weights_only" not in message and "miniz" not in message
 
 
 def test_a_checkpoint_without_the_expected_keys_is_refused(tmp_path):
@@ -88,7 +171,9 @@ def test_non_finite_weights_are_refused(tmp_path):
     contents = {"config": asdict(model.config), "weights": model.state_dict(), "history": {}}
     torch.save(contents, path)  # written anyway, with a valid checksum
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
-    with pytest.raises(CheckpointError, match="inf or NaN in checkpoint.weights.output.weight"):
+    with pytest.raises(
+        CheckpointError, match="cannot be loaded: checkpoint.weights.output.weight holds inf or NaN"
+    ):
         load_date_model(path)
 
 
@@ -172,6 +257,23 @@ def test_weights_must_be_floating_point_tensors(weights, message):
         float_weights(weights, "model.pt")
 
 
+def test_float64_weights_beyond_float32_are_refused_not_loaded_as_inf():
+    """Shared by every loader: chapter 12's loaded 1e39 as inf (chapters 13 and 14 refused it,
+    each with its own copy of the check)."""
+    with pytest.raises(
+        CheckpointError,
+        match=r"model.pt: its weight w holds NaN or inf in float32 \(a value beyond",
+    ):
+        float_weights({"w": torch.full((2,), 1e39, dtype=torch.float64)}, "model.pt")
+
+
+def test_weights_named_by_something_other_than_text_are_named():
+    """A key 5 gave "sequence item 0: expected str instance, int found"."""
+    model = torch.nn.Linear(2, 3)
+    with pytest.raises(CheckpointError, match=r"named by text .* found the key 5 \(int\)"):
+        load_weights(model, {**model.state_dict(), 5: torch.zeros(1)}, "model.pt")
+
+
 def test_weights_that_do_not_fit_are_named_before_loading():
     model = torch.nn.Linear(2, 3)
     with pytest.raises(CheckpointError, match=r"missing: bias; shape: weight \(2, 3\)"):
@@ -199,8 +301,8 @@ def test_a_name_too_long_for_the_system_is_a_checkpoint_error(tmp_path):
 @pytest.mark.parametrize(
     ("tensor", "words"),
     [
-        (torch.zeros(4).to_sparse(), "a torch.sparse_coo tensor: weights are saved dense"),
-        (torch.zeros(4, device="meta"), "a meta tensor"),
+        (torch.zeros(4).to_sparse(), "w is a torch.sparse_coo tensor, not a dense one"),
+        (torch.zeros(4, device="meta"), r"w is a meta tensor \(a shape without numbers\)"),
     ],
 )
 def test_a_tensor_that_is_not_dense_is_named(tmp_path, tensor, words):

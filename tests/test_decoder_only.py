@@ -436,7 +436,7 @@ def crafted(tmp_path, **changes) -> str:
         ({"config": lambda c: {**c, "heads": 2}}, "its config is not a GPT's"),
         ({"config": "config"}, "its config is not a GPT's"),
         ({"config": lambda c: {**c, "d_model": 31}}, "its config is not a model's"),
-        ({"config": lambda c: {k: v for k, v in c.items() if k != "d_ff"}}, "not a model's"),
+        ({"config": lambda c: {k: v for k, v in c.items() if k != "d_ff"}}, "config lacks d_ff"),
         ({"config": lambda c: {**c, "vocab_size": 10}}, "separator_id 20 is outside"),
         ({"separator_id": -1}, "its separator_id does not fit its config"),
         ({"history": ["not", "a", "dict"]}, "records a loss over None"),
@@ -445,6 +445,20 @@ def crafted(tmp_path, **changes) -> str:
         ({"weights": lambda w: {k: v for k, v in w.items() if k != "norm.bias"}}, "missing"),
         ({"weights": lambda w: {**w, "extra": w["norm.bias"]}}, "unexpected"),
         ({"weights": lambda w: {**w, "norm.bias": w["norm.bias"] * float("nan")}}, "NaN"),
+        # after a third hostile pass: each of these was a TypeError, an inf weight loaded
+        # quietly, or a sparse tensor said to hold inf or NaN
+        (
+            {"weights": lambda w: {**w, 5: w["norm.bias"]}},
+            r"weights should be named by text .* found the key 5 \(int\)",
+        ),
+        (
+            {"weights": lambda w: {**w, "norm.weight": w["norm.weight"].double() + 1e39}},
+            "weight norm.weight holds NaN or inf in float32",
+        ),
+        (
+            {"weights": lambda w: {**w, "norm.weight": w["norm.weight"].to_sparse()}},
+            "checkpoint.weights.norm.weight is a torch.sparse_coo tensor, not a dense one",
+        ),
     ],
 )
 def test_a_crafted_file_is_refused_with_a_checkpoint_error(tmp_path, changes, message):
@@ -957,3 +971,46 @@ def test_a_number_too_long_to_print_or_to_store_is_named(call, message):
 def test_written_text_names_an_id_too_long_to_print(tokenizer, separator):
     with pytest.raises(ValueError, match="ids hold an int too large to print, outside"):
         do.written_text(tokenizer, [HUGE], separator)
+
+
+# After a third hostile pass: the argument named as the caller passed it, a separator checked
+# against the tokenizer
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda m, tok: m.start_state(torch.zeros(2, 4)),
+            "prompt must hold integer token ids, got torch.float32",
+        ),
+        (
+            lambda m, tok: do.sample_texts(m, tok, torch.zeros(1, 3), 2, 3),
+            "prompt must hold integer token ids, got torch.float32",
+        ),
+        (
+            lambda m, tok: m.decode_step(
+                {**m.start_state(torch.tensor([[1, 5, 8000]])), "last": torch.tensor([10**6])},
+                torch.tensor([1]),
+            ),
+            r"state\['last'\] holds ids from 1000000 to 1000000, outside the vocabulary",
+        ),
+    ],
+)
+def test_a_prompt_or_a_states_last_ids_are_named_as_passed(call, message):
+    """Each said "ids", an argument none of these functions has."""
+    tokenizer = do.load_tokenizer_with_separator()[0]
+    with pytest.raises(ValueError, match=message):
+        call(tiny_translator(), tokenizer)
+
+
+def test_text_prompt_refuses_a_separator_outside_the_tokenizers_vocabulary():
+    """It returned a prompt holding id 10^9 (written_text refused the same separator)."""
+    tokenizer, separator_id = do.load_tokenizer_with_separator()
+    assert do.text_prompt(tokenizer, separator_id, "Tom", "translate")[0, -1] == separator_id
+    for call in (
+        lambda: do.text_prompt(tokenizer, 10**9, "Tom", "translate"),
+        lambda: do.written_text(tokenizer, [4], 10**9),
+    ):
+        with pytest.raises(ValueError, match="separator_id 1000000000 is outside the tokenizer"):
+            call()

@@ -2,6 +2,7 @@
 embedding, drops the feed-forward blocks when attention_only, decodes the same with and
 without its key/value cache, and samples from exactly the distribution generate() documents."""
 
+import copy
 import dataclasses
 import time
 
@@ -379,18 +380,81 @@ def test_caches_from_one_models_passes_are_taken_as_a_tuple_too():
 @pytest.mark.parametrize("kind", ["+inf", "nan", "all -inf"])
 @pytest.mark.parametrize("temperature", [0, 1.0])
 def test_greedy_and_sampling_refuse_logits_no_token_can_be_chosen_from(kind, temperature):
-    """Greedy used to take the first +inf as a token, and a row of -inf as token 0."""
-    model = small_gpt()
-    with torch.no_grad():  # the last LayerNorm outputs its bias: every logit is bias @ tokens
-        model.norm.weight.zero_()
-        model.norm.bias.zero_()
-        model.norm.bias[0] = {"+inf": float("inf"), "nan": float("nan"), "all -inf": 1.0}[kind]
-        model.tokens.weight[:, 0] = 1.0 if kind == "+inf" else -1.0
-        if kind == "all -inf":
-            model.norm.bias[0] = float("inf")
+    """Greedy used to take the first +inf as a token, and a row of -inf as token 0. The model
+    itself refuses to write such logits, so they come from a read prompt."""
+    model, ids = small_gpt(), prompt()
+    read = read_prompt(model, ids)
+    logits = read.logits.clone()  # (B, V)
+    if kind == "all -inf":
+        logits[1] = float("-inf")
+    else:
+        logits[1, 3] = float(kind)
     message = {"+inf": r"NaN or \+inf", "nan": r"NaN or \+inf", "all -inf": "all -inf"}[kind]
     with pytest.raises(ValueError, match=message):
-        generate(model, prompt(), 2, temperature)
+        generate(model, ids, 2, temperature, read=dataclasses.replace(read, logits=logits))
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+@pytest.mark.parametrize(
+    ("weight", "value", "message"),
+    [
+        ("norm.bias", float("nan"), r"the model's weights make them \(norm.bias holds NaN or inf"),
+        (
+            "tokens.weight",
+            3e38,  # finite in float32, but its logits are not
+            r"the logits overflow to inf or NaN in torch.float32, .*\(up to 3e\+38, in tokens",
+        ),
+    ],
+)
+def test_a_forward_pass_refuses_logits_its_weights_make_nan_or_inf(
+    use_cache, weight, value, message
+):
+    """Without caches it returned NaN logits quietly (with caches it refused them)."""
+    model, ids = small_gpt().float(), prompt()
+    with torch.no_grad():
+        model.get_parameter(weight).fill_(value)
+    with pytest.raises(ValueError, match=message):
+        model(ids, model.new_caches() if use_cache else None)
+    with pytest.raises(ValueError, match=message):
+        generate(model, ids, 2, temperature=0, use_cache=use_cache)
+
+
+def test_a_stack_of_more_layers_than_any_model_here_is_refused_before_it_is_built():
+    """num_layers=20000 took over 20 s to build; 10**6 was accepted."""
+    started = time.perf_counter()
+    for layers in (65, 20000, 10**6):
+        with pytest.raises(ValueError, match=f"num_layers must be at most 64 blocks, got {layers}"):
+            GPTConfig(
+                vocab_size=11, context_length=16, d_model=8, num_heads=2, num_layers=layers, d_ff=16
+            )
+    assert time.perf_counter() - started < 1
+    assert len(GPT(dataclasses.replace(CONFIG, num_layers=64)).blocks) == 64
+
+
+def test_a_read_prompt_whose_ids_are_not_a_tensor_is_named():
+    """An AttributeError: 'str' object has no attribute 'shape'."""
+    model, ids = small_gpt(), prompt()
+    read = dataclasses.replace(read_prompt(model, ids), ids="x")
+    with pytest.raises(TypeError, match="read.ids must be the prompt ids read_prompt kept .* str"):
+        generate(model, ids, 2, read=read)
+
+
+def test_a_cache_holding_something_else_is_named_by_len_and_nbytes():
+    """len(cache) and cache.nbytes raised AttributeError for keys that were a str."""
+    cache = KeyValueCache()
+    cache.keys = "abc"
+    for measure in (len, lambda c: c.nbytes):
+        with pytest.raises(ValueError, match="cache must hold keys .* got str"):
+            measure(cache)
+
+
+def test_a_model_is_copied_after_a_forward_pass_that_kept_its_graph():
+    """deepcopy refused the attention weights a grad-mode pass kept (not graph leaves)."""
+    model, ids = small_gpt(), prompt()
+    model(ids)
+    twin = copy.deepcopy(model)
+    torch.testing.assert_close(twin(ids), model(ids))
+    assert all(weights.grad_fn is None for weights in model.attention_maps())
 
 
 @pytest.mark.parametrize(

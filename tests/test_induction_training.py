@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -525,7 +526,7 @@ def test_a_crafted_recipe_is_refused_before_a_model_is_built(
         (("logs", "two-layer", "step", 0), -2, "whole numbers >= 0 in increasing order"),
         (("logs", "two-layer", "step", 0), True, "its log's step should be a list of training"),
         (("logs", "two-layer", "step"), [], "its log's step should be a list of training steps"),
-        (("logs", "two-layer", "second_copy_loss", 0), -3.0, "each in 0..inf, found [-3.0"),
+        (("logs", "two-layer", "second_copy_loss", 0), -3.0, "each in 0..inf, found -3.0"),
         (("logs", "two-layer", "first_copy_loss", 0), 10**400, "finite numbers only, each in 0"),
         (("logs", "two-layer", "second_copy_accuracy", 0), 5.0, "accuracy should hold finite"),
         (("logs", "one-layer", "second_copy_accuracy", 1), 1.5, "accuracy should hold finite"),
@@ -718,6 +719,18 @@ def test_check_log_names_a_recipe_that_is_not_one(saved_contents):
         check_log("w", saved_contents["logs"]["two-layer"], None, 2)
     with pytest.raises(TypeError, match="recipe must be a Recipe, got NoneType"):
         check_snapshots("w", saved_contents["snapshots"]["two-layer"], None, 2)
+
+
+def test_check_log_names_numbers_that_are_not_pythons(saved_contents):
+    """numpy's float64 losses were said not to be "finite numbers", which they are."""
+    log = copy.deepcopy(saved_contents["logs"]["two-layer"])
+    log["first_copy_loss"] = [np.float64(loss) for loss in log["first_copy_loss"]]
+    with pytest.raises(CheckpointError) as raised:
+        check_log("w", log, TINY, 2)
+    assert "its log's first_copy_loss should hold Python ints or floats, found np.float64(" in str(
+        raised.value
+    )
+    assert "(numpy.float64)" in str(raised.value) and "finite" not in str(raised.value)
 
 
 def _meta(tensor):

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from helpers import vision_models
+from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
     MAX_INK,
@@ -341,6 +342,12 @@ def _broken(model, how):
         del twin.sizes
     elif how == "sizes replaced":
         twin.sizes = [8, 2]
+    elif how == "sizes with an extra key":
+        twin.sizes = dict(twin.sizes, extra=1)
+    elif how == "sizes missing a key":
+        twin.sizes = dict(list(twin.sizes.items())[1:])
+    elif how == "sizes not the modules'":  # shapes unchanged: the weights still load
+        next(m for m in twin.modules() if isinstance(m, MultiHeadAttention)).num_heads *= 2
     return twin
 
 
@@ -348,8 +355,11 @@ BROKEN = {
     "NaN": "model holds NaN or inf in .*: everything it computes would be NaN",
     "meta": "model holds .* on the meta device: it has shapes but no weights",
     "sizes changed": r"the model's weights do not fit its sizes .*was model.sizes changed",
-    "sizes deleted": r"the model has lost its sizes \(model.sizes, .* deleted or replaced\)",
-    "sizes replaced": r"the model has lost its sizes \(model.sizes, .* deleted or replaced\)",
+    "sizes deleted": r"model.sizes, the dict its constructor sets, should name .*found NoneType",
+    "sizes replaced": r"model.sizes, the dict its constructor sets, should name .*found list",
+    "sizes with an extra key": r"model.sizes, .* should name \['d_ff', .*found \[.*'extra'",
+    "sizes missing a key": r"model.sizes, .* should name \['d_ff', 'd_model'.*found \['d_ff', '",
+    "sizes not the modules'": r"self_attention has num_heads \d+ where its sizes build \d+",
 }
 EVALUATIONS = ["vit", "entropy", "finder", "reader", "read_canvas"]
 
@@ -478,7 +488,7 @@ def test_a_meta_tensor_in_a_checkpoint_is_named(tmp_path, saved_contents):
     torch.save({**saved_contents, "weights": {**saved_contents["weights"], "vit": weights}}, path)
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
     with pytest.raises(
-        CheckpointError, match=r"head.bias \(a meta tensor: a shape without numbers"
+        CheckpointError, match=r"head.bias is a meta tensor \(a shape without numbers"
     ):
         load_vision_models(path)
 
@@ -617,19 +627,23 @@ def test_sparse_cells_are_refused_by_name(models):
             lambda c: c["weights"]["vit"].update(
                 {"head.bias": torch.full((10,), 1e39, dtype=torch.float64)}
             ),
-            "weight head.bias holds values beyond float32's range",
+            "its weight head.bias holds NaN or inf in float32",
         ),
         (
             lambda c: c["weights"]["vit"].update(
                 {"head.bias": torch.full((10,), 1e300, dtype=torch.float64)}
             ),
-            "weight head.bias holds values beyond float32's range",
+            "its weight head.bias holds NaN or inf in float32",
+        ),
+        (
+            lambda c: c["weights"]["vit"].update({5: torch.zeros(10)}),
+            r"weights should be named by text .* found the key 5 \(int\)",
         ),
         (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, -3.0), "found -3.0"),
         (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, 10**400), "found 1000"),
         (lambda c: c["logs"]["vit"]["loss"].__setitem__(0, 2), "finite floats >= 0, found 2"),
     ],
-    ids=["weight 1e39", "weight 1e300", "loss -3", "loss 10**400", "loss int"],
+    ids=["weight 1e39", "weight 1e300", "key 5", "loss -3", "loss 10**400", "loss int"],
 )
 def test_a_crafted_file_the_models_cannot_use_is_refused(tmp_path, saved_contents, change, words):
     contents = {
@@ -744,3 +758,15 @@ def test_a_batch_too_large_for_memory_is_refused_before_the_forward_pass():
 def test_a_patch_size_too_large_to_print_is_named():
     with pytest.raises(ValueError, match="patch_size .*an int too large to print"):
         cell_patches(0, 3, 10**5000)
+
+
+def test_sizes_that_build_other_heads_than_the_models_are_refused(test_digits):
+    """vit.sizes["num_heads"] = 4 (the weights' shapes unchanged) made evaluate_vit rebuild a
+    4-head copy of a 2-head model and report its accuracy, 0.953 instead of 0.981."""
+    vit = load_vision_models()["vit"]
+    right = evaluate_vit(vit, test_digits)
+    vit.sizes["num_heads"] *= 2
+    with pytest.raises(ValueError, match="blocks.0.self_attention has num_heads 2 where its"):
+        evaluate_vit(vit, test_digits)
+    vit.sizes["num_heads"] //= 2
+    assert evaluate_vit(vit, test_digits) == right
