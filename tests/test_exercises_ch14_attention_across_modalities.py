@@ -1013,9 +1013,18 @@ def test_the_cases_are_what_the_docstrings_say():
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "14_attention_across_modalities.ipynb"
 RULES = {  # what every prompt states, and the checkers enforce
-    "patchify": ["Without calling helpers.vision.patchify", "within 5 s", "grad mode"],
+    "patchify": [
+        "Without calling helpers.vision.patchify",
+        "within 5 s",
+        "grad mode",
+        "no in-place operation on it, even one that changes no value",
+    ],
     "sinusoidal_2d": ["Without calling helpers.vision.sinusoidal_2d", "within 5 s", "grad mode"],
-    "attention_centroid": ["within 5 s", "grad mode"],
+    "attention_centroid": [
+        "within 5 s",
+        "grad mode",
+        "no in-place operation on it, even one that changes no value",
+    ],
 }
 
 
@@ -1086,3 +1095,68 @@ def test_grad_mode_switched_off_by_an_answer_is_put_back(run_checker):
     verdict, out = run_checker(check_attention_centroid, centroid_with_gradients_switched_off)
     assert verdict is False and out.startswith("Not yet: 6 of 6 checks failed"), out
     assert torch.is_grad_enabled()
+
+
+# Regressions from a third learner's pass: advice about .view given to an answer that used
+# .reshape (the case's name holds "view"), and mistakes answered by the general hint only
+
+
+def sinusoidal_2d_for_square_grids(rows, cols, d_model):
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(rows, rows, half)
+    by_col = sinusoidal_encoding(rows, half)[None, :, :].expand(rows, rows, half)  # BUG: rows
+    return torch.cat([by_row, by_col], -1).reshape(rows * rows, d_model)
+
+
+def centroid_divided_by_the_largest_weight(weights, grid_size, p):
+    centres = _centres(grid_size, p, weights.dtype)
+    return weights @ centres / weights.max(-1, keepdim=True).values
+
+
+def centroid_in_float32(weights, grid_size, p):
+    return attention_centroid(weights.float(), grid_size, p)
+
+
+def centroid_clamping_in_place(weights, grid_size, p):
+    weights.clamp_(min=0)  # the weights are > 0: no value changes, still in place
+    return attention_centroid(weights, grid_size, p)
+
+
+REFUSED_AFTER_A_THIRD_PASS = [
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_for_square_grids,
+        "shape (4, 8), expected (6, 8); 4 = rows * rows vectors, as if the grid were square",
+    ),
+    (
+        "attention centroid",
+        centroid_divided_by_the_largest_weight,
+        "divides by the largest weight: a weighted mean divides by the sum of the weights",
+    ),
+    ("attention centroid", centroid_in_float32, "dtype torch.float32, expected torch.float64"),
+    (
+        "attention centroid",
+        centroid_clamping_in_place,
+        "runs an in-place operation on its input `weights`, which changes no value",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_THIRD_PASS,
+    ids=[f"{e}: {a.__name__}" for e, a, _ in REFUSED_AFTER_A_THIRD_PASS],
+)
+def test_a_wrong_answer_found_by_a_third_learners_pass_is_named(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and out.startswith("Not yet") and words in out, out
+
+
+def test_an_answer_for_square_images_is_told_about_the_sides_not_about_view(run_checker):
+    """The channels-last case's name says "a permuted view": the advice about .view went to any
+    answer that raised there, .reshape or not."""
+    verdict, out = run_checker(check_patchify, patchify_for_square_images)
+    assert verdict is False and ".view needs memory" not in out, out
+    assert "this case's images are not square (H = 4, W = 8)" in out, out

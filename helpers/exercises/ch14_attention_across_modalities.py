@@ -27,9 +27,10 @@ from helpers.vision import patchify, sinusoidal_2d
 __all__ = ["check_attention_centroid", "check_patchify", "check_sinusoidal_2d"]
 
 
-def _merged(mistakes: dict) -> dict:
+def named_together(mistakes: dict) -> dict:
     """The mistakes with those that give one and the same answer in this case named together
-    (e.g. on a square grid, (x, y) order and column-major patches)."""
+    (e.g. on a square grid, (x, y) order and column-major patches; chapter 12's checkers use it
+    too)."""
     merged: dict = {}
     for diagnosis, answer in mistakes.items():
         same = next(
@@ -50,8 +51,13 @@ def _merged(mistakes: dict) -> dict:
 
 def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
     """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
-    `words` in it (e.g. what the learner's function raised)."""
-    if failures and failures[-1].startswith(f"{name}: {failure}") and words in failures[-1]:
+    `words` in what follows the case's name (e.g. what the learner's function raised)."""
+    prefix = f"{name}: "
+    if (
+        failures
+        and failures[-1].startswith(f"{prefix}{failure}")
+        and words in failures[-1][len(prefix) :]
+    ):
         failures[-1] += f"; {advice}"
 
 
@@ -167,7 +173,7 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "averages the channels: each patch keeps all C channels, C*p*p numbers, channel by "
             "channel"
         ] = averaged.permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, p * p)
-    return _merged(mistakes)
+    return named_together(mistakes)
 
 
 @exercise_checker
@@ -177,10 +183,10 @@ def check_patchify(learner_patchify: Callable) -> bool:
     contiguous (one case is a channels-last view); patch_size p an int from 1 to 4. The patches
     left to right, then top to bottom; each flattened in (C, p, p) order, the layout of
     F.unfold(images, p, stride=p).transpose(1, 2) (which counts as right); in the images'
-    dtype, with gradients; the input left as it was. Without calling helpers.vision.patchify
-    (refused by name); a loop over the patches is accepted. Each call must return within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype and module hooks
-    as they were."""
+    dtype, with gradients; the input left as it was (no in-place operation on it, even one
+    that changes no value). Without calling helpers.vision.patchify (refused by name); a loop
+    over the patches is accepted. Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s)
+    and leave torch's grad mode, default dtype and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
     for name, images, p in patchify_cases():
         passed += run_case(
@@ -199,7 +205,7 @@ def check_patchify(learner_patchify: Callable) -> bool:
             failures,
             name,
             "your function raised",
-            "view",
+            "view size is not compatible",
             ".view needs memory laid out in order, which a permuted or channels-last tensor "
             "is not: .reshape copies when it must",
         )
@@ -299,7 +305,7 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
             [by_row, torch.zeros_like(by_col)], -1
         ).reshape(n, d_model),
     }
-    return _merged(mistakes)
+    return named_together(mistakes)
 
 
 def _halves_from(rows: int, cols: int, width: int, first: int) -> tuple:
@@ -356,6 +362,16 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             "(float)",
             "d_model / 2 is a float: the width of each half is d_model // 2, an int",
         )
+        for side, name in ((rows, "rows"), (cols, "cols")) if rows != cols else ():
+            _advise(
+                failures,
+                case,
+                f"shape ({side * side}, ",
+                "",
+                f"{side * side} = {name} * {name} vectors, as if the grid were square: this one "
+                f"is {rows} x {cols}, so its rows * cols = {rows * cols} patches take their row "
+                f"from range(rows) and their column from range(cols)",
+            )
     return report(failures, passed)
 
 
@@ -451,6 +467,8 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "divides by the number of patches: a weighted mean divides by the sum of the weights": (
             w @ centres / w.shape[-1]
         ).to(weights.dtype),
+        "divides by the largest weight: a weighted mean divides by the sum of the weights, "
+        "weights.sum(-1, keepdim=True)": (w @ centres / w.amax(-1, keepdim=True)).to(weights.dtype),
         "ignores the weights: the plain mean of the centres, the middle of the image": (
             torch.ones_like(total) * centres.mean(0)
         ).to(weights.dtype),
@@ -481,7 +499,7 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
             "puts patch k in row k // rows: patchify's patch k lies in row k // cols (cols "
             "patches to a row), column k % cols"
         ] = mean_of(row_by_rows * p + (p - 1) / 2)
-    return _merged(mistakes)
+    return named_together(mistakes)
 
 
 @exercise_checker
@@ -493,8 +511,9 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
     weights need not sum to one (e.g. the attention on one cell only, or several heads'
     weights added): divide by their total. In the weights' dtype, with gradients; the input
-    left as it was. Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave
-    torch's grad mode, default dtype and module hooks as they were."""
+    left as it was (no in-place operation on it, even one that changes no value). Each call
+    must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default
+    dtype and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)
