@@ -79,6 +79,26 @@ LEADING_DIMS = (
     "the mean runs over the leading (batch, head) dims too: keep one score per (n, n) matrix, "
     "shape weights.shape[:-2], by averaging over the queries only (dim=-1)"
 )
+KEY_AFTER = (
+    "the induction head's key is t - length + 1, the token that followed the earlier occurrence"
+)
+LOWER_PRECISIONS = ((torch.float16, "about 3"), (torch.bfloat16, "about 2"))
+
+
+def lower_precision_mistakes(compute: Callable, tensor: torch.Tensor, name: str) -> dict:
+    """{diagnosis: what compute(tensor) returns when it runs in float16 or bfloat16, or on the
+    tensor rounded to one of them}: a right computation that loses precision on the way, close
+    to the right answer but outside the checker's tolerance. name: the tensor's, plural."""
+    mistakes = {}
+    for low, digits in LOWER_PRECISIONS:
+        keep = f"which keeps {digits} significant digits: compute in the {name}' own dtype"
+        mistakes[f"the {name} are rounded to {low} on the way, {keep}"] = compute(
+            tensor.detach().to(low).to(tensor.dtype)
+        )
+        mistakes[f"the computation runs in {low}, {keep}"] = compute(tensor.detach().to(low)).to(
+            tensor.dtype
+        )
+    return mistakes
 
 
 # 1. The previous-token score
@@ -102,19 +122,30 @@ def previous_token_cases() -> list[tuple[str, torch.Tensor]]:
 def _previous_mistakes(weights: torch.Tensor) -> dict:
     n = weights.shape[-1]
     below = _stripe(weights, -1)  # (..., n - 1)
+    diagonal = _stripe(weights, 0)  # (..., n)
     mistakes = {
-        "the mean runs over all n queries, t = 0 included: the first query has no previous "
-        "token (index t - 1 = -1 wraps around to the last key), so average over the n - 1 "
-        "queries t = 1..n-1": below.sum(-1) / n,
+        "the mean runs over all n queries, t = 0 included (a sum divided by n, or key t - 1 = "
+        "-1 for t = 0, the last key, 0 under the causal mask): the first query has no previous "
+        "token, so average over the n - 1 queries t = 1..n-1": below.sum(-1) / n,
         "reads the weight on the NEXT key, weights[..., t, t + 1], above the diagonal: the "
         "previous token is key t - 1, just below the diagonal (offset=-1)": _stripe(
             weights, 1
         ).mean(-1),
-        "reads the diagonal, each query's weight on its own token: the previous token is key "
-        "t - 1, just below it (offset=-1)": _stripe(weights, 0).mean(-1),
+        "reads the diagonal, each query's weight on its own token, over every query: the "
+        "previous token is key t - 1, just below it (offset=-1)": diagonal.mean(-1),
+        "reads the diagonal, each query's weight on its own token (t, t), over the queries "
+        "t = 1..n-1: the previous token is key t - 1, just below it (offset=-1)": diagonal[
+            ..., 1:
+        ].mean(-1),
         "the sum over the queries: the score is their mean": below.sum(-1),
         LEADING_DIMS: below.mean(),
+        **lower_precision_mistakes(lambda w: _stripe(w, -1).mean(-1), weights, "weights"),
     }
+    if n > 2:
+        mistakes[
+            "divides by n - 2: the queries t = 1..n-1 are n - 1 of them, so the mean divides "
+            "by n - 1 (or take .mean(-1) of the n - 1 weights below the diagonal)"
+        ] = below.sum(-1) / (n - 2)
     default_dims = _with_default_dims(weights, -1)
     if default_dims is not None:
         mistakes[DEFAULT_DIMS] = default_dims
@@ -126,10 +157,11 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     """learner_score(weights) -> (...): weights (..., n, n) attention weights, float32 or
     float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t,
     t - 1], the weight each query puts on the token just before it; one score per (n, n)
-    matrix, a tensor in the weights' dtype, with gradients; the weights left as they were.
-    Without calling helpers.induction.previous_token_score (refused by name). Each call returns
-    within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and
-    global module hooks as they were."""
+    matrix, a tensor in the weights' dtype, with gradients; the weights left as they were (no
+    in-place operation on them, even one that changes no value). Without calling
+    helpers.induction.previous_token_score (refused by name). Each call returns within
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and global
+    module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights in previous_token_cases():
         passed += run_case(
@@ -170,6 +202,7 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
     n = 2 * length
     stripe = _stripe(weights, 1 - length)  # queries t = length - 1..n - 1
     copy_queries = stripe[..., 1:]  # t = length..n - 1
+    too_far = _stripe(weights, 2 - length)[..., 2:]  # key t - length + 2, t = length..n - 1
     mistakes = {
         "reads key t - length, the earlier occurrence of the current token itself (a "
         "duplicate-token score): an induction head attends to the token AFTER it, key "
@@ -187,9 +220,19 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
         "the sum over the queries: the score is their mean": copy_queries.sum(-1),
         LEADING_DIMS: copy_queries.mean(),
         NOTHING_BEFORE_THE_QUERY: torch.zeros_like(copy_queries[..., 0]),
-        "reads key t - length + 2, one after the token to copy: the induction head's key is "
-        "t - length + 1, the token that followed the earlier occurrence": (
-            _stripe(weights, 2 - length)[..., 2:].mean(-1)
+        f"reads key t - length + 2, one after the token to copy: {KEY_AFTER}": too_far.mean(-1),
+        f"reads key t - length + 2, one after the token to copy (for the queries t = length.."
+        f"2*length-2, divided by length): {KEY_AFTER}, for every query of the copy up to t = "
+        f"2*length-1": too_far[..., :-1].sum(-1) / length,
+        f"reads key t - length + 2, one after the token to copy (for the queries t = length.."
+        f"2*length-2): {KEY_AFTER}, for every query of the copy up to t = 2*length-1": too_far[
+            ..., :-1
+        ].mean(-1),
+        "the queries run t = length-1..2*length-2, one too early: the copy's queries are "
+        "t = length..2*length-1 (query length - 1 is the last token of the first block, "
+        "whose token has not occurred before)": stripe[..., :-1].mean(-1),
+        **lower_precision_mistakes(
+            lambda w: _stripe(w, 1 - length)[..., 1:].mean(-1), weights, "weights"
         ),
         "the last query, t = 2*length - 1, is left out: range(length, 2*length) stops "
         "before 2*length, so the copy's queries run to 2*length - 1": (
@@ -211,9 +254,10 @@ def check_induction_score(learner_score: Callable) -> bool:
     float64, any leading dims. The mean over the queries of the copy, t = length..2*length-1,
     of weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
     the query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with
-    gradients; the weights left as they were. Without calling helpers.induction.induction_score
-    (refused by name). Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves
-    torch's grad mode, default dtype and global module hooks as they were."""
+    gradients; the weights left as they were (no in-place operation on them, even one that
+    changes no value). Without calling helpers.induction.induction_score (refused by name).
+    Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode,
+    default dtype and global module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_score)
     for name, weights, length in induction_cases():
 
@@ -316,6 +360,24 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         attention(edited).W_o.weight[rows] = 0.0
         attention(edited).W_o.bias[rows] = 0.0
 
+    def zero_rows_of_W_o(edited):
+        attention(edited).W_o.weight[rows] = 0.0
+
+    def zero_bias_slice_too(edited):
+        attention(edited).W_o.weight[:, rows] = 0.0
+        attention(edited).W_o.bias[rows] = 0.0
+
+    def zero_attention_inputs(how_many):
+        def edit(edited):
+            def hook(module, inputs, named):
+                zeroed = inputs[0].clone()
+                zeroed[..., rows] = 0.0
+                return (zeroed,) * how_many + inputs[how_many:], named
+
+            attention(edited).register_forward_pre_hook(hook, with_kwargs=True)
+
+        return edit
+
     def zero_values_but_not_bias(edited):
         attention(edited).W_v.weight[rows] = 0.0
 
@@ -330,6 +392,10 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         attention(edited).W_q.weight[rows] = 0.0
         attention(edited).W_q.bias[rows] = 0.0
 
+    output_not_input = (
+        f"head {head}'s output is W_o's INPUT, columns {columns} of the merged heads "
+        f"(W_o.weight[:, {columns}]), which W_o mixes into every output column"
+    )
     with torch.no_grad():
         logits = logits_with_heads_zeroed(model, ids, [(layer, head)])
         plain = logits_with_heads_zeroed(model, ids, [])
@@ -338,10 +404,26 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         f"input": logits_with_heads_zeroed(
             model, ids, [(layer, other) for other in range(config.num_heads)]
         ),
-        f"zeroes W_o's OUTPUT columns {columns} (the rows of W_o.weight, or the output after "
-        f"W_o): head {head}'s output is W_o's INPUT, columns {columns} of the merged heads "
-        f"(W_o.weight[:, {columns}]), which W_o mixes into every output column": _edited_logits(
+        f"zeroes W_o's OUTPUT columns {columns} (the output after W_o, or the rows of "
+        f"W_o.weight and of its bias): {output_not_input}": _edited_logits(
             model, ids, zero_output_columns
+        ),
+        f"zeroes W_o's OUTPUT columns {columns} (the rows of W_o.weight, W_o.weight[{columns}]): "
+        f"{output_not_input}": _edited_logits(model, ids, zero_rows_of_W_o),
+        f"zeroes W_o.bias[{columns}] too: the bias belongs to no head (its entries are W_o's "
+        f"output columns, which every head writes to) and stays; zero only W_o's input "
+        f"columns {columns}, head {head}'s output": _edited_logits(model, ids, zero_bias_slice_too),
+        f"zeroes columns {columns} of the queries the layer's attention reads "
+        f"(model.blocks[{layer}].attention's first input, the residual stream): those are "
+        f"features of the tokens, not head {head}; its output is columns {columns} of W_o's "
+        f"input, so hook model.blocks[{layer}].attention.W_o": _edited_logits(
+            model, ids, zero_attention_inputs(1)
+        ),
+        f"zeroes columns {columns} of the queries, keys and values the layer's attention reads "
+        f"(the residual stream, model.blocks[{layer}].attention's inputs): those are features "
+        f"of the tokens, not head {head}; its output is columns {columns} of W_o's input, so "
+        f"hook model.blocks[{layer}].attention.W_o": _edited_logits(
+            model, ids, zero_attention_inputs(3)
         ),
         f"zeroes rows {columns} of W_v.weight but not of W_v.bias: each value of the head is "
         f"then the bias, and so is its output (its weights sum to 1); zero the bias's rows too, "
@@ -585,19 +667,23 @@ def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
 @exercise_checker
 def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     """learner_logits(model, ids, layer, head) -> (B, T, vocab): model an attention-only
-    helpers.gpt.GPT in eval or training mode (its dropout is 0), ids (B, T) int64, layer and head
-    ints. The logits of model(ids) with head `head` of block `layer` writing nothing: W_o of that
-    layer reads zeros in the head's columns head*d_head:(head+1)*d_head of the merged heads,
-    d_head = d_model // num_heads (the cases have heads 4 and 6 wide), its bias stays. A tensor:
-    the logits, not probabilities. The model (its modules and their forward, its weights with
-    their dtype, requires_grad and grad, its hooks and its train/eval mode) must be left as it
-    came, also when model(ids) raises: one case passes ids longer than the context, on which
-    the function must let model(ids)'s error through and still leave the model as it came
-    (try/finally, or a `with` block). The gradients are not checked: an ablation measures a
-    trained model, nothing is learned through it. Without calling
-    helpers.induction.logits_with_heads_zeroed or helpers.induction.zeroed_heads (refused by
-    name). Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad
-    mode, default dtype and global module hooks as they were."""
+    helpers.gpt.GPT in eval or training mode (its dropout is 0), float32 or float64, ids (B, T)
+    int64, layer and head ints. The logits of model(ids) with head `head` of block `layer`
+    writing nothing: W_o of that layer reads zeros in the head's columns
+    head*d_head:(head+1)*d_head of the merged heads, d_head = d_model // num_heads (the cases
+    have heads 4 and 6 wide), its bias stays. A tensor in the model's dtype: the logits, not
+    probabilities. ids is left as it was (no in-place operation on it, even one that changes no
+    value). The model must be left as it came: its modules, their forward and their other
+    attributes (num_heads, say), its weights with their values, their dtype (model.double()
+    converts the model itself), their requires_grad and their .grad (left empty: no backward
+    pass through the model), its hooks and its train/eval mode; also when model(ids) raises:
+    one case passes ids longer than the context, on which the function must let model(ids)'s
+    error through and still leave the model as it came (try/finally, or a `with` block). The
+    gradients are not checked: an ablation measures a trained model, nothing is learned
+    through it. Without calling helpers.induction.logits_with_heads_zeroed or
+    helpers.induction.zeroed_heads (refused by name). Each call returns within
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and global
+    module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     forbidden = {
         "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
