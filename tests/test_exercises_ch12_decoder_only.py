@@ -1,6 +1,12 @@
 """Chapter 12's checkers: its solutions and typical wrong answers (run by test_exercises.py,
 with every other chapter's)."""
 
+import contextlib
+import io
+from pathlib import Path
+
+import nbformat
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -432,7 +438,7 @@ WRONG = [
     (
         "prefix-LM mask",
         prefix_answer_reads_the_whole_answer,
-        "position 0 reads the later position 1: after the prompt the mask is causal",
+        "reads the later position 4: after the prompt the mask is causal",
     ),
     ("answer loss", answer_loss_scoring_the_separator, "the prediction of <sep> is scored too"),
     ("answer loss", answer_loss_over_the_whole_sequence, "the English is scored too"),
@@ -475,6 +481,8 @@ WRONG = [
 
 def top_p_row_by_row_in_float64(logits, top_p):
     """How many tokens reach top_p, found per row; the first that many of the sorted tokens."""
+    if top_p >= 1:
+        return logits.clone()  # every token, whatever rounding does to the probabilities
     output = torch.full_like(logits, NEG_INF)
     for row in range(logits.shape[0]):
         probabilities, order = logits[row].double().softmax(-1).sort(descending=True)
@@ -486,7 +494,10 @@ def top_p_row_by_row_in_float64(logits, top_p):
 
 def top_p_as_hugging_face_does(logits, top_p):
     """transformers' TopPLogitsWarper: sorted ascending, remove while the cumulative
-    probability of the least likely tokens is <= 1 - top_p, always keep the last (the top)."""
+    probability of the least likely tokens is <= 1 - top_p, always keep the last (the top).
+    Like transformers, it is not applied at top_p = 1."""
+    if top_p >= 1:
+        return logits.clone()
     ordered, order = logits.sort(descending=False)
     cumulative = ordered.softmax(-1).cumsum(-1)
     remove = cumulative <= (1 - top_p)
@@ -496,6 +507,8 @@ def top_p_as_hugging_face_does(logits, top_p):
 
 def top_p_with_an_additive_mask(logits, top_p):
     """Adds 0 or -inf (its gradient at the dropped tokens differs: that is not judged)."""
+    if top_p >= 1:
+        return logits + 0.0
     probabilities, order = logits.softmax(-1).sort(dim=-1, descending=True)
     keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
     keep = torch.empty_like(keep_sorted).scatter(-1, order, keep_sorted)
@@ -510,6 +523,8 @@ def top_p_breaking_ties_the_other_way(logits, top_p):
 def top_p_by_counting_the_tokens_needed(logits, top_p):
     """How many tokens each row needs (those whose cumulative probability is below top_p, and
     one more), then the first that many in descending order."""
+    if top_p >= 1:
+        return logits.clone()
     probabilities, order = logits.double().softmax(-1).sort(dim=-1, descending=True)
     needed = (probabilities.cumsum(-1) < top_p).sum(-1, keepdim=True) + 1  # (B, 1)
     keep_sorted = torch.arange(logits.shape[-1])[None, :] < needed
@@ -644,3 +659,284 @@ def test_tokens_tied_at_the_boundary_may_stay_either_way():
     mirrored = top_p_breaking_ties_the_other_way(logits, top_p) > NEG_INF
     assert not torch.equal(mine, mirrored)
     assert torch.equal(mine.sum(-1), mirrored.sum(-1))
+
+
+# Regressions from a third learner's pass: top_p = 1 decided by a running sum, exp written out
+# without the maximum, the softmax over the batch, answers that leave torch, a row without a
+# prompt, misaligned targets and a loss computed in float16
+
+
+def _cumulative_keep(logits, top_p, dtype=None):
+    """The hint's test, (cumsum - p) < top_p, on the sorted probabilities, with no case apart
+    for top_p = 1; the first sorted token always kept."""
+    probabilities = logits.softmax(-1) if dtype is None else logits.to(dtype).softmax(-1)
+    ordered, order = probabilities.sort(-1, descending=True)
+    keep_sorted = (ordered.cumsum(-1) - ordered) < top_p
+    keep_sorted[..., 0] = True
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def top_p_deciding_top_p_1_by_a_float32_running_sum(logits, top_p):
+    return logits.masked_fill(~_cumulative_keep(logits, top_p), NEG_INF)
+
+
+def top_p_deciding_top_p_1_by_a_float64_running_sum(logits, top_p):
+    return logits.masked_fill(~_cumulative_keep(logits, top_p, torch.float64), NEG_INF)
+
+
+def top_p_as_hugging_face_does_at_top_p_1_too(logits, top_p):
+    """Applied at top_p = 1 as well: cumsum <= 1 - top_p = 0 removes every token whose
+    probability underflows to 0."""
+    ordered, order = logits.sort(descending=False)
+    remove = ordered.softmax(-1).cumsum(-1) <= (1 - top_p)
+    remove[..., -1:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
+
+
+def _written_out_softmax(logits):
+    exps = logits.exp()  # BUG: no maximum subtracted, e^100 overflows float32
+    return exps / exps.sum(-1, keepdim=True)
+
+
+def top_p_with_exp_written_out(logits, top_p):
+    probabilities, order = _written_out_softmax(logits).sort(-1, descending=True)
+    keep_sorted = (probabilities.cumsum(-1) - probabilities) < top_p
+    return logits.masked_fill(
+        ~torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted), NEG_INF
+    )
+
+
+def top_p_with_exp_written_out_keeping_the_first(logits, top_p):
+    probabilities, order = _written_out_softmax(logits).sort(-1, descending=True)
+    keep_sorted = (probabilities.cumsum(-1) - probabilities) < top_p
+    keep_sorted[..., 0] = True
+    return logits.masked_fill(
+        ~torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted), NEG_INF
+    )
+
+
+def top_p_with_the_softmax_over_the_batch(logits, top_p):
+    probabilities, order = logits.softmax(0).sort(-1, descending=True)  # BUG: dim 0
+    keep_sorted = (probabilities.cumsum(-1) - probabilities) < top_p
+    return logits.masked_fill(
+        ~torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted), NEG_INF
+    )
+
+
+def top_p_in_float32(logits, top_p):
+    return top_p_filter(logits.float(), top_p)
+
+
+def prefix_as_a_list(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths, size).tolist()
+
+
+def prefix_as_a_numpy_array(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths, size).numpy()
+
+
+def prefix_as_int64(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths, size).long()
+
+
+def prefix_through_the_last_prompt_index(prompt_lengths, size):
+    """The prompt's last index L - 1 as a slice end: -1 when L = 0, all but the last."""
+    mask = causal_mask(size).repeat(len(prompt_lengths), 1, 1)
+    for row, length in enumerate(prompt_lengths.tolist()):
+        last = length - 1
+        mask[row, : last + 1 if last >= 0 else size, : last + 1 if last >= 0 else size] = True
+    return mask
+
+
+def prefix_strictly_causal(prompt_lengths, size):
+    in_prompt = _in_prompt(prompt_lengths, size)
+    before = torch.ones(size, size, dtype=torch.bool).tril(-1)  # BUG: not the diagonal
+    return before[None] | (in_prompt[:, :, None] & in_prompt[:, None, :])
+
+
+def answer_loss_on_the_tokens_read(logits, sequences, separator_id):
+    """Position t scored against the token it reads, not the next one."""
+    read = sequences[:, :-1]
+    after = (sequences == separator_id).cumsum(1)[:, :-1] > 0
+    scored = after & (read != separator_id) & (read != 0)
+    return F.cross_entropy(logits[scored], read[scored])
+
+
+def answer_loss_through_float16(logits, sequences, separator_id):
+    return answer_loss(logits.half().to(logits.dtype), sequences, separator_id)
+
+
+TOP_P_1 = "at top_p = 1, where every token stays"
+REFUSED_AFTER_A_THIRD_PASS = [
+    (
+        "top-p filter",
+        top_p_deciding_top_p_1_by_a_float32_running_sum,
+        f"row 0 keeps 1 of its 1000 tokens {TOP_P_1}",
+    ),
+    (
+        "top-p filter",
+        top_p_deciding_top_p_1_by_a_float32_running_sum,
+        "Return the logits as they came when top_p >= 1",
+    ),
+    (
+        "top-p filter",
+        top_p_deciding_top_p_1_by_a_float64_running_sum,
+        f"row 1 keeps 3 of its 4 tokens {TOP_P_1}",
+    ),
+    (
+        "top-p filter",
+        top_p_as_hugging_face_does_at_top_p_1_too,
+        f"row 0 keeps 2 of its 4 tokens {TOP_P_1}, token 1 of probability 9.1e-54 dropped: a "
+        f"probability below about 1e-45 is 0 in float32",
+    ),
+    (
+        "top-p filter",
+        top_p_with_exp_written_out,
+        "no token kept: exp overflows: e^100 is inf in torch.float32",
+    ),
+    (
+        "top-p filter",
+        top_p_with_exp_written_out_keeping_the_first,
+        "(exp overflows: e^100 is inf in torch.float32 (past about e^88.7), and inf / inf is NaN",
+    ),
+    (
+        "top-p filter",
+        top_p_with_the_softmax_over_the_batch,
+        "the softmax runs over the batch axis (dim 0), mixing the rows",
+    ),
+    ("top-p filter", top_p_in_float32, "dtype torch.float32, expected torch.float64"),
+    ("prefix-LM mask", prefix_as_a_list, "returned a list (.tolist() leaves torch)"),
+    ("prefix-LM mask", prefix_as_a_numpy_array, "returned a numpy value (.numpy() leaves torch)"),
+    ("prefix-LM mask", prefix_as_int64, "dtype torch.int64, expected torch.bool"),
+    (
+        "prefix-LM mask",
+        prefix_through_the_last_prompt_index,
+        "row 1 has no prompt, prompt_lengths[1] = 0, so it is the plain causal mask, position i "
+        "reading positions 0..i only; yet its position 0 reads the later position 1. A prompt "
+        "of length L is positions 0..L-1, none when L = 0: beware of L - 1 = -1 as a slice end",
+    ),
+    (
+        "prefix-LM mask",
+        prefix_strictly_causal,
+        "position 0 cannot read position 0: the mask is causal, every position reads itself",
+    ),
+    (
+        "answer loss",
+        answer_loss_on_the_tokens_read,
+        "the targets are the tokens the positions read, sequences[:, :-1]",
+    ),
+    (
+        "answer loss",
+        answer_loss_through_float16,
+        "the logits are rounded to torch.float16 on the way, which keeps about 3 significant",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_THIRD_PASS,
+    ids=[f"{e}: {a.__name__}" for e, a, _ in REFUSED_AFTER_A_THIRD_PASS],
+)
+def test_a_wrong_answer_found_by_a_third_learners_pass_is_named(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and out.startswith("Not yet") and words in out, out
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "not_said"),
+    [
+        ("top-p filter", top_p_deciding_top_p_1_by_a_float32_running_sum, "underflows"),
+        ("prefix-LM mask", prefix_strictly_causal, "positions 0..-1"),
+        ("prefix-LM mask", prefix_through_the_last_prompt_index, "after the prompt the mask"),
+        ("prefix-LM mask", prefix_answer_reads_the_whole_answer, "beware of L - 1 = -1"),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_third_pass_mistake_is_not_named_as_another(exercise, answer, not_said, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and not_said not in out, out
+
+
+def test_the_softmax_over_the_batch_is_named_in_every_case_it_fails():
+    """It was named "the cumulative sum is over the sorted logits" where the two coincide: now
+    both are named there, and the batch axis everywhere."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        check_top_p_filter(top_p_with_the_softmax_over_the_batch)
+    failures = out.getvalue().splitlines()[1:]
+    assert failures and all("over the batch axis (dim 0)" in line for line in failures), failures
+
+
+def test_the_hint_toward_the_running_sum_says_what_holds_at_top_p_1(run_checker):
+    verdict, out = run_checker(check_top_p_filter, top_p_one_token_short)
+    assert "at top_p = 1 keep every token outright: a float32 running sum reaches 1.0" in out
+
+
+def top_p_through_numpy(logits, top_p):
+    """The logits come without requires_grad, as a sampler's do: numpy reads them."""
+    if top_p >= 1:
+        return logits.clone()
+    values = logits.numpy()
+    exps = np.exp(values - values.max(-1, keepdims=True))
+    probabilities = exps / exps.sum(-1, keepdims=True)
+    order = np.argsort(-probabilities, -1, kind="stable")
+    ordered = np.take_along_axis(probabilities, order, -1)
+    keep_sorted = (np.cumsum(ordered, -1) - ordered) < top_p
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    return torch.from_numpy(np.where(keep, values, -np.inf))
+
+
+def top_p_deciding_top_p_1_apart(logits, top_p):
+    """The hint's running sum, and top_p = 1 apart as the prompt says."""
+    if top_p >= 1:
+        return logits.clone()
+    return top_p_deciding_top_p_1_by_a_float32_running_sum(logits, top_p)
+
+
+@pytest.mark.parametrize("answer", [top_p_through_numpy, top_p_deciding_top_p_1_apart])
+def test_a_right_answer_found_by_a_third_learners_pass_is_accepted(answer, run_checker):
+    verdict, out = run_checker(check_top_p_filter, answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+def test_the_top_p_cases_hold_what_the_docstring_says():
+    """V up to 1000, logits up to 100 where exp overflows float32, and at top_p = 1 a row whose
+    float32 running sum reaches 1.0 before its end and a token of probability 0 in float32."""
+    cases = top_p_cases()
+    assert max(logits.shape[-1] for _, logits, _ in cases) == 1000
+    assert any(logits.float().exp().isposinf().any() for _, logits, _ in cases)
+    at_one = [logits for _, logits, top_p in cases if top_p == 1]
+    assert any((logits.softmax(-1) == 0).any() for logits in at_one)
+    assert any(not _cumulative_keep(logits, 1.0).all() for logits in at_one)
+
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "12_decoder_only.ipynb"
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_the_your_turn_docstrings_state_that_an_input_is_not_written_to(exercise):
+    """The framework refuses an in-place operation on an input even where it changes no value."""
+    checker, solution = CHECKERS[exercise]
+    cells = {cell.get("id"): cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells}
+    for text in (cells[f"your-turn-{solution.__name__}"], checker.__doc__):
+        assert "no in-place operation on" in " ".join(text.split()), text
+
+
+def test_the_top_p_prompt_and_docstrings_state_what_the_cases_hold():
+    cells = {cell.get("id"): cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells}
+    prompt, your_turn, checker = (
+        " ".join(text.split())
+        for text in (
+            cells["exercises"],
+            cells["your-turn-top_p_filter"],
+            check_top_p_filter.__doc__,
+        )
+    )
+    for text in (prompt, your_turn, checker):
+        assert "1000" in text and "100" in text and "underflows to 0" in text
+        assert "dtype" in text and "top_p = 1" in text
+    assert "without gradients" in your_turn and "without requires_grad" in checker

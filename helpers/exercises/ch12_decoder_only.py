@@ -7,12 +7,15 @@
 3. check_answer_loss: the cross-entropy over the answer only, <bos> English <sep> French <eos>.
 """
 
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
+from helpers.exercises.ch13_induction_heads import lower_precision_mistakes
+from helpers.exercises.ch14_attention_across_modalities import named_together
 from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
@@ -62,14 +65,19 @@ def _nucleus_like(answer: object, logits: torch.Tensor, top_p: float) -> torch.T
     return torch.where(also_minimal[:, None], kept, nucleus)
 
 
-def _kept_by_order(scores: torch.Tensor, top_p: float, descending=True, reach=True, gather=False):
+def _kept_by_order(
+    scores: torch.Tensor, top_p: float, descending=True, reach=True, gather=False, first=False
+):
     """The tokens a sort-and-cumsum filter keeps when it sorts `scores`: a token stays while the
     scores before it sum to less than top_p (reach=True), or while the sum up to and including
     it is less than top_p (reach=False: one token short). gather: the sorted keep mask is taken
-    back to token order with gather, the wrong way."""
+    back to token order with gather, the wrong way. first: the first sorted token stays
+    whatever the sum says (keep_sorted[..., 0] = True)."""
     ordered, order = scores.sort(dim=-1, descending=descending)
     total = ordered.cumsum(-1)
     keep = (total - ordered if reach else total) < top_p
+    if first:
+        keep[..., 0] = True
     if gather:
         return keep.gather(-1, order)
     return torch.zeros_like(keep).scatter(-1, order, keep)
@@ -82,18 +90,19 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     """(name, logits (B, V), top_p) for every case the checker runs. In the exact-boundary
     cases, uniform rows of 2, 4 or 8 tokens, every cumulative probability is a multiple of 1/8
     and exact in any precision, so a nucleus reaches top_p exactly; in the others none lies
-    within 1e-3 of top_p. Either way float32 and float64 answers keep the same tokens."""
+    within 1e-3 of top_p. Either way float32 and float64 answers keep the same tokens, except
+    at top_p = 1, where every token stays however its probability rounds."""
     generator = torch.Generator().manual_seed(120)
 
-    def random(*shape, dtype=torch.float32):
-        return (torch.randn(*shape, generator=generator, dtype=torch.float64) * 2).to(dtype)
+    def random(*shape, dtype=torch.float32, scale=2.0):
+        return (torch.randn(*shape, generator=generator, dtype=torch.float64) * scale).to(dtype)
 
     after_top_k = random(3, 9)
     after_top_k[after_top_k < after_top_k.topk(5, dim=-1).values[:, -1:]] = NEG_INF
     dominant = torch.zeros(2, 6)
     zeros = torch.zeros  # a uniform row: equal logits
     dominant[0, 2], dominant[1, 5] = 7.0, 6.0
-    return [
+    cases = [
         ("B = 4 rows, V = 10, top_p = 0.7", random(4, 10), 0.7),
         ("one dominant token per row (p > 0.9), top_p = 0.5: only it stays", dominant, 0.5),
         ("top_p = 1 keeps every token", random(2, 7), 1.0),
@@ -117,10 +126,44 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
         (f"{EXACT}: a uniform row of 8 tokens, top_p = 0.25: 2 reach it", zeros(1, 8), 0.25),
         (f"{EXACT}: a uniform row of 2 tokens, top_p = 0.5: 1 reaches it", zeros(1, 2), 0.5),
     ]
+    one_in_a_thousand = torch.zeros(1, 1000)
+    one_in_a_thousand[0, 3] = 30.0  # p = 1 - 9e-11, the other 999 tokens e^-30 = 9e-14 each
+    return cases + [
+        (
+            "top_p = 1, V = 1000: row 0 one token of probability 1 - 9e-11 and 999 of 9e-14 "
+            "each, row 1 logits spread wide (randn * 10)",
+            torch.cat([one_in_a_thousand, random(1, 1000, scale=10.0)]),
+            1.0,
+        ),
+        (
+            "top_p = 1, probabilities that underflow to 0 in float32 (logits -110 to -150 "
+            "beside 0 to 3)",
+            torch.tensor([[0.0, -120.0, 2.0, -150.0], [3.0, 0.0, -110.0, 1.0]]),
+            1.0,
+        ),
+        (
+            "logits up to 100, where exp overflows float32, top_p = 0.9",
+            torch.tensor([[99.0, 100.0, 0.0], [1.0, 100.0, 99.0]]),
+            0.9,
+        ),
+    ]
+
+
+LOST_TO_ROUNDING = (
+    "a probability below about 1e-45 is 0 in float32, and a running sum of sorted "
+    "probabilities reaches 1.0 by rounding before the least likely tokens (float32 tells "
+    "numbers near 1 apart to about 1e-7, float64 to about 2e-16), so a test such as "
+    "(cumsum - p) < top_p or cumsum <= 1 - top_p drops them at top_p = 1"
+)
+EVERY_TOKEN_AT_ONE = (
+    "at top_p = 1 keep every token outright: a float32 running sum reaches 1.0 by rounding "
+    "before the last tokens"
+)
 
 
 def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
-    """{diagnosis: what that mistake returns} for one case."""
+    """{diagnosis: what that mistake returns} for one case; mistakes that return the same
+    logits in this case are named together."""
     nucleus = _nucleus(logits, top_p)
     probabilities = logits.double().softmax(-1)
     one_short = _kept_by_order(probabilities, top_p, reach=False)
@@ -128,23 +171,27 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         short = (
             "the most likely token is dropped where its probability alone exceeds top_p: it "
             "always stays (keep a token while the probability of the tokens before it is < "
-            "top_p, so the nucleus reaches top_p)"
+            f"top_p, so the nucleus reaches top_p; {EVERY_TOKEN_AT_ONE})"
         )
     else:
         short = (
             "one token short: the nucleus must reach top_p, so keep a token while the "
             "probability of the tokens BEFORE it is < top_p (the cumulative sum minus its own), "
-            "not while the sum including it is"
+            f"not while the sum including it is ({EVERY_TOKEN_AT_ONE})"
         )
     renormalised = next_token_probabilities(logits, top_p=min(top_p, 1.0))
     ascending = _kept_by_order(probabilities, top_p, False)
     mistakes = {
-        short: logits.masked_fill(~one_short, NEG_INF),
+        short: _kept_only(logits, one_short),
         "the cumulative sum is over the sorted logits: sum the probabilities, "
-        "softmax(logits), instead": logits.masked_fill(~_kept_by_order(logits, top_p), NEG_INF),
+        "softmax(logits), instead": _kept_only(logits, _kept_by_order(logits, top_p)),
+        "the softmax runs over the batch axis (dim 0), mixing the rows: each row's "
+        "probabilities are the softmax over its own tokens, softmax(dim=-1)": _kept_only(
+            logits, _kept_by_order(logits.softmax(0), top_p)
+        ),
         "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
-        "order): the way back is scatter(-1, order, keep)": logits.masked_fill(
-            ~_kept_by_order(probabilities, top_p, gather=True), NEG_INF
+        "order): the way back is scatter(-1, order, keep)": _kept_only(
+            logits, _kept_by_order(probabilities, top_p, gather=True)
         ),
         "returns the nucleus's probabilities, renormalised: return the logits, with -inf at the "
         "dropped tokens (the sampler takes the softmax)": renormalised,
@@ -162,8 +209,27 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         mistakes[
             "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
             "descending=True"
-        ] = logits.masked_fill(~ascending, NEG_INF)
-    return mistakes
+        ] = _kept_only(logits, ascending)
+    exps = logits.exp()
+    if exps.isposinf().any():
+        overflow = (
+            f"exp overflows: e^{logits.max().item():g} is inf in {logits.dtype} (past about "
+            f"e^{math.log(torch.finfo(logits.dtype).max):.1f}), and inf / inf is NaN, so the "
+            f"row's order is lost. softmax(logits) subtracts the row's maximum before exp; a "
+            f"softmax written out must too"
+        )
+        written_out = exps / exps.sum(-1, keepdim=True)  # NaN where exp overflowed
+        mistakes[f"no token kept: {overflow}"] = _kept_only(
+            logits, _kept_by_order(written_out, top_p)
+        )
+        mistakes[overflow] = _kept_only(  # the first sorted token kept, keep_sorted[..., 0] = True
+            logits, _kept_by_order(written_out, top_p, first=True)
+        )
+    return named_together(mistakes)
+
+
+def _kept_only(logits: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    return logits.masked_fill(~kept, NEG_INF)
 
 
 def _name_the_kept_tokens(
@@ -199,6 +265,8 @@ def _name_the_kept_tokens(
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
         )
+    elif top_p >= 1 and (kept <= nucleus).all():
+        failures[-1] += f" ({_dropped_at_one(kept, nucleus, logits)})"
     elif one_too_many:
         row = one_too_many[0]
         failures[-1] += (
@@ -240,16 +308,31 @@ def _name_the_kept_tokens(
             )
 
 
+def _dropped_at_one(kept: torch.Tensor, nucleus: torch.Tensor, logits: torch.Tensor) -> str:
+    """What an answer that drops tokens at top_p = 1, where every token stays, ran into."""
+    row, token = (nucleus & ~kept).nonzero()[0].tolist()
+    probability = logits[row].double().softmax(-1)[token].item()
+    return (
+        f"row {row} keeps {int(kept[row].sum())} of its {int(nucleus[row].sum())} tokens at "
+        f"top_p = 1, where every token stays, token {token} of probability {probability:.1e} "
+        f"dropped: {LOST_TO_ROUNDING}. Return the logits as they came when top_p >= 1"
+    )
+
+
 @exercise_checker
 def check_top_p_filter(learner_filter: Callable) -> bool:
-    """learner_filter(logits, top_p) -> (B, V): logits (B, V), float32 or float64, some maybe
-    -inf already; top_p in (0, 1]. Every token outside the nucleus becomes -inf, the kept ones
-    keep their logits unchanged. The nucleus: the smallest set of most likely tokens (by
-    softmax(logits)) whose probabilities sum to at least top_p (a set that reaches it exactly
-    is the nucleus: the next token goes); the most likely token always stays, and top_p = 1
-    keeps every token. Where tokens of equal probability straddle the boundary, any of them may
-    stay (the set must still be that small). The input is left as it was. The gradients are
-    not checked: nothing is learned through a filter before sampling. Without helpers.gpt's
+    """learner_filter(logits, top_p) -> (B, V): logits (B, V), float32 or float64, V from 2 to
+    1000, some maybe -inf already, some as large as 100 (where exp overflows float32), without
+    requires_grad as a sampler's logits come; top_p in (0, 1]. Every token outside the nucleus
+    becomes -inf, the kept ones keep their logits unchanged, in the logits' dtype. The nucleus:
+    the smallest set of most likely tokens (by softmax(logits)) whose probabilities sum to at
+    least top_p (a set that reaches it exactly is the nucleus: the next token goes); the most
+    likely token always stays, and top_p = 1 keeps every token, also one whose probability
+    underflows to 0 and those a running sum of the sorted probabilities reaches only after it
+    has rounded to 1. Where tokens of equal probability straddle the boundary, any of them may
+    stay (the set must still be that small). The input is left as it was (no in-place
+    operation on it, even one that changes no value). The gradients are not checked: nothing
+    is learned through a filter before sampling. Without helpers.gpt's
     next_token_probabilities (a call to it is refused). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, logits, top_p in top_p_cases():
@@ -257,7 +340,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
         answers = {}
 
         def learner(lg, p, answers=answers):
-            answers["got"] = learner_filter(lg, p)
+            answers["got"] = learner_filter(lg.detach(), p)  # as a sampler's logits come
             if isinstance(answers["got"], torch.Tensor) and answers["got"].dtype == torch.bool:
                 raise Refused(
                     "returns which tokens stay, a boolean mask: return the logits themselves, "
@@ -370,17 +453,38 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
             return
     if extra.any():
         b, i, j = extra.nonzero()[0].tolist()
-        failures[-1] += (
-            f" (in row {b}, position {i} reads the later position {j}: after the prompt the mask "
-            f"is causal, position i reads positions 0..i only)"
-        )
+        if prompt_lengths[b] == 0:
+            prompted = prompt_lengths > 0
+            only_here = prompted.any() and torch.equal(got[prompted], expected[prompted])
+            whole_row = (
+                ". A prompt of length L is positions 0..L-1, none when L = 0: beware of L - 1 = "
+                "-1 as a slice end, which Python reads as the last position"
+                if got[b].all() and only_here  # the rows with a prompt are right
+                else ""
+            )
+            failures[-1] += (
+                f" (row {b} has no prompt, prompt_lengths[{b}] = 0, so it is the plain causal "
+                f"mask, position i reading positions 0..i only; yet its position {i} reads the "
+                f"later position {j}{whole_row})"
+            )
+        else:
+            failures[-1] += (
+                f" (in row {b}, position {i} reads the later position {j}: after the prompt the "
+                f"mask is causal, position i reads positions 0..i only)"
+            )
     elif missing.any():
         b, i, j = missing.nonzero()[0].tolist()
-        failures[-1] += (
-            f" (in row {b}, position {i} cannot read position {j}: every position reads itself "
-            f"and the positions before it, and the prompt, positions "
-            f"0..{prompt_lengths[b].item() - 1}, reads the whole prompt)"
-        )
+        if j <= i:
+            failures[-1] += (
+                f" (in row {b}, position {i} cannot read position {j}: the mask is causal, "
+                f"every position reads itself and the positions before it)"
+            )
+        else:
+            failures[-1] += (
+                f" (in row {b}, position {i} cannot read the later position {j}, though both lie "
+                f"in the row's prompt, positions 0..{prompt_lengths[b].item() - 1}: the prompt "
+                f"reads the whole prompt)"
+            )
 
 
 def _name_the_shape(failures: list, got: object, batch: int) -> None:
@@ -400,12 +504,13 @@ def _name_the_shape(failures: list, got: object, batch: int) -> None:
 
 @exercise_checker
 def check_prefix_lm_mask(learner_mask: Callable) -> bool:
-    """learner_mask(prompt_lengths, size) -> (B, size, size) bool, True = may attend:
+    """learner_mask(prompt_lengths, size) -> a (B, size, size) bool tensor, True = may attend:
     prompt_lengths (B,) int64, each in 0..size. Row b's prompt is its first prompt_lengths[b]
     positions. Causal (position i reads positions 0..i), except that every prompt position
     also reads every prompt position; no prompt position ever reads the answer after it.
-    prompt_lengths is left as it was. Without helpers.decoder_only.prefix_lm_mask (a call to it
-    is refused; helpers.masks.causal_mask is allowed). Each call returns within 5 s."""
+    prompt_lengths is left as it was (no in-place operation on it, even one that changes no
+    value). Without helpers.decoder_only.prefix_lm_mask (a call to it is refused;
+    helpers.masks.causal_mask is allowed). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, prompt_lengths, size in prefix_mask_cases():
         mistakes = _prefix_mistakes(prompt_lengths, size)
@@ -463,6 +568,8 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         return F.cross_entropy(logits[chosen], targets[chosen])
 
     after_first = F.pad(seen[:, :-2], (1, 0)) > 0  # the target comes after <sep>'s successor
+    read = sequences[:, :-1]  # (B, T - 1): the token each position reads
+    answer_read = (seen[:, :-1] > 0) & (read != separator_id) & (read != PAD_ID)
     over_time = -logits.log_softmax(1).gather(-1, targets[..., None])[..., 0]  # (B, T - 1)
     chosen_probabilities = logits.softmax(-1).gather(-1, targets[..., None])[..., 0]
     mistakes = {
@@ -502,6 +609,12 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
             logits.flatten(0, 1),
             sequences[:, :-1].masked_fill(~after_sep, PAD_ID).flatten(),
             ignore_index=PAD_ID,
+        ),
+        "the targets are the tokens the positions read, sequences[:, :-1], scored where they "
+        "belong to the answer: position t's logits predict the NEXT token, so the targets are "
+        "sequences[:, 1:]": F.cross_entropy(logits[answer_read], read[answer_read]),
+        **lower_precision_mistakes(
+            lambda lg: _answer_loss(lg, sequences, separator_id), logits, "logits"
         ),
         "a mean per sentence, then over the sentences: that weighs a short answer's tokens "
         "more; take one mean over every scored position of the batch": (
@@ -553,9 +666,9 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     <eos> 2); logits (B, T - 1, V) float32 or float64, position t's prediction of token t + 1.
     The mean cross-entropy over the positions whose target comes after <sep> (every French
     token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
-    logits of those positions only. The inputs are left as they were. Without
-    helpers.decoder_only's loss_targets and training_loss (a call to either is refused). Each
-    call returns within 5 s."""
+    logits of those positions only. The inputs are left as they were (no in-place operation on
+    them, even one that changes no value). Without helpers.decoder_only's loss_targets and
+    training_loss (a call to either is refused). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, logits, sequences, separator_id in answer_loss_cases():
 
