@@ -832,17 +832,7 @@ REFUSED_AFTER_A_THIRD_PASS = [
     ),
 ]
 
-
-@pytest.mark.parametrize(
-    ("exercise", "answer", "words"),
-    REFUSED_AFTER_A_THIRD_PASS,
-    ids=[f"{e}: {a.__name__}" for e, a, _ in REFUSED_AFTER_A_THIRD_PASS],
-)
-def test_a_wrong_answer_found_by_a_third_learners_pass_is_named(
-    exercise, answer, words, run_checker
-):
-    verdict, out = run_checker(CHECKERS[exercise][0], answer)
-    assert verdict is False and out.startswith("Not yet") and words in out, out
+WRONG += REFUSED_AFTER_A_THIRD_PASS  # tests/test_exercises.py names each
 
 
 @pytest.mark.parametrize(

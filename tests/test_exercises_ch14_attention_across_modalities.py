@@ -929,25 +929,10 @@ WRONG += [
 ]
 
 
-@pytest.mark.parametrize("exercise", CHECKERS)
-def test_the_solution_passes_its_checker(exercise, run_checker):
-    checker, solution = CHECKERS[exercise]
-    verdict, out = run_checker(checker, solution)
-    assert verdict is True and out.startswith("Correct"), out
-
-
 @pytest.mark.parametrize(("exercise", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
 def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_checker):
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
     assert verdict is True and out.startswith("Correct"), out
-
-
-@pytest.mark.parametrize(
-    ("exercise", "answer", "words"), WRONG, ids=[f"{e}: {a.__name__}" for e, a, _ in WRONG]
-)
-def test_a_typical_wrong_answer_is_named(exercise, answer, words, run_checker):
-    verdict, out = run_checker(CHECKERS[exercise][0], answer)
-    assert verdict is False and out.startswith("Not yet") and words in out, out
 
 
 def test_mistakes_that_coincide_in_a_case_are_named_together(run_checker):
@@ -1141,17 +1126,7 @@ REFUSED_AFTER_A_THIRD_PASS = [
     ),
 ]
 
-
-@pytest.mark.parametrize(
-    ("exercise", "answer", "words"),
-    REFUSED_AFTER_A_THIRD_PASS,
-    ids=[f"{e}: {a.__name__}" for e, a, _ in REFUSED_AFTER_A_THIRD_PASS],
-)
-def test_a_wrong_answer_found_by_a_third_learners_pass_is_named(
-    exercise, answer, words, run_checker
-):
-    verdict, out = run_checker(CHECKERS[exercise][0], answer)
-    assert verdict is False and out.startswith("Not yet") and words in out, out
+WRONG += REFUSED_AFTER_A_THIRD_PASS  # tests/test_exercises.py names each
 
 
 def test_an_answer_for_square_images_is_told_about_the_sides_not_about_view(run_checker):

@@ -14,9 +14,15 @@ import torch
 import torch.nn.functional as F
 
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
-from helpers.exercises.ch13_induction_heads import lower_precision_mistakes
-from helpers.exercises.ch14_attention_across_modalities import named_together
-from helpers.exercises.framework import Refused, exercise_checker, report, run_case, wrong_only
+from helpers.exercises.framework import (
+    Refused,
+    exercise_checker,
+    lower_precision_mistakes,
+    named_together,
+    report,
+    run_case,
+    wrong_only,
+)
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from helpers.translation import EOS_ID, PAD_ID

@@ -22,6 +22,7 @@ from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
     exercise_checker,
+    lower_precision_mistakes,
     recording_calls,
     report,
     run_case,
@@ -82,25 +83,6 @@ LEADING_DIMS = (
 KEY_AFTER = (
     "the induction head's key is t - length + 1, the token that followed the earlier occurrence"
 )
-LOWER_PRECISIONS = ((torch.float16, "about 3"), (torch.bfloat16, "about 2"))
-
-
-def lower_precision_mistakes(compute: Callable, tensor: torch.Tensor, name: str) -> dict:
-    """{diagnosis: what compute(tensor) returns when it runs in float16 or bfloat16, or on the
-    tensor rounded to one of them}: a right computation that loses precision on the way, close
-    to the right answer but outside the checker's tolerance. name: the tensor's, plural."""
-    mistakes = {}
-    for low, digits in LOWER_PRECISIONS:
-        keep = f"which keeps {digits} significant digits: compute in the {name}' own dtype"
-        mistakes[f"the {name} are rounded to {low} on the way, {keep}"] = compute(
-            tensor.detach().to(low).to(tensor.dtype)
-        )
-        mistakes[f"the computation runs in {low}, {keep}"] = compute(tensor.detach().to(low)).to(
-            tensor.dtype
-        )
-    return mistakes
-
-
 # 1. The previous-token score
 
 

@@ -17,6 +17,7 @@ from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
     exercise_checker,
+    named_together,
     report,
     run_case,
     wrong_only,
@@ -25,28 +26,6 @@ from helpers.positional import sinusoidal_encoding
 from helpers.vision import patchify, sinusoidal_2d
 
 __all__ = ["check_attention_centroid", "check_patchify", "check_sinusoidal_2d"]
-
-
-def named_together(mistakes: dict) -> dict:
-    """The mistakes with those that give one and the same answer in this case named together
-    (e.g. on a square grid, (x, y) order and column-major patches; chapter 12's checkers use it
-    too)."""
-    merged: dict = {}
-    for diagnosis, answer in mistakes.items():
-        same = next(
-            (
-                named
-                for named, other in merged.items()
-                if other.shape == answer.shape
-                and torch.allclose(other.double(), answer.double(), rtol=0, atol=1e-9)
-            ),
-            None,
-        )
-        if same is None:
-            merged[diagnosis] = answer
-        else:
-            merged[f"{same}; or {diagnosis}"] = merged.pop(same)
-    return merged
 
 
 def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:

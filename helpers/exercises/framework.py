@@ -490,6 +490,49 @@ def run_error_case(
     return False
 
 
+# Mistakes that more than one checker names
+
+
+LOWER_PRECISIONS = ((torch.float16, "about 3"), (torch.bfloat16, "about 2"))
+
+
+def lower_precision_mistakes(compute: Callable, tensor: torch.Tensor, name: str) -> dict:
+    """{diagnosis: what compute(tensor) returns when it runs in float16 or bfloat16, or on the
+    tensor rounded to one of them}: a right computation that loses precision on the way, close
+    to the right answer but outside the checker's tolerance. name: the tensor's, plural."""
+    mistakes = {}
+    for low, digits in LOWER_PRECISIONS:
+        keep = f"which keeps {digits} significant digits: compute in the {name}' own dtype"
+        mistakes[f"the {name} are rounded to {low} on the way, {keep}"] = compute(
+            tensor.detach().to(low).to(tensor.dtype)
+        )
+        mistakes[f"the computation runs in {low}, {keep}"] = compute(tensor.detach().to(low)).to(
+            tensor.dtype
+        )
+    return mistakes
+
+
+def named_together(mistakes: dict) -> dict:
+    """The mistakes with those that give one and the same answer in this case named together
+    (e.g. on a square grid, (x, y) order and column-major patches)."""
+    merged: dict = {}
+    for diagnosis, answer in mistakes.items():
+        same = next(
+            (
+                named
+                for named, other in merged.items()
+                if other.shape == answer.shape
+                and torch.allclose(other.double(), answer.double(), rtol=0, atol=1e-9)
+            ),
+            None,
+        )
+        if same is None:
+            merged[diagnosis] = answer
+        else:
+            merged[f"{same}; or {diagnosis}"] = merged.pop(same)
+    return merged
+
+
 # What the checkers of several chapters say about sizes and blocks
 
 SCALED_BY_VALUE_WIDTH = (
