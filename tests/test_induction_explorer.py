@@ -353,3 +353,23 @@ def test_reading_names_ids_it_cannot_read(explorer, ids, words):
     with pytest.raises(ValueError) as raised:
         explorer.reading("two-layer", explorer.values()["step"], ids)
     assert words in str(raised.value), str(raised.value)
+
+
+# Regressions from a fourth hostile pass
+
+
+@pytest.mark.parametrize("unset", [["step"], ["layer"], ["head"], ["step", "layer", "head"]])
+def test_draw_asks_for_a_step_layer_or_head_left_unset(explorer, unset):
+    """draw(..., None, None, ...) drew the constructor's defaults: the last step, the last
+    layer, the best induction head."""
+    with pytest.raises(ValueError, match=f"^choose a value for {', '.join(unset)}$"):
+        explorer.draw(**{**explorer.values(), **dict.fromkeys(unset)})
+
+
+def test_reading_takes_int32_ids_as_its_check_does(explorer):
+    """int32 ids passed the check, then cross_entropy refused its int targets."""
+    step = explorer.values()["step"]
+    ids = torch.tensor([[1, 2, 1, 2]])
+    found = explorer.reading("two-layer", step, ids.int())
+    expected = explorer.reading("two-layer", step, ids)
+    assert torch.equal(found["losses"], expected["losses"])

@@ -265,6 +265,7 @@ class InductionExplorer(Explorer):
         and its copy, helpers.induction.measure()'s numbers."""
         exact = self.snapshot(model, step)
         _check_ids(ids, exact.config)
+        ids = ids.long()  # cross_entropy's targets: int64 (the check takes any integer dtype)
         key = (model, step, tuple(ids[0].tolist()))
         if key not in self._reading:
             logits = exact(ids)  # (1, n, vocab)
@@ -283,6 +284,10 @@ class InductionExplorer(Explorer):
         return self._reading[key]
 
     def draw(self, model, step, layer, head, sequence, seed, tokens) -> None:
+        chosen = {"step": step, "layer": layer, "head": head}
+        unset = [name for name, value in chosen.items() if value is None]
+        if unset:  # the constructor's defaults stand for None; a view asks for a value
+            raise ValueError(f"choose a value for {', '.join(unset)}")
         step, layer, head = self._checked_choices(model, step, layer, head)
         config = self.training["models"][model].config
         try:
