@@ -11,9 +11,17 @@ from helpers import decoder_only
 from helpers.widgets import DecoderOnlyExplorer
 
 
-def tiny(seed: int) -> decoder_only.DecoderOnlyTranslator:
+def tiny(
+    seed: int, context_length: int = decoder_only.RECIPE.context_length
+) -> decoder_only.DecoderOnlyTranslator:
     small = dataclasses.replace(
-        decoder_only.RECIPE, num_layers=2, d_model=32, d_ff=32, num_heads=2, dropout=0.0
+        decoder_only.RECIPE,
+        num_layers=2,
+        d_model=32,
+        d_ff=32,
+        num_heads=2,
+        dropout=0.0,
+        context_length=context_length,
     )
     torch.manual_seed(seed)
     return decoder_only.build_translator(8001, 8000, small)
@@ -185,3 +193,16 @@ def test_true_is_not_the_number_one_of_a_sample_setting(explorer, name, kept, me
     assert message in explorer.state["error"]
     with pytest.raises(ValueError, match=message):
         explorer.samples("translate", "Tom", **{**SETTINGS, name: True})
+
+
+def test_a_prompt_that_fills_the_context_says_there_is_no_room_to_write():
+    """A prompt as long as the model's context leaves no token to write: every sample said it
+    "wrote <eos> at once"."""
+    prompt = "I like cats and dogs."  # <bos>, 6 pieces, <sep>: 8 ids
+    models = {"translate": tiny(0, context_length=8), "continue": tiny(1, context_length=8)}
+    explorer = DecoderOnlyExplorer(prompt, models=models)
+    assert explorer.reading("translate", prompt)["ids"].shape == (1, 8)
+    assert explorer.state["samples"] == [""] * 3
+    lines = [line.get_text() for line in explorer._sample_lines[1:]]
+    no_room = "(no room left: the prompt fills the model's context of 8 tokens)"
+    assert lines == [f"{i}. {no_room}" for i in (1, 2, 3)]

@@ -304,9 +304,12 @@ class DecoderOnlyExplorer(Explorer):
             "attention": found["attention"][layer - 1, head - 1],
             "samples": written,
         }
-        self._draw_samples(
-            prompt, task, written, f"{_settings(temperature, top_k, top_p)}, seed {seed}"
-        )
+        context = self.model(task).config.context_length
+        nothing = "(wrote <eos> at once)"  # what an empty sample says
+        if found["ids"].shape[1] >= context:
+            nothing = f"(no room left: the prompt fills the model's context of {context} tokens)"
+        settings = f"{_settings(temperature, top_k, top_p)}, seed {seed}"
+        self._draw_samples(prompt, task, written, settings, nothing)
         self._draw_distribution()
         self._draw_attention(layer, head)
 
@@ -387,12 +390,14 @@ class DecoderOnlyExplorer(Explorer):
                     artist.set_clip_on(True)
         return regions
 
-    def _draw_samples(self, prompt: str, task: str, written: list[str], settings: str) -> None:
+    def _draw_samples(
+        self, prompt: str, task: str, written: list[str], settings: str, nothing: str
+    ) -> None:
+        """nothing: the line of a sample that wrote nothing."""
         prompt = " ".join(prompt.split())  # tabs and line breaks as the tokenizer reads them
         shown_prompt = f"{prompt} <sep>" if task == "translate" else prompt
         lines = [f"prompt: {shown_prompt}"] + [
-            f"{i + 1}. {_shortened(text) or '(wrote <eos> at once)'}"
-            for i, text in enumerate(written)
+            f"{i + 1}. {_shortened(text) or nothing}" for i, text in enumerate(written)
         ]
         for artist, line in zip(self._sample_lines, lines, strict=True):
             artist.set_text(line)
