@@ -319,7 +319,7 @@ UNIFORM = torch.full((36,), 1 / 36)
         (torch.empty(36, device="meta"), "meta device"),
         (torch.full((36,), float("nan")), "hold NaN"),
         (-UNIFORM, "each in 0..1"),
-        (UNIFORM * 10, "sums to 10"),
+        (UNIFORM * 10, "sums? to 10"),  # "sums to" or "the weights sum to"
     ],
     ids=["meta", "nan", "negative", "times ten"],
 )
@@ -438,3 +438,39 @@ def test_reading_names_an_image_that_is_not_a_canvas(canvas_explorer, image, wor
     """A list raised "AttributeError: 'list' object has no attribute 'numpy'"."""
     with pytest.raises(ValueError, match=words):
         canvas_explorer.reading(image)
+
+
+# Regressions from a fourth hostile pass
+
+
+@pytest.mark.parametrize(
+    ("word", "words"),
+    [(7, WORD + "7"), (None, WORD + "None"), ("Seven", WORD + "'Seven'")],
+    ids=["an index", "None", "Seven"],
+)
+def test_finding_names_a_word_the_menu_does_not_offer(canvas_explorer, word, words):
+    """finding() took the digit's index: "seven" raised "too many dimensions 'str'", None
+    "Could not infer dtype of NoneType"."""
+    image = canvas_explorer.canvases.images[:1].double()
+    with pytest.raises(ValueError, match=words):
+        canvas_explorer.finding(image, word)
+
+
+def test_finding_takes_the_word_the_view_finds(canvas_explorer):
+    canvas_explorer.draw(**{**canvas_explorer.values(), "mode": "find", "word": "seven"})
+    image = canvas_explorer.canvases.images[:1].double()
+    found = canvas_explorer.finding(image, "seven")
+    assert torch.equal(found["probabilities"], canvas_explorer.state["probabilities"])
+
+
+def test_finding_names_an_image_that_is_not_a_canvas(canvas_explorer):
+    with pytest.raises(ValueError, match=r"a float64 canvas \(1, 1, 24, 24\).*got torch.float32"):
+        canvas_explorer.finding(torch.zeros(1, 1, 24, 24), "seven")
+
+
+def test_reading_a_canvas_that_requires_grad_reads_its_pixels(canvas_explorer):
+    """The kept readings' key raised "Can't call numpy() on Tensor that requires grad"."""
+    image = canvas_explorer.canvases.images[:1].double()
+    found = canvas_explorer.reading(image.clone().requires_grad_())
+    assert found["written"] == canvas_explorer.reading(image)["written"]
+    assert torch.equal(found["attention"], canvas_explorer.reading(image)["attention"])

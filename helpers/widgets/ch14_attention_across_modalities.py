@@ -285,10 +285,12 @@ class CanvasExplorer(Explorer):
         return len(self.reading(image)["written"])
 
     @torch.no_grad()
-    def finding(self, image: torch.Tensor, word: int) -> dict:
-        """The finder on the canvas for the word: its cell probabilities (9,) and its
-        attention weights over the canvas's patches (36,)."""
-        probabilities = self.finder(image, torch.tensor([word])).softmax(-1)[0]  # (9,)
+    def finding(self, image: torch.Tensor, word: str) -> dict:
+        """The finder on the canvas for the word ("seven", one the word menu offers): its cell
+        probabilities (9,) and its attention weights over the canvas's patches (36,)."""
+        _check_image(image)
+        digit = DIGIT_WORDS.index(_one_of(word, DIGIT_WORDS, "word"))
+        probabilities = self.finder(image, torch.tensor([digit])).softmax(-1)[0]  # (9,)
         return {
             "probabilities": probabilities,
             "attention": self.finder.attention.attention_weights[0, 0, 0],  # (36,)
@@ -297,7 +299,7 @@ class CanvasExplorer(Explorer):
     def reading(self, image: torch.Tensor) -> dict:
         """read_with_attention of the explorer's reader, kept by the canvas's pixels."""
         _check_image(image)
-        key = image.numpy().tobytes()
+        key = image.detach().numpy().tobytes()  # the reading is computed without gradients
         if key not in self._readings:
             if len(self._readings) > 2 * TEST_CANVASES:
                 self._readings.clear()
@@ -321,19 +323,19 @@ class CanvasExplorer(Explorer):
             "image": image[0, 0],
         }
         if mode == "find":
-            self._find(image, digits, DIGIT_WORDS.index(word))
+            self._find(image, digits, word)
         else:
             self._read(image, digits, token)
         self._draw_image(mode)
 
-    def _find(self, image: torch.Tensor, digits: torch.Tensor, word: int) -> None:
+    def _find(self, image: torch.Tensor, digits: torch.Tensor, word: str) -> None:
         found = self.finding(image, word)
         attention = found["attention"]
         answer = int(found["probabilities"].argmax())
-        cells = (digits == word).nonzero().flatten().tolist()
+        cells = (digits == DIGIT_WORDS.index(word)).nonzero().flatten().tolist()
         truth = cells[0] if cells else None
         self.state.update(
-            word=DIGIT_WORDS[word],
+            word=word,
             attention=attention,
             probabilities=found["probabilities"],
             answer=answer,
