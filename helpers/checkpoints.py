@@ -146,6 +146,16 @@ def _read(path: Path, fix: str) -> object:
             f"is not one (it starts {start!r}); {fix}"
         )
     try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise CheckpointError(f"{path} is a damaged zip archive ({error}); {fix}") from None
+    if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
+        raise CheckpointError(
+            f"{path} is a zip archive torch.save did not write: it holds no data.pkl, the record "
+            f"torch.save keeps of what it saved; {fix}"
+        )
+    try:
         with warnings.catch_warnings():  # torch warns of pickle protocols it does not expect
             warnings.simplefilter("ignore")
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -157,11 +167,14 @@ def _read(path: Path, fix: str) -> object:
 
 
 def _recorded_checksum(path: Path) -> str:
-    """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex")."""
+    """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex"),
+    after a UTF-8 byte-order mark, if an editor wrote one."""
     try:
-        text = path.read_bytes().decode("utf-8").strip()
+        text = path.read_bytes().decode("utf-8-sig").strip()
     except UnicodeDecodeError:
         raise CheckpointError(f"{path} holds bytes that are not text, not a checksum") from None
+    if not text:
+        raise CheckpointError(f"{path}: the checksum file holds no digest")
     digest = text.rsplit("=", 1)[-1] if text.startswith("SHA256 (") else text.split(" ")[0]
     return digest.strip().lower()
 
@@ -237,6 +250,13 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
         raise CheckpointError(
             f"{path}: its weights should be named by text (a parameter's name, such as "
             f"'norm.weight'), found the key {validation.shown(key)} ({type(key).__name__})"
+        )
+    not_tensors = [key for key, value in weights.items() if not isinstance(value, torch.Tensor)]
+    if not_tensors:
+        key = not_tensors[0]
+        raise CheckpointError(
+            f"{path}: its weight {key} should be a tensor, found "
+            f"{validation.shown(weights[key]):.60} ({type(weights[key]).__name__})"
         )
     expected = {key: tuple(value.shape) for key, value in model.state_dict().items()}
     missing = sorted(set(expected) - set(weights))

@@ -83,8 +83,8 @@ def check_separator(separator_id: object) -> int:
 
 
 def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
-    """check_separator(separator_id), if it is in the tokenizer's vocabulary or the next id,
-    which add_separator gives <sep>."""
+    """check_separator(separator_id), if it is the tokenizer's <sep> when it holds one, or
+    else in its vocabulary or the next id, which add_separator gives <sep>."""
     check_tokenizer(tokenizer)
     separator_id = check_separator(separator_id)
     vocab_size = tokenizer.get_vocab_size()
@@ -92,6 +92,12 @@ def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
         raise ValueError(
             f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
             f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
+        )
+    held = tokenizer.token_to_id(SEPARATOR)
+    if held is not None and separator_id != held:
+        raise ValueError(
+            f"separator_id must be the tokenizer's {SEPARATOR}, {held}, got {separator_id}: the "
+            f"id of {tokenizer.id_to_token(separator_id)!r}"
         )
     return separator_id
 
@@ -267,27 +273,28 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
 
 def _check_state_shape(state: object) -> dict:
     """A decoding state as start_state, decode_step and select make it: caches (a list),
-    last (the prompts' last ids, (B,), integers) and step (the tokens decoded so far, >= 0)."""
-    if not isinstance(state, dict) or not {"caches", "last", "step"} <= set(state):
-        found = sorted(state) if isinstance(state, dict) else type(state).__name__
+    last (the prompts' last ids, (B,), integers), step (the tokens decoded so far, >= 0) and
+    cached (the positions its caches hold when it is read, >= 0)."""
+    if not isinstance(state, dict) or not {"caches", "last", "step", "cached"} <= set(state):
+        found = validation.shown(state) if isinstance(state, dict) else type(state).__name__
         raise TypeError(
-            f"state must be the dict start_state made (caches, last, step), got {found}"
+            f"state must be the dict start_state made (caches, last, step, cached), got {found:.80}"
         )
-    last, step = state["last"], state["step"]
+    last, step, cached = state["last"], state["step"], state["cached"]
     if (
         not isinstance(state["caches"], list | tuple)
         or not isinstance(last, torch.Tensor)
         or last.dim() != 1
         or last.dtype not in (torch.int64, torch.int32)
-        or isinstance(step, bool)
-        or not isinstance(step, numbers.Integral)
+        or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in (step, cached))
         or step < 0
+        or cached < 0
     ):
         raise TypeError(
             f"state must be the dict start_state made: caches a list, last the prompts' last "
-            f"ids (B,) as int64 or int32, step a count >= 0; got caches "
+            f"ids (B,) as int64 or int32, step and cached counts >= 0; got caches "
             f"{type(state['caches']).__name__}, last {validation.shown(last):.40}, step "
-            f"{validation.shown(step):.20}"
+            f"{validation.shown(step):.20}, cached {validation.shown(cached):.20}"
         )
     return state
 
@@ -297,13 +304,14 @@ class DecoderOnlyTranslator(GPT):
     search through chapter 08's decode_step / select interface."""
 
     def __init__(self, config: GPTConfig, separator_id: int):
-        super().__init__(config)
-        self.separator_id = check_separator(separator_id)
-        if self.separator_id >= config.vocab_size:
+        separator_id = check_separator(separator_id)  # before GPT draws its initial weights
+        if isinstance(config, GPTConfig) and separator_id >= config.vocab_size:
             raise ValueError(
                 f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
                 f"{config.vocab_size}"
             )
+        super().__init__(config)
+        self.separator_id = separator_id
 
     def prompts(self, source: torch.Tensor) -> list[list[int]]:
         """Chapter 09's source ids (B, S), English then <eos> then pads, as prompts
@@ -335,18 +343,24 @@ class DecoderOnlyTranslator(GPT):
         caches = self.new_caches()
         if prompt.shape[1] > 1:
             self(prompt[:, :-1], caches)
-        return {"caches": caches, "last": prompt[:, -1], "step": 0}
+        return {"caches": caches, "last": prompt[:, -1], "step": 0, "cached": prompt.shape[1] - 1}
 
     def _check_state(self, state: object) -> dict:
         """state as _check_state_shape checks it, with caches this model's layers filled
         (GPT._check_caches) for the rows of its last ids."""
         _check_state_shape(state)
         validation.token_ids(state["last"], "state['last']", self.config.vocab_size, "(B,)", 1)
-        rows = self._check_caches(state["caches"])[1]
+        positions, rows = self._check_caches(state["caches"])
         if rows not in (None, len(state["last"])):
             raise ValueError(
                 f"the state's caches hold {rows} rows but its last ids {len(state['last'])}: "
                 f"a state start_state, decode_step or select made keeps them together"
+            )
+        if positions != state["cached"]:
+            raise ValueError(
+                f"the state's caches hold {positions} positions, not the {state['cached']} it "
+                f"was made with: decode_step grows a state's caches in place, so a state read "
+                f"once is spent; go on from the state decode_step returned (select copies one)"
             )
         return state
 
@@ -357,7 +371,7 @@ class DecoderOnlyTranslator(GPT):
         check_previous_ids(previous, batch, self.config.vocab_size)
         newest = state["last"] if state["step"] == 0 else previous
         logits = self(newest[:, None], state["caches"])[:, -1]  # (B, V)
-        return logits, {**state, "step": state["step"] + 1}
+        return logits, {**state, "step": state["step"] + 1, "cached": state["cached"] + 1}
 
     def select(self, state: dict, rows: torch.Tensor) -> dict:
         """The state of the given rows (beams), caches included, in that order. rows: int64 or
@@ -386,7 +400,7 @@ class DecoderOnlyTranslator(GPT):
             if cache.keys is not None:
                 chosen.keys, chosen.values = cache.keys[rows], cache.values[rows]
             caches.append(chosen)
-        return {"caches": caches, "last": state["last"][rows], "step": state["step"]}
+        return {**state, "caches": caches, "last": state["last"][rows]}
 
     @torch.no_grad()
     def translate_ids(
@@ -667,7 +681,7 @@ def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str
     """What a model wrote, up to its first <eos>, with each <sep> shown as <sep> between
     spaces. ids: a list of ids of the tokenizer's vocabulary."""
     separator_id = _check_separator_of(tokenizer, separator_id)
-    if isinstance(ids, torch.Tensor) and ids.dim() == 1:
+    if isinstance(ids, torch.Tensor) and check_tensor(ids, "ids", "(T,)").dim() == 1:
         ids = ids.tolist()
     vocab_size = tokenizer.get_vocab_size()
     if not isinstance(ids, list | tuple) or not all(

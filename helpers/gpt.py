@@ -9,6 +9,7 @@ with or without the key/value cache.
 
 import copy
 import math
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -355,12 +356,14 @@ def _nucleus(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ReadPrompt:
-    """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them
-    and the logits (B, V) of the last position, in float64. Made by read_prompt."""
+    """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them,
+    the logits (B, V) of the last position, in float64, and the model that read them (a weak
+    reference: a reading keeps no model alive). Made by read_prompt."""
 
     ids: torch.Tensor
     caches: tuple[KeyValueCache, ...]
     logits: torch.Tensor
+    model: weakref.ReferenceType
 
 
 @torch.no_grad()
@@ -378,7 +381,7 @@ def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
         logits = model(ids, caches)[:, -1].double()  # (B, V)
     finally:
         model.train(was_training)
-    return ReadPrompt(ids.clone(), tuple(caches), logits)
+    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model))
 
 
 @torch.no_grad()
@@ -446,7 +449,8 @@ def generate(
 
 
 def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) -> None:
-    """read must be read_prompt(model, ids): the same ids, caches this model's layers fill."""
+    """read must be read_prompt(model, ids): the same ids, caches this model's layers fill,
+    read by this model."""
     if not isinstance(read, ReadPrompt):
         raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
     if not use_cache:
@@ -468,6 +472,11 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
     ):
         raise ValueError(
             "read was not made by read_prompt(model, ids): its caches or logits differ"
+        )
+    if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
+        raise ValueError(
+            "read is another model's reading of these ids (read_prompt(other, ids)): its caches "
+            "and logits are that model's; use read_prompt(model, ids) with this model"
         )
 
 

@@ -653,6 +653,8 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
             f"{where}: its log should hold {[*LOG_LISTS, *LOG_SCORES]}, found {found}"
         )
     steps = log["step"]
+    if isinstance(steps, list):
+        _refuse_other_numbers(where, "step", steps, "Python ints")
     if (
         not isinstance(steps, list)
         or not steps
@@ -680,13 +682,8 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
                 f"{where}: its log's {key} should be a list of one number per logged step "
                 f"({len(steps)} steps), found {found}"
             )
+        _refuse_other_numbers(where, key, column, "Python ints or floats")
         refused = [x for x in column if not _number_in(x, low, high)]
-        if refused and _other_number(refused[0]):
-            raise CheckpointError(
-                f"{where}: its log's {key} should hold Python ints or floats, found "
-                f"{validation.shown(refused[0])} ({type(refused[0]).__module__}."
-                f"{type(refused[0]).__name__})"
-            )
         if refused:
             raise CheckpointError(
                 f"{where}: its log's {key} should hold finite numbers only, each in "
@@ -719,8 +716,24 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
 
 
 def _other_number(value: object) -> bool:
-    """Whether value is a real number of a type other than int, float and bool (numpy's)."""
-    return isinstance(value, numbers.Real) and type(value) not in (int, float, bool)
+    """Whether value is a number of a type other than int, float and bool: numpy's, or a
+    tensor."""
+    return isinstance(value, numbers.Number | torch.Tensor) and type(value) not in (
+        int,
+        float,
+        bool,
+    )
+
+
+def _refuse_other_numbers(where: str, key: str, values: list, kinds: str) -> None:
+    """A CheckpointError naming the first of values that is a number of another type than
+    Python's (numpy's, a tensor), which would pass for one in a message."""
+    other = [value for value in values if _other_number(value)]
+    if other:
+        raise CheckpointError(
+            f"{where}: its log's {key} should hold {kinds}, found {validation.shown(other[0])} "
+            f"({type(other[0]).__module__}.{type(other[0]).__name__})"
+        )
 
 
 def _number_in(value: object, low: float, high: float) -> bool:

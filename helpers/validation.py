@@ -182,9 +182,10 @@ def attention_weights(
     off = ((totals - 1).abs() > tolerance) & (totals != 0)
     if off.any():
         where = tuple(off.nonzero()[0].tolist())
+        which = f"row {where}" if where else "the weights"  # one row, of a 1-D tensor
         raise ValueError(
             f"{name} must be attention weights, each row (the last axis, one per query) summing "
-            f"to 1, but row {where} sums to {totals[where].item():.4g}: are the keys on the last "
-            f"axis, and the weights taken before dropout?"
+            f"to 1, but {which} sum{'s' if where else ''} to {totals[where].item():.4g}: are the "
+            f"keys on the last axis, and the weights taken before dropout?"
         )
     return value

@@ -47,8 +47,19 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     try:
         with gzip.open(path, "rt") as file:
             rows = [line.strip().split(",") for line in file if line.strip()]
-        values = torch.tensor([[float(x) for x in row] for row in rows], dtype=torch.float64)
     except (OSError, EOFError, ValueError) as error:
+        raise ValueError(f"cannot read the digits from {path}: {error}") from None
+    width = PIXELS * PIXELS + 1
+    uneven = [(number, len(row)) for number, row in enumerate(rows, 1) if len(row) != width]
+    if uneven and len({len(row) for row in rows}) > 1:  # torch would say "expected sequence"
+        number, held = uneven[0]
+        raise ValueError(
+            f"{path}: each row must hold 64 pixels and a label: row {number} holds {held} "
+            f"numbers, not {width}"
+        )
+    try:
+        values = torch.tensor([[float(x) for x in row] for row in rows], dtype=torch.float64)
+    except ValueError as error:
         raise ValueError(f"cannot read the digits from {path}: {error}") from None
     if not len(values):
         raise ValueError(f"{path} holds no rows: each row must hold 64 pixels and a label")

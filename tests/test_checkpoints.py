@@ -94,6 +94,14 @@ def _archive_without(data: bytes, drop) -> bytes:
     return written.getvalue()
 
 
+def _zip_of(members: dict[str, bytes]) -> bytes:
+    written = io.BytesIO()
+    with zipfile.ZipFile(written, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return written.getvalue()
+
+
 def _saved(contents) -> bytes:
     written = io.BytesIO()
     torch.save(contents, written)
@@ -111,7 +119,11 @@ DAMAGED = {  # name: (the file's bytes from the shipped file's, words the error 
     "end zeroed": (lambda data: data[:-100] + bytes(100), "is truncated or damaged"),
     "no data.pkl": (
         lambda data: _archive_without(data, lambda name: name.endswith("data.pkl")),
-        "is a damaged checkpoint, or a zip archive torch.save did not write (",
+        "is a zip archive torch.save did not write: it holds no data.pkl",
+    ),
+    "another zip": (  # torch said "[enforce fail at inline_container.cc:180] ", no reason
+        lambda data: _zip_of({"a.txt": b"hello"}),
+        "is a zip archive torch.save did not write: it holds no data.pkl",
     ),
     "no storage": (
         lambda data: _archive_without(data, lambda name: "/data/" in name),
@@ -311,3 +323,23 @@ def test_a_tensor_that_is_not_dense_is_named(tmp_path, tensor, words):
     (tmp_path / "odd.pt.sha256").write_text(f"{sha256(path)}  odd.pt\n")
     with pytest.raises(CheckpointError, match=words):
         load_checkpoint(path, ("weights",), "make x")
+
+
+def test_a_checksum_after_a_byte_order_mark_is_read(copy):
+    """An editor's UTF-8 BOM before the right digest blamed the checkpoint: "is damaged"."""
+    checksum_path(copy).write_bytes(b"\xef\xbb\xbf" + checksum_path(copy).read_bytes())
+    load_date_model(copy)
+
+
+def test_an_empty_checksum_file_is_named_not_the_checkpoint(copy):
+    checksum_path(copy).write_text("\n")
+    with pytest.raises(CheckpointError, match="the checksum file holds no digest") as raised:
+        load_date_model(copy)
+    assert "is damaged" not in str(raised.value)
+
+
+def test_a_weight_that_is_not_a_tensor_is_named():
+    """It raised AttributeError: 'list' object has no attribute 'shape'."""
+    weights = {"weight": [[0, 0], [0, 0]], "bias": torch.zeros(2)}
+    with pytest.raises(CheckpointError, match=r"p: its weight weight should be a tensor, .*list"):
+        load_weights(torch.nn.Linear(2, 2), weights, "p")

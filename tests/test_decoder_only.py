@@ -17,7 +17,7 @@ from helpers import decoder_only as do
 from helpers import translation as tr
 from helpers.attention import KeyValueCache
 from helpers.checkpoints import CheckpointError, checksum_path, sha256
-from helpers.gpt import GPT, GPTConfig, generate
+from helpers.gpt import GPT, GPTConfig, generate, read_prompt
 
 TINY = dataclasses.replace(do.RECIPE, num_layers=2, d_model=32, d_ff=64, num_heads=2, dropout=0.0)
 SENTENCES = ["She has a red car.", "I don't know.", "Where is the station?", "Tom laughed."]
@@ -907,8 +907,8 @@ def test_sample_texts_refuses_more_samples_than_a_forward_pass_can_hold(tokenize
     ("change", "message"),
     [
         (lambda s: {**s, "caches": None}, "caches a list, .* got caches NoneType"),
-        (lambda s: {**s, "step": -1}, "step a count >= 0; .* step -1"),
-        (lambda s: {**s, "step": "x"}, "step a count >= 0; .* step 'x'"),
+        (lambda s: {**s, "step": -1}, "step and cached counts >= 0; .* step -1"),
+        (lambda s: {**s, "step": "x"}, "step and cached counts >= 0; .* step 'x'"),
         (lambda s: {**s, "last": s["last"][:, None]}, "last the prompts' last ids"),
         (lambda s: {**s, "caches": [KeyValueCache()] * 2}, "one cache object serves several"),
     ],
@@ -1014,3 +1014,67 @@ def test_text_prompt_refuses_a_separator_outside_the_tokenizers_vocabulary():
     ):
         with pytest.raises(ValueError, match="separator_id 1000000000 is outside the tokenizer"):
             call()
+
+
+# --- a fresh hostile pass ------------------------------------------------------------------
+
+
+def test_a_state_read_once_is_refused_by_name():
+    """decode_step grows the passed state's caches in place: reading the same state again
+    computed the next token at a position one too far, silently (max |a - b| 0.197)."""
+    model = tiny_translator(vocab_size=12, separator_id=11)
+    state = model.start_state(torch.tensor([[tr.BOS_ID, 5, 6, 11]]))
+    first = torch.zeros(1, dtype=torch.long)
+    _, following = model.decode_step(state, first)
+    for spent in (lambda: model.decode_step(state, first), lambda: model.select(state, first)):
+        with pytest.raises(
+            ValueError, match="caches hold 4 positions, not the 3 .* a state read once"
+        ):
+            spent()
+    model.decode_step(following, first)  # the state it returned goes on
+
+
+def test_an_ordinary_token_is_refused_as_the_separator_of_a_tokenizer_with_sep(tokenizer):
+    """text_prompt made <bos> Tom <5>, and written_text showed token 6 as <sep>."""
+    message = "separator_id must be the tokenizer's <sep>, 8000, got 5: the id of"
+    with pytest.raises(ValueError, match=message):
+        do.text_prompt(tokenizer, 5, "Tom.", "translate")
+    with pytest.raises(ValueError, match=message.replace("5", "6")):
+        do.written_text(tokenizer, [5, 6, 7], 6)
+
+
+def test_a_translator_that_cannot_be_built_leaves_the_random_state_alone():
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    recipe = do.Recipe(d_model=8, num_heads=2, num_layers=1, d_ff=8)
+    with pytest.raises(ValueError, match="separator_id 100 is outside the vocabulary of 100"):
+        do.build_translator(100, 100, recipe)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_sample_texts_refuses_a_reading_of_another_model(tokenizer, separator):
+    """A reading by another model of the same config gave samples mixing both models."""
+    model, other = tiny_translator(seed=0), tiny_translator(seed=1)
+    prompt = do.text_prompt(tokenizer, separator, "I am here.", "translate")
+    read = read_prompt(other, prompt.expand(3, -1))
+    with pytest.raises(ValueError, match="read is another model's reading of these ids"):
+        do.sample_texts(model, tokenizer, prompt, 3, 8, read=read)
+    own = read_prompt(model, prompt.expand(3, -1))
+    assert do.sample_texts(model, tokenizer, prompt, 3, 8, read=own) == do.sample_texts(
+        model, tokenizer, prompt, 3, 8
+    )
+
+
+def test_a_state_that_is_not_a_start_states_dict_is_shown_as_it_is():
+    """An empty dict was shown as its sorted keys, []."""
+    model = tiny_translator(vocab_size=12, separator_id=11)
+    with pytest.raises(
+        TypeError, match=r"start_state made \(caches, last, step, cached\), got \{\}"
+    ):
+        model.decode_step({}, torch.tensor([0]))
+
+
+def test_written_text_refuses_a_meta_tensor_by_name(tokenizer, separator):
+    """torch said "Cannot copy out of meta tensor"."""
+    with pytest.raises(ValueError, match=r"ids must be an ordinary tensor \(T,\) .* meta tensor"):
+        do.written_text(tokenizer, torch.tensor([5], device="meta"), separator)

@@ -597,3 +597,10 @@ def test_a_number_too_long_to_print_is_named_not_a_python_digit_limit(call, mess
     with pytest.raises(ValueError, match=message) as raised:
         call()
     assert "Exceeds the limit" not in str(raised.value)
+
+
+def test_a_reading_by_another_model_of_the_same_config_is_refused():
+    """Its caches fit this model's layers, so generate wrote from another model's reading."""
+    model, other, ids = small_gpt(), small_gpt(), prompt(3, 4)
+    with pytest.raises(ValueError, match="read is another model's reading of these ids"):
+        generate(model, ids, 2, read=read_prompt(other, ids))

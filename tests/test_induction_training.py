@@ -733,6 +733,24 @@ def test_check_log_names_numbers_that_are_not_pythons(saved_contents):
     assert "(numpy.float64)" in str(raised.value) and "finite" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("key", "make", "words"),
+    [
+        ("first_copy_loss", torch.tensor, "first_copy_loss should hold Python ints or floats"),
+        ("step", np.int64, "step should hold Python ints, found np.int64(0) (numpy.int64)"),
+    ],
+)
+def test_check_log_names_a_tensor_loss_or_a_numpy_step(saved_contents, key, make, words):
+    """A tensor loss was "not finite in 0..inf, found tensor(1.)"; numpy steps were not
+    "whole numbers >= 0", found [np.int64(0), ...]."""
+    log = copy.deepcopy(saved_contents["logs"]["two-layer"])
+    log[key] = [make(value) for value in log[key]]
+    with pytest.raises(CheckpointError) as raised:
+        check_log("w", log, TINY, 2)
+    assert words in str(raised.value) and "finite" not in str(raised.value)
+    assert "whole numbers" not in str(raised.value)
+
+
 def _meta(tensor):
     return torch.empty_like(tensor, device="meta")
 

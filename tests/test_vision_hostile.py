@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import vision_models
+from helpers import validation, vision_models
 from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
@@ -770,3 +770,21 @@ def test_sizes_that_build_other_heads_than_the_models_are_refused(test_digits):
         evaluate_vit(vit, test_digits)
     vit.sizes["num_heads"] //= 2
     assert evaluate_vit(vit, test_digits) == right
+
+
+def test_a_ragged_file_names_the_row_of_the_wrong_width(tmp_path):
+    """torch said "expected sequence of length 65 at dim 1 (got 2)"."""
+    path = tmp_path / "ragged.csv.gz"
+    with gzip.open(path, "wt") as file:
+        file.write(",".join(["1"] * 64) + ",3\n1,2\n")
+    with pytest.raises(ValueError, match="row 2 holds 2 numbers, not 65"):
+        load_digits(path)
+
+
+def test_one_row_of_weights_that_does_not_sum_to_1_is_not_given_an_empty_index():
+    """A 1-D tensor (one query over a canvas's 36 cells) was "row () sums to 2"."""
+    with pytest.raises(ValueError, match="but the weights sum to 2: are the keys") as raised:
+        validation.attention_weights(torch.full((36,), 2 / 36))
+    assert "()" not in str(raised.value)
+    with pytest.raises(ValueError, match=r"but row \(1,\) sums to 2"):
+        validation.attention_weights(torch.full((2, 36), 1 / 36) * torch.tensor([[1.0], [2.0]]))
