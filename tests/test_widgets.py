@@ -1410,3 +1410,50 @@ def test_every_explorers_choices_name_their_options(induction_training, canvas_e
         assert not re.search(
             r"widgets\.(Dropdown|ToggleButtons|SelectionSlider)\(", path.read_text()
         )
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings", "wrong", "message"),
+    [
+        (
+            "IntSlider",
+            {"min": 0, "max": 9},
+            True,
+            r"^seed must be a whole number from 0 to 9; got Tr",
+        ),
+        (
+            "IntSlider",
+            {"min": 0, "max": 9},
+            12,
+            r"^seed must be a whole number from 0 to 9; got 12$",
+        ),
+        ("IntSlider", {"min": 0, "max": 9}, -1, r"from 0 to 9; got -1$"),
+        ("IntSlider", {"min": 0, "max": 9}, 1.5, r"expected an int, not the float 1.5"),
+        ("IntText", {}, True, r"^seed must be a whole number; got True$"),
+        ("IntText", {}, 1.5, r"expected an int, not the float 1.5"),
+        ("FloatSlider", {"min": 0.0, "max": 2.0}, True, r"expected a float, not the bool True"),
+        ("FloatLogSlider", {"min": -1, "max": 1}, True, r"expected a float, not the bool True"),
+        ("Dropdown", {"options": range(3)}, True, r"^seed must be one of 0, 1, 2; got True$"),
+        ("ToggleButtons", {"options": [0, 1]}, 1.0, r"^seed must be one of 0, 1; got 1.0$"),
+    ],
+    ids=lambda value: repr(value)[:20],
+)
+def test_a_number_set_from_code_is_refused_rather_than_cast_or_clamped(
+    kind, settings, wrong, message
+):
+    """ipywidgets casts 1.5 and True to 1 and moves 12 to the slider's end, quietly."""
+    from traitlets import TraitError
+
+    control = getattr(helpers.widgets.base, kind)(description="seed", **settings)
+    before = control.value
+    with pytest.raises(TraitError, match=message):
+        control.value = wrong
+    assert control.value == before and type(control.value) is type(before)
+
+
+def test_every_explorer_builds_its_number_controls_from_helpers_widgets_base():
+    for path in Path(helpers.widgets.__file__).parent.glob("ch*.py"):
+        built = re.findall(
+            r"widgets\.(IntSlider|IntText|FloatSlider|FloatLogSlider)\(", path.read_text()
+        )
+        assert not built, f"{path.name} builds ipywidgets' own {built}"

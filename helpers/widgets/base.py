@@ -12,7 +12,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from traitlets import Any, TraitError, validate
+from traitlets import Any, Float, Int, TraitError, validate
 
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.validation import shown
@@ -20,6 +20,10 @@ from helpers.validation import shown
 __all__ = [
     "Dropdown",
     "Explorer",
+    "FloatLogSlider",
+    "FloatSlider",
+    "IntSlider",
+    "IntText",
     "SelectionSlider",
     "ToggleButtons",
     "one_torch_thread",
@@ -165,11 +169,11 @@ def settings_repr(explorer) -> str:
 
 def log_slider(
     value: float, exponents: tuple, step: float, description: str, readout_format: str
-) -> widgets.FloatLogSlider:
+) -> "FloatLogSlider":
     """A slider over powers of ten, 10**exponents[0] to 10**exponents[1], in steps of `step` in
     the exponent."""
     low, high = exponents
-    return widgets.FloatLogSlider(
+    return FloatLogSlider(
         value=value,
         base=10,
         min=low,
@@ -231,19 +235,18 @@ class _Chosen(Any):
 
 class _NamesItsOptions:
     """A choice among options that, set from code to anything else, says which options it has
-    (ipywidgets' own control says only "Invalid selection: value not found")."""
+    (ipywidgets' own control says only "Invalid selection: value not found", and takes True or
+    1.0 for the option 1)."""
 
     @validate("value")
     def _validate_value(self, proposal):
         value = proposal.value
         if value is None and self.traits()["index"].allow_none:
             return None
-        try:
-            if value is not None:
-                return super()._validate_value(proposal)
-        except TraitError:
-            pass
         options = list(self._options_values)
+        if any(type(option) is type(value) and option == value for option in options):
+            return super()._validate_value(proposal)
+        # True == 1 and 1.0 == 1, but neither is the option 1
         listed = ", ".join(shown(option) for option in options[:12])
         more = f" (and {len(options) - 12} more)" if len(options) > 12 else ""
         raise TraitError(
@@ -264,3 +267,54 @@ class SelectionSlider(_NamesItsOptions, widgets.SelectionSlider):
     stands on one of them)."""
 
     value = _Chosen(None, help="Selected value")
+
+
+class _TakesOnlyWhatItShows:
+    """A whole-number control that, set from code to a value it could not show as it is,
+    refuses it by name: ipywidgets would quietly cast 1.5 or True to 1 and move 99 to the
+    slider's end."""
+
+    @validate("value")
+    def _validate_value(self, proposal):
+        value = proposal.value
+        low, high = getattr(self, "min", None), getattr(self, "max", None)
+        inside = low is None or low <= value <= high
+        if isinstance(value, bool) or not inside:
+            ends = "" if low is None else f" from {low} to {high}"
+            raise TraitError(f"{self.description} must be a whole number{ends}; got {shown(value)}")
+        return value
+
+
+class IntSlider(_TakesOnlyWhatItShows, widgets.IntSlider):
+    """ipywidgets' IntSlider, refusing a value it would cast or clamp."""
+
+    value = Int(0, help="Int value").tag(sync=True)
+
+
+class IntText(_TakesOnlyWhatItShows, widgets.IntText):
+    """ipywidgets' IntText, refusing a value it would cast."""
+
+    value = Int(0, help="Int value").tag(sync=True)
+
+
+class _RealNumber(Float):
+    """A float, or an int taken as one; not a bool (traitlets' Float takes True as 1.0)."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            self.error(obj, value)
+        return super().validate(obj, value)
+
+
+class FloatSlider(widgets.FloatSlider):
+    """ipywidgets' FloatSlider, refusing True (a value past its ends goes to the nearer end, as
+    the slider shows)."""
+
+    value = _RealNumber(0.0, help="Float value").tag(sync=True)
+
+
+class FloatLogSlider(widgets.FloatLogSlider):
+    """ipywidgets' FloatLogSlider, refusing True (a value past its ends goes to the nearer end,
+    as the slider shows)."""
+
+    value = _RealNumber(1.0, help="Float value").tag(sync=True)

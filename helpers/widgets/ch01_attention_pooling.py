@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from helpers import validation
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.validation import shown
-from helpers.widgets.base import Explorer, log_slider
+from helpers.widgets.base import Explorer, FloatSlider, log_slider
 from helpers.widgets.direct import COLOURS, PlaneExplorer, finite_number, slider_number
 
 __all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
@@ -33,7 +33,7 @@ class KernelRegressionExplorer(Explorer):
         x_train, y_train = self.data.x_train, self.data.y_train
         controls = {
             "width": width_slider(width),
-            "query": widgets.FloatSlider(
+            "query": FloatSlider(
                 value=query,
                 min=0.0,
                 max=5.0,

@@ -1,13 +1,12 @@
 """Chapter 02's explorer: a valid length masks keys; the weights of one query's row."""
 
-import ipywidgets as widgets
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.attention import masked_softmax
-from helpers.widgets.base import Explorer, weight_heatmap
+from helpers.widgets.base import Explorer, IntSlider, weight_heatmap
 
 __all__ = ["MaskedSoftmaxExplorer"]
 
@@ -37,13 +36,13 @@ class MaskedSoftmaxExplorer(Explorer):
         self.key_tokens = key_tokens or [f"k{j}" for j in range(num_keys)]
         self.query_tokens = [f"q{i}" for i in range(num_queries)]
         controls = {
-            "valid_len": widgets.IntSlider(
+            "valid_len": IntSlider(
                 value=valid_len,
                 min=0,
                 max=num_keys,
                 description="valid length",
             ),
-            "query": widgets.IntSlider(
+            "query": IntSlider(
                 value=query,
                 min=0,
                 max=num_queries - 1,

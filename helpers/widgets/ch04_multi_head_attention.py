@@ -1,12 +1,11 @@
 """Chapter 04's explorer: one head's attention over one example of the neighbour task."""
 
-import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
 
 from helpers.neighbour_task import NeighbourModel, make_neighbour_batch, weight_by_offset
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Explorer, ToggleButtons
+from helpers.widgets.base import Explorer, IntSlider, ToggleButtons
 
 __all__ = ["HeadExplorer"]
 
@@ -40,9 +39,7 @@ class HeadExplorer(Explorer):
             "head": ToggleButtons(
                 options=[(f"head {h}", h) for h in range(num_heads)], value=head, description="head"
             ),
-            "example": widgets.IntSlider(
-                value=example, min=0, max=len(tokens) - 1, description="example"
-            ),
+            "example": IntSlider(value=example, min=0, max=len(tokens) - 1, description="example"),
         }
         figure = Figure(figsize=(6.5, 5), layout="constrained")
         ax = figure.subplots()

@@ -1,12 +1,11 @@
 """Chapter 05's explorer: a sin/cos pair of the sinusoidal encoding turns with the offset."""
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
 from helpers import validation
 from helpers.positional import frequencies, offset_rotations, sinusoidal_encoding
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, IntSlider
 
 __all__ = ["PositionalExplorer"]
 
@@ -27,10 +26,8 @@ class PositionalExplorer(Explorer):
         self.encoding = sinusoidal_encoding(max_len, d_model)  # (max_len, d_model)
         self.rates = frequencies(d_model)  # (d_model / 2,)
         controls = {
-            "offset": widgets.IntSlider(
-                value=offset, min=0, max=longest_offset, description="offset δ"
-            ),
-            "pair": widgets.IntSlider(
+            "offset": IntSlider(value=offset, min=0, max=longest_offset, description="offset δ"),
+            "pair": IntSlider(
                 value=pair, min=0, max=d_model // 2 - 1, description="frequency pair j"
             ),
         }

@@ -1,7 +1,6 @@
 """Chapter 10's explorers: FlashAttention's key tiles step by step, and the key/value heads
 of grouped-query attention."""
 
-import ipywidgets as widgets
 import numpy as np
 import torch
 from matplotlib import colormaps
@@ -12,7 +11,7 @@ from matplotlib.patches import Rectangle
 from helpers import validation
 from helpers.attention import DotProductAttention, KeyValueCache, MultiHeadAttention
 from helpers.efficient import grouped_from_multi_head, key_tile_steps, kv_head_of_query_heads
-from helpers.widgets.base import Explorer, SelectionSlider, ToggleButtons
+from helpers.widgets.base import Explorer, IntSlider, SelectionSlider, ToggleButtons
 
 __all__ = ["TileStepperExplorer", "KeyValueHeadExplorer"]
 
@@ -71,10 +70,10 @@ class TileStepperExplorer(Explorer):
                     mask=allowed[None, rows],
                 )[0]
         controls = {
-            "tile": widgets.IntSlider(
+            "tile": IntSlider(
                 value=tile, min=0, max=self.num_tiles - 1, description="key tiles read: up to"
             ),
-            "block": widgets.IntSlider(
+            "block": IntSlider(
                 value=block, min=0, max=self.num_tiles - 1, description="query block"
             ),
             "mask": ToggleButtons(options=self.MASKS, value=mask, description="mask"),

@@ -17,7 +17,7 @@ from helpers.long_context import (
 )
 from helpers.masks import causal_mask
 from helpers.positional import apply_rope, frequencies
-from helpers.widgets.base import Explorer, ToggleButtons
+from helpers.widgets.base import Explorer, FloatLogSlider, IntSlider, ToggleButtons
 
 __all__ = ["RopeExplorer", "SparsePatternExplorer", "SPARSE_PATTERNS"]
 
@@ -43,16 +43,14 @@ class RopeExplorer(Explorer):
         self.key = torch.randn(1, d, generator=generator, dtype=torch.float64) + 0.5
         self.d = d
         controls = {
-            "shift": widgets.IntSlider(
+            "shift": IntSlider(
                 value=shift,
                 min=0,
                 max=self.MAX_SHIFT,
                 step=10,
                 description="shift both positions by",
             ),
-            "base": widgets.FloatLogSlider(
-                value=base, base=10, min=1, max=5, step=1, description="base"
-            ),
+            "base": FloatLogSlider(value=base, base=10, min=1, max=5, step=1, description="base"),
         }
         figure = Figure(figsize=(10, 4.2), layout="constrained")
         left, right = figure.subplots(1, 2, width_ratios=[2, 3])
@@ -170,10 +168,10 @@ class SparsePatternExplorer(Explorer):
         validation.flag(causal, "causal")
         controls = {
             "pattern": ToggleButtons(options=SPARSE_PATTERNS, value=pattern, description="pattern"),
-            "radius": widgets.IntSlider(
+            "radius": IntSlider(
                 value=radius, min=0, max=self.MAX_RADIUS, description="window radius"
             ),
-            "dilation": widgets.IntSlider(
+            "dilation": IntSlider(
                 value=dilation, min=1, max=self.MAX_DILATION, description="dilation"
             ),
             "causal": widgets.Checkbox(value=causal, description="causal"),

@@ -25,7 +25,7 @@ from helpers.decoder_only import (
 )
 from helpers.gpt import next_token_probabilities, read_prompt
 from helpers.translation import MAX_WORDS
-from helpers.widgets.base import Dropdown, Explorer, check_vocabulary
+from helpers.widgets.base import Dropdown, Explorer, FloatSlider, IntSlider, check_vocabulary
 
 __all__ = ["DecoderOnlyExplorer"]
 
@@ -67,14 +67,14 @@ class DecoderOnlyExplorer(Explorer):
                 layout=widgets.Layout(width="40%"),
             ),
             "task": Dropdown(options=list(TASKS), value=task, description="task"),
-            "temperature": widgets.FloatSlider(
+            "temperature": FloatSlider(
                 value=1.0, min=0.0, max=1.5, step=0.05, description="temperature (0 = greedy)"
             ),
             "top_k": Dropdown(options=["off", 1, 3, 10, 50], description="top-k"),
-            "top_p": widgets.FloatSlider(
+            "top_p": FloatSlider(
                 value=0.9, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)"
             ),
-            "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed"),
+            "seed": IntSlider(value=0, min=0, max=9, description="seed"),
             "layer": Dropdown(options=range(1, layers + 1), value=layers, description="layer"),
             "head": Dropdown(options=range(1, heads + 1), value=1, description="head"),
         }

@@ -32,7 +32,7 @@ from helpers.induction import (
     repeated_sequences,
 )
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Dropdown, Explorer, SelectionSlider, ToggleButtons
+from helpers.widgets.base import Dropdown, Explorer, IntText, SelectionSlider, ToggleButtons
 
 __all__ = ["InductionExplorer"]
 
@@ -93,7 +93,7 @@ class InductionExplorer(Explorer):
             "layer": Dropdown(options=range(config.num_layers), value=layer, description="layer"),
             "head": Dropdown(options=range(config.num_heads), value=head, description="head"),
             "sequence": ToggleButtons(options=SEQUENCES, value=sequence, description="sequence"),
-            "seed": widgets.IntText(value=seed, description="seed (repeat)"),
+            "seed": IntText(value=seed, description="seed (repeat)"),
             "tokens": widgets.Text(
                 value=tokens,
                 description="typed tokens",

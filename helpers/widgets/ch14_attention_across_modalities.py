@@ -46,7 +46,7 @@ from helpers.vision_models import (
     float64_copy,
     read_canvas,
 )
-from helpers.widgets.base import Dropdown, Explorer, ToggleButtons, one_torch_thread
+from helpers.widgets.base import Dropdown, Explorer, IntSlider, ToggleButtons, one_torch_thread
 from helpers.widgets.direct import DirectExplorer, DirectWidget, front_end
 
 __all__ = ["CanvasExplorer", "DrawingExplorer", "DrawingPadWidget"]
@@ -127,11 +127,9 @@ class CanvasExplorer(Explorer):
         controls = {
             "mode": ToggleButtons(options=MODES, value=mode, description="mode"),
             "word": Dropdown(options=DIGIT_WORDS, value=word, description="find the word"),
-            "token": widgets.IntSlider(
-                value=token, min=0, max=written - 1, description="read-out token"
-            ),
+            "token": IntSlider(value=token, min=0, max=written - 1, description="read-out token"),
             "source": ToggleButtons(options=SOURCES, value=source, description="canvas"),
-            "canvas": widgets.IntSlider(
+            "canvas": IntSlider(
                 value=canvas, min=0, max=TEST_CANVASES - 1, description="test canvas"
             ),
             "layout": widgets.Text(
