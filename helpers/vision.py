@@ -495,10 +495,10 @@ def rasterise_strokes(
     if int(pieces.sum()) * window**2 > MOST_PEN_CELLS:
         length = (b - a).norm(dim=-1).sum().item()
         raise ValueError(
-            f"the strokes are {length:,.0f} cells long in all ({len(a):,} segments), more than a "
-            f"redraw can ink in about a second: with pen_radius {pen_radius:g}, at most about "
-            f"{MOST_PEN_CELLS // window**2 * _PIECE:,.0f} cells of stroke (fewer for many short "
-            "segments); draw less"
+            f"the strokes are {length:,.0f} cells long in all, in {len(a):,} segments and dots "
+            f"(each inked as at least one piece of {_PIECE:g} cells), more than a redraw can ink "
+            f"in about a second: with pen_radius {pen_radius:g}, at most about "
+            f"{MOST_PEN_CELLS // window**2:,} pieces; draw fewer or shorter strokes"
         )
     starts, ends = _stroke_pieces(a, b, pieces)  # (n, 2) each
     offsets = torch.arange(-reach, reach + 1, dtype=torch.float64)

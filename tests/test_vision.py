@@ -720,3 +720,12 @@ def test_rasterise_strokes_names_a_bad_grid_or_pen(arguments, words):
 def test_ink_counts_names_a_bad_bitmap(bitmap, block, words):
     with pytest.raises(ValueError, match=words):
         ink_counts(bitmap, block)
+
+
+def test_many_dots_are_named_as_dots_not_as_a_length():
+    """5,000 dots have no length, yet each is inked as a piece: the message counts them."""
+    from helpers.vision import rasterise_strokes
+
+    dots = [[[i % 96, (i * 37) % 96]] for i in range(5000)]
+    with pytest.raises(ValueError, match=r"in 5,000 segments and dots .* draw fewer or shorter"):
+        rasterise_strokes(dots)
