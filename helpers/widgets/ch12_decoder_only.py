@@ -102,6 +102,9 @@ class DecoderOnlyExplorer(Explorer):
     def model(self, task: str) -> DecoderOnlyTranslator:
         """The task's model, loaded from data/ the first time it is needed."""
         _check_task(task)
+        return self._model(task)
+
+    def _model(self, task: str) -> DecoderOnlyTranslator:
         if task not in self.models:
             model = load_translator(TASKS[task])[0]
             self._check_model(f"data/{TASKS[task]}.pt", model)
@@ -217,11 +220,14 @@ class DecoderOnlyExplorer(Explorer):
         after it, each layer's attention of its last position, (layers, heads, P), and the
         prompt read for SAMPLES rows, from which every sample setting writes."""
         _check_reading(task, prompt)
+        return self._read(task, prompt)
+
+    def _read(self, task: str, prompt: str) -> dict:
         key = (task, prompt)
         if key in self._reading:
             self._reading.move_to_end(key)
         else:
-            model = self.model(task)
+            model = self._model(task)
             ids = text_prompt(self.tokenizer, self.separator_id, prompt, task)  # (1, P)
             was_training = model.training
             model.eval()
@@ -251,11 +257,14 @@ class DecoderOnlyExplorer(Explorer):
         top_k and top_p None: off."""
         _check_reading(task, prompt)
         _check_sampling(temperature, top_k, top_p, seed)
+        return self._sample(task, prompt, temperature, top_k, top_p, seed)
+
+    def _sample(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         key = (task, prompt, temperature, top_k, top_p, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
         else:
-            model, found = self.model(task), self.reading(task, prompt)
+            model, found = self._model(task), self._read(task, prompt)
             ids = found["ids"]
             wanted = CONTINUE_TOKENS
             if task == "translate":
@@ -281,8 +290,10 @@ class DecoderOnlyExplorer(Explorer):
         top_k = None if isinstance(top_k, str) and top_k == "off" else top_k
         try:
             top_p = None if _checked_top_p(top_p) == 1 else top_p
-            found = self.reading(task, prompt)
-            written = self.samples(task, prompt, temperature, top_k, top_p, seed)
+            _check_reading(task, prompt)
+            _check_sampling(temperature, top_k, top_p, seed)
+            found = self._read(task, prompt)
+            written = self._sample(task, prompt, temperature, top_k, top_p, seed)
         except ValueError as problem:
             self._show_problem(problem)
             return
@@ -304,7 +315,7 @@ class DecoderOnlyExplorer(Explorer):
             "attention": found["attention"][layer - 1, head - 1],
             "samples": written,
         }
-        context = self.model(task).config.context_length
+        context = self._model(task).config.context_length
         nothing = "(wrote <eos> at once)"  # what an empty sample says
         if found["ids"].shape[1] >= context:
             nothing = f"(no room left: the prompt fills the model's context of {context} tokens)"
