@@ -137,9 +137,19 @@ def jupyterlab(root_dir: Path, scratch: Path):
             server.wait()
 
 
-def news_prompts(page) -> list[str]:
-    """The texts of notifications that ask about or bring Jupyter news (toasts over the page)."""
+NEWS_PROMPT_WAIT_MS = 15_000  # JupyterLab asks about news once its layout is restored and two
+# settings requests have answered, and draws the toast later still: after the kernel is idle on a
+# loaded machine
+
+
+def news_prompts(page, wait_ms: int = NEWS_PROMPT_WAIT_MS) -> list[str]:
+    """The texts of notifications that ask about or bring Jupyter news (toasts over the page),
+    once one has appeared or wait_ms have passed without one."""
     toasts = page.locator(".Toastify__toast", has_text=re.compile("notified|news", re.IGNORECASE))
+    try:
+        toasts.first.wait_for(timeout=wait_ms)
+    except Exception:  # playwright's TimeoutError: no toast came
+        pass
     return toasts.all_text_contents()
 
 
@@ -197,6 +207,7 @@ def open_and_run_all(page, base_url: str, token: str, name: str):
                 '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
             return failed !== null || prompts.every(p => /\\[\\d+\\]/.test(p));
         }""",
+        polling=250,  # ms; by default every animation frame, which keeps Chromium drawing
         timeout=TIMEOUT_MS,
     )
     page.locator(KERNEL_IDLE).wait_for(timeout=TIMEOUT_MS)
