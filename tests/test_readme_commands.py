@@ -84,3 +84,23 @@ def test_make_test_fails_without_a_browser_under_ci(fresh_copy, machine_without_
     assert run.returncode != 0, out
     lines = out.strip().splitlines()  # the last is make's own "Error 1"
     assert lines[-2].startswith("FAILED: the browser tests did not run"), out
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 4, 6, 8])
+def test_make_test_and_make_test_threads_check_1_and_3_threads_on_any_machine(cores):
+    """make test runs the notebooks with KERNEL_THREADS (half the cores, at least 1), make
+    test-threads with the rest of 1 and 3: together, both on every machine."""
+    kernel_threads = 1 if cores <= 3 else cores // 2
+    variables = [f"KERNEL_THREADS={kernel_threads}"]
+    dry_runs = {
+        target: subprocess.run(
+            ["make", "-n", target, *variables], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        for target in ("test", "test-threads")
+    }
+    notebook_pass = next(line for line in dry_runs["test"].splitlines() if "--nbval" in line)
+    assert f"OMP_NUM_THREADS={kernel_threads} " in notebook_pass
+    loop = next(line for line in dry_runs["test-threads"].splitlines() if line.startswith("for n"))
+    counts = {int(n) for n in loop.removeprefix("for n in").split(";")[0].split()}
+    assert counts | {kernel_threads} >= {1, 3}
+    assert kernel_threads not in counts
