@@ -782,7 +782,11 @@ def leaving_gradients_behind(model, ids, layer, head):
 @pytest.mark.parametrize(
     ("answer", "words"),
     [
-        (replacing_W_o_forward, "replaces blocks.0.attention.W_o.forward and leaves it replaced"),
+        (
+            replacing_W_o_forward,
+            "leaves model.blocks.0.attention.W_o.forward replaced (a function where the module's "
+            "own forward was)",
+        ),
         (replacing_W_o_with_a_zeroed_copy, "replaces or adds a module, model.blocks.0.attention"),
         (wrapping_W_o, "replaces or adds a module, model.blocks.0.attention.W_o"),
         (converting_the_model_to_float64, "leaves the model's weights in torch.float64 on cpu"),
@@ -1250,3 +1254,156 @@ def test_the_prompt_and_the_docstrings_state_what_the_model_must_keep():
         for rule in ("requires_grad", ".grad", "model.double()", "hooks", "train/eval mode"):
             assert rule in text, (rule, text)
         assert "model's dtype" in text and "no in-place operation on it" in text
+
+
+# Regressions from a fourth learner's pass: a forward put back by assignment, attributes added
+# to the model (with or without a leading _), and an attribute set again to the value it had
+
+
+def _zeroing_forward(W_o, original, columns):
+    def patched(merged):
+        merged = merged.clone()
+        merged[..., columns] = 0.0
+        return original(merged)
+
+    return patched
+
+
+def putting_the_saved_forward_back_by_assignment(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    original = W_o.forward
+    W_o.forward = _zeroing_forward(
+        W_o, original, slice(head * _d_head(model), (head + 1) * _d_head(model))
+    )
+    try:
+        return model(ids)
+    finally:
+        W_o.forward = original  # the bound method saved: W_o runs as it came
+
+
+def setting_dropout_to_the_value_it_had(model, ids, layer, head):
+    model.blocks[layer].attention.attention.dropout.p = 0.0  # it is 0.0 already
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def keeping_the_handle_on_the_model(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    model._ablation_handle = W_o.register_forward_pre_hook(_zeroing_hook(model, head))
+    try:
+        return model(ids)
+    finally:
+        model._ablation_handle.remove()  # BUG: the hook goes, the attribute stays
+
+
+def keeping_the_handle_on_the_attention(model, ids, layer, head):
+    attention = model.blocks[layer].attention
+    attention.handle = attention.W_o.register_forward_pre_hook(_zeroing_hook(model, head))
+    try:
+        return model(ids)
+    finally:
+        attention.handle.remove()  # BUG: the hook goes, the attribute stays
+
+
+def marking_the_model(model, ids, layer, head):
+    model.ablated = (layer, head)  # BUG: a new attribute left on the model
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def deleting_an_attribute(model, ids, layer, head):
+    del model.blocks[layer].attention.W_o.in_features  # BUG: never put back
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def replacing_W_o_weight_with_a_zeroed_parameter(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    zeroed = W_o.weight.detach().clone()
+    zeroed[:, head * _d_head(model) : (head + 1) * _d_head(model)] = 0.0
+    W_o.weight = torch.nn.Parameter(zeroed)  # BUG: the model keeps the new parameter
+    with torch.no_grad():
+        return model(ids)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [putting_the_saved_forward_back_by_assignment, setting_dropout_to_the_value_it_had],
+    ids=lambda answer: answer.__name__,
+)
+def test_a_model_put_back_as_it_behaved_is_accepted(answer, run_checker):
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+REFUSED_AFTER_A_FOURTH_PASS = [
+    (
+        "logits with a head zeroed",
+        keeping_the_handle_on_the_model,
+        "adds model._ablation_handle (a RemovableHandle) and leaves it there",
+    ),
+    (
+        "logits with a head zeroed",
+        keeping_the_handle_on_the_attention,
+        "adds model.blocks.0.attention.handle (a RemovableHandle) and leaves it there",
+    ),
+    ("logits with a head zeroed", marking_the_model, "adds model.ablated ((0, 1)) and leaves it"),
+    (
+        "logits with a head zeroed",
+        deleting_an_attribute,
+        "deletes model.blocks.0.attention.W_o.in_features and leaves it deleted",
+    ),
+    (
+        "logits with a head zeroed",
+        replacing_W_o_weight_with_a_zeroed_parameter,
+        "replaces a parameter, model.blocks.0.attention.W_o.weight, and leaves it there",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_FOURTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [(answer, words) for _, answer, words in REFUSED_AFTER_A_FOURTH_PASS],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_model_left_with_an_attribute_changed_is_refused_in_every_case(
+    answer, words, run_checker
+):
+    """An added attribute was caught only where an earlier case had left it on the same
+    module, and then named by its address ('<torch.utils.hooks.RemovableHandle objec')."""
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    every = ALL_CHECKS["logits with a head zeroed"]
+    assert verdict is False and out.startswith(f"Not yet: {every} of {every} checks"), out
+    assert words in out and "<" not in out, out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [keeping_the_handle_on_the_model, keeping_the_handle_on_the_attention, deleting_an_attribute,
+     replacing_W_o_weight_with_a_zeroed_parameter],
+    ids=lambda answer: answer.__name__,
+)  # fmt: skip
+def test_a_model_left_with_an_attribute_changed_is_put_back_as_it_came(answer):
+    _, model, ids, layer, head = head_zeroed_cases()[0]
+    attributes = {name: dict(vars(module)) for name, module in model.named_modules()}
+    parameters = dict(model.named_parameters())
+    with pytest.raises(Refused):
+        _watched(answer, model, layer, head)(ids)
+    for name, module in model.named_modules():
+        assert set(vars(module)) == set(attributes[name]), name
+    assert all(parameter is parameters[name] for name, parameter in model.named_parameters())
+
+
+def test_a_changed_attribute_is_shown_by_value_or_by_type():
+    def changing_in_features(model, ids, layer, head):
+        model.blocks[layer].attention.W_o.in_features = 99  # BUG: left changed
+        return logits_with_head_zeroed(model, ids, layer, head)
+
+    def changing_the_config(model, ids, layer, head):
+        model.config = copy.copy(model.config)  # BUG: another object, left there
+        return logits_with_head_zeroed(model, ids, layer, head)
+
+    _, model, ids, layer, head = head_zeroed_cases()[0]
+    with pytest.raises(Refused, match=r"W_o.in_features \(12 before, 99 after\)"):
+        _watched(changing_in_features, model, layer, head)(ids)
+    with pytest.raises(Refused, match=r"model.config \(one GPTConfig before, another after\)"):
+        _watched(changing_the_config, model, layer, head)(ids)

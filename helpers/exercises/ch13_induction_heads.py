@@ -36,6 +36,7 @@ from helpers.induction import (
     repeated_sequences,
     zeroed_heads,
 )
+from helpers.validation import shown
 
 __all__ = ["check_induction_score", "check_logits_with_head_zeroed", "check_previous_token_score"]
 
@@ -495,28 +496,54 @@ def _remove_hooks(model: nn.Module, hooks: set) -> None:
             getattr(module, f"{kind}{extra}", {}).pop(key, None)
 
 
-def _settings(module: nn.Module) -> dict:
-    """A module's own attributes other than its weights, children and mode (e.g. num_heads,
-    config): what its forward reads. Tensors are left out: a forward pass writes some
-    (attention_weights, None until the first one)."""
-    return {
-        key: value
-        for key, value in vars(module).items()
-        if not key.startswith("_") and key != "training" and not isinstance(value, torch.Tensor)
-    }
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _plain(value: object) -> bool:
+    """A number, string, bool, None, or a tuple of them: compared by value."""
+    if isinstance(value, tuple | frozenset):
+        return all(_plain(item) for item in value)
+    return isinstance(value, _PLAIN)
+
+
+def _same_attribute(before: object, now: object) -> bool:
+    """The same object, or an equal plain value (dropout.p = 0.0 when it was 0.0)."""
+    if now is before:
+        return True
+    return type(now) is type(before) and _plain(before) and now == before
+
+
+def _described(value: object) -> str:
+    """A plain value by its repr, any other object by its type (its repr may be an address)."""
+    if _plain(value):
+        return shown(value)
+    kind = type(value).__name__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
+
+
+def _is_the_class_forward(module: nn.Module, forward: object) -> bool:
+    """forward behaves as the module's own: its class's forward bound to it (what
+    `original = module.forward` saved, put back by `module.forward = original`)."""
+    return (
+        getattr(forward, "__func__", None) is type(module).forward
+        and getattr(forward, "__self__", None) is module
+    )
 
 
 def _model_state(model: GPT) -> dict:
     """Everything of the model a learner's call could leave changed: its modules (each one's
-    children), what each module's forward is, its weights (values, dtype, requires_grad, grad),
-    its hooks and its mode."""
+    children, attributes, parameters and buffers), its weights (values, dtype, requires_grad,
+    grad), its hooks and its mode."""
     modules = dict(model.named_modules())
     tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     return {
         "modules": modules,
         "children": {name: dict(module._modules) for name, module in modules.items()},
-        "forwards": {name: "forward" in vars(module) for name, module in modules.items()},
-        "settings": {name: _settings(module) for name, module in modules.items()},
+        "attributes": {name: dict(vars(module)) for name, module in modules.items()},
+        "weights": {
+            name: (dict(module._parameters), dict(module._buffers))
+            for name, module in modules.items()
+        },
         "tensors": {
             name: (tensor, tensor.detach().clone(), tensor.requires_grad, tensor.grad)
             for name, tensor in tensors.items()
@@ -527,41 +554,103 @@ def _model_state(model: GPT) -> dict:
 
 
 _MISSING = object()
+KEEP_IT_LOCAL = (
+    "the model must come back with the attributes it had, so keep what you need in a local "
+    "variable (a hook's handle, say)"
+)
 
 
 def _put_back_modules(state: dict) -> str | None:
-    """Each module's children and forward as they were; what the learner changed, if anything."""
-    problem = None
+    """Each module's children, attributes, parameters and buffers as they were; what the
+    learner changed, if anything."""
+    problems = []
     for name, module in state["modules"].items():
         before, now = state["children"][name], dict(module._modules)
-        if now != before and problem is None:
+        if now != before:
             changed = next(key for key in {*before, *now} if before.get(key) is not now.get(key))
-            where = f"model.{name}.{changed}" if name else f"model.{changed}"
-            problem = (
-                f"replaces or adds a module, {where}, and leaves it there: every later use of the "
-                f"model would run the changed one; zero a copy (copy.deepcopy(model)) or use a "
-                f"forward pre-hook and remove it afterwards"
+            problems.append(
+                f"replaces or adds a module, {_where(name, changed)}, and leaves it there: every "
+                f"later use of the model would run the changed one; zero a copy "
+                f"(copy.deepcopy(model)) or use a forward pre-hook and remove it afterwards"
             )
         module._modules.clear()
         module._modules.update(before)
-        for key, value in state["settings"][name].items():
-            now = vars(module).get(key, _MISSING)
-            if now is not value and not isinstance(now, torch.Tensor):  # forward writes those
-                setattr(module, key, value)
-                where = f"model.{name}.{key}" if name else f"model.{key}"
-                problem = problem or (
-                    f"changes {where} ({value!r:.40} before, {now!r:.40} after) and leaves it "
-                    f"changed: every later forward pass would read the new value; change a copy "
-                    f"(copy.deepcopy(model)), or put it back in a `finally:` block"
+        problems += _put_back_forward(state, name, module)
+        problems += _put_back_attributes(state, name, module)
+        for kind, held in zip(("parameter", "buffer"), state["weights"][name], strict=True):
+            now = getattr(module, f"_{kind}s")
+            if set(now) != set(held) or any(now[key] is not held[key] for key in held):
+                changed = next(key for key in {*held, *now} if held.get(key) is not now.get(key))
+                how = "adds" if changed not in held else "replaces"
+                problems.append(
+                    f"{how} a {kind}, {_where(name, changed)}, and leaves it there: every later "
+                    f"use of the model would read it; zero a copy (copy.deepcopy(model)), or "
+                    f"put the original back in a `finally:` block"
                 )
-        if "forward" in vars(module) and not state["forwards"][name]:
-            del module.forward
-            problem = problem or (
-                f"replaces {name or 'the model'}.forward and leaves it replaced: every later "
-                f"forward pass would still run without the head; use a forward pre-hook, or put "
-                f"the original forward back in a `finally:` block"
+                now.clear()
+                now.update(held)
+    return problems[0] if problems else None
+
+
+def _where(module_name: str, attribute: str) -> str:
+    return f"model.{module_name}.{attribute}" if module_name else f"model.{attribute}"
+
+
+def _put_back_forward(state: dict, name: str, module: nn.Module) -> list[str]:
+    """A forward left on the module that is not the one it came with, unless it is the
+    module's own (a bound method saved and assigned back)."""
+    before = state["attributes"][name].get("forward", _MISSING)
+    now = vars(module).get("forward", _MISSING)
+    if now is before:
+        return []
+    if before is _MISSING:
+        del module.forward
+    else:
+        module.forward = before
+    if before is _MISSING and _is_the_class_forward(module, now):
+        return []
+    return [
+        f"leaves {_where(name, 'forward')} replaced ({_described(now)} where the module's own "
+        f"forward was): every later forward pass of the model would run the replacement; use a "
+        f"forward pre-hook, or put the original back in a `finally:` block (`del "
+        f"module.forward`, or assign the bound method you saved)"
+    ]
+
+
+def _put_back_attributes(state: dict, name: str, module: nn.Module) -> list[str]:
+    """Attributes added, deleted or changed (other than torch's own, whose names start with _,
+    and the tensors a forward pass writes, such as attention_weights)."""
+    problems = []
+    before, now = state["attributes"][name], vars(module)
+    for key in [key for key in now if key not in before and key != "forward"]:
+        problems.append(
+            f"adds {_where(name, key)} ({_described(now.pop(key))}) and leaves it there; "
+            f"{KEEP_IT_LOCAL}, or delete it in a `finally:` block"
+        )
+    for key, value in before.items():
+        if key.startswith("_") or key in ("training", "forward"):
+            continue
+        if key not in now:
+            now[key] = value
+            problems.append(
+                f"deletes {_where(name, key)} and leaves it deleted: every later forward pass "
+                f"would miss it; change a copy (copy.deepcopy(model)), or put it back in a "
+                f"`finally:` block"
             )
-    return problem
+        elif isinstance(value, torch.Tensor) or isinstance(now[key], torch.Tensor):
+            continue  # a forward pass writes some (attention_weights)
+        elif not _same_attribute(value, now[key]):
+            if _plain(value) or _plain(now[key]) or type(value) is not type(now[key]):
+                values = f"{_described(value)} before, {_described(now[key])} after"
+            else:
+                values = f"one {type(value).__name__} before, another after"
+            now[key] = value
+            problems.append(
+                f"changes {_where(name, key)} ({values}) and leaves it changed: every later "
+                f"forward pass would read the new value; change a copy (copy.deepcopy(model)), "
+                f"or put it back in a `finally:` block"
+            )
+    return problems
 
 
 def _put_back_weights(state: dict) -> str | None:
