@@ -1333,36 +1333,98 @@ def test_a_model_put_back_as_it_behaved_is_accepted(answer, run_checker):
     assert verdict is True and out.startswith("Correct"), out
 
 
-REFUSED_AFTER_A_FOURTH_PASS = [
+def previous_counting_query_0_on_itself(weights):
+    n = weights.shape[-1]  # BUG: query 0's own weight counted, and a mean over n
+    return (weights[..., 0, 0] + weights.diagonal(-1, -2, -1).sum(-1)) / n
+
+
+def induction_one_key_too_far_and_the_last_query_on_itself(weights, length):
+    t = torch.arange(length, 2 * length - 1)  # BUG: key t - length + 2
+    return torch.cat([weights[..., t, t - length + 2], weights[..., -1:, -1]], -1).mean(-1)
+
+
+def zeroing_the_columns_one_to_the_right(model, ids, layer, head):
+    d = _d_head(model)
+
+    def hook(module, args):
+        x = args[0].clone()
+        x[..., head * d + 1 : (head + 1) * d + 1] = 0  # BUG: shifted by one
+        return (x,)
+
+    handle = model.blocks[layer].attention.W_o.register_forward_pre_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+ATTRIBUTES_LEFT_CHANGED = [
     (
-        "logits with a head zeroed",
         keeping_the_handle_on_the_model,
         "adds model._ablation_handle (a RemovableHandle) and leaves it there",
     ),
     (
-        "logits with a head zeroed",
         keeping_the_handle_on_the_attention,
         "adds model.blocks.0.attention.handle (a RemovableHandle) and leaves it there",
     ),
-    ("logits with a head zeroed", marking_the_model, "adds model.ablated ((0, 1)) and leaves it"),
+    (marking_the_model, "adds model.ablated ((0, 1)) and leaves it"),
     (
-        "logits with a head zeroed",
         deleting_an_attribute,
         "deletes model.blocks.0.attention.W_o.in_features and leaves it deleted",
     ),
     (
-        "logits with a head zeroed",
         replacing_W_o_weight_with_a_zeroed_parameter,
         "replaces a parameter, model.blocks.0.attention.W_o.weight, and leaves it there",
     ),
 ]
 
+REFUSED_AFTER_A_FOURTH_PASS = [
+    (
+        "previous-token score",
+        previous_counting_query_0_on_itself,
+        "counts query 0 as if its previous token were key 0 (weights[..., 0, 0], or key t - 1 "
+        "clamped at 0) and divides by n",
+    ),
+    (
+        "induction score",
+        induction_one_key_too_far_and_the_last_query_on_itself,
+        "(query, key) = (4, 2), (5, 3), (6, 4), (7, 7), each times 0.25, where the score reads "
+        "(4, 1), (5, 2), (6, 3), (7, 4), each times 0.25",
+    ),
+    (
+        "induction score",
+        induction_one_key_too_far_and_the_last_query_on_itself,
+        "most of its keys lie 1 after those, an offset off by 1",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_the_columns_one_to_the_right,
+        "zeroes the columns 5:9, head 1's shifted by +1: head h is the columns "
+        "h*d_head:(h+1)*d_head of W_o's input, here 4:8",
+    ),
+] + [("logits with a head zeroed", answer, words) for answer, words in ATTRIBUTES_LEFT_CHANGED]
+
 WRONG += REFUSED_AFTER_A_FOURTH_PASS  # tests/test_exercises.py names each
 
 
 @pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_FOURTH_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_wrong_answer_found_by_a_fourth_learners_pass_is_named_in_every_case(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False, out
+    failures = out.splitlines()[1:]
+    hint = {"previous-token score": "of weights[..., t, t - 1])", "induction score": "+ 1])"}
+    assert not any(line.endswith(hint.get(exercise, "zeroed)")) for line in failures), out
+
+
+@pytest.mark.parametrize(
     ("answer", "words"),
-    [(answer, words) for _, answer, words in REFUSED_AFTER_A_FOURTH_PASS],
+    ATTRIBUTES_LEFT_CHANGED,
     ids=lambda value: getattr(value, "__name__", ""),
 )
 def test_a_model_left_with_an_attribute_changed_is_refused_in_every_case(
@@ -1407,3 +1469,13 @@ def test_a_changed_attribute_is_shown_by_value_or_by_type():
         _watched(changing_in_features, model, layer, head)(ids)
     with pytest.raises(Refused, match=r"model.config \(one GPTConfig before, another after\)"):
         _watched(changing_the_config, model, layer, head)(ids)
+
+
+def previous_squared(weights):
+    return previous_token_score(weights) ** 2  # not a weighted sum of the weights
+
+
+def test_where_a_score_reads_is_told_only_of_a_weighted_sum_of_the_weights(run_checker):
+    verdict, out = run_checker(check_previous_token_score, previous_squared)
+    assert verdict is False and "it reads" not in out, out
+    assert out.count("(the mean over the queries t = 1..n-1 of weights[..., t, t - 1])") > 0, out

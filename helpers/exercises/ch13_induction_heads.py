@@ -13,6 +13,7 @@ exercise's function in helpers.induction.
 """
 
 import copy
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -84,6 +85,90 @@ LEADING_DIMS = (
 KEY_AFTER = (
     "the induction head's key is t - length + 1, the token that followed the earlier occurrence"
 )
+
+
+def _coefficients(value: torch.Tensor, weights: torch.Tensor, index: tuple) -> dict | None:
+    """{(query, key): factor} for a score value computed from weights: the entries of the
+    (n, n) matrix weights[index] its gradient reaches; None where the value is not that
+    weighted sum of them (or no gradient reaches them)."""
+    try:
+        (gradient,) = torch.autograd.grad(value, weights, allow_unused=True)
+    except RuntimeError:
+        return None
+    if gradient is None:
+        return None
+    factors, matrix = gradient[index].double(), weights.detach()[index].double()
+    if abs((factors * matrix).sum().item() - value.double().item()) > 1e-6:
+        return None
+    return {(t, k): factors[t, k].item() for t, k in factors.nonzero().tolist()}
+
+
+def _listed(entries: dict) -> str:
+    """(4, 5), (5, 6), each times 0.25: the entries and what each is multiplied by."""
+    if len({round(factor, 12) for factor in entries.values()}) == 1:
+        pairs = ", ".join(f"({t}, {k})" for t, k in sorted(entries))
+        return f"{pairs}, each times {next(iter(entries.values())):.4g}"
+    return ", ".join(f"({t}, {k}) times {entries[t, k]:.4g}" for t, k in sorted(entries))
+
+
+def _seen(learner: Callable) -> tuple[Callable, dict]:
+    """learner, and a dict that holds the weights it was given and what it returned."""
+    seen = {}
+
+    def call(weights, *rest):
+        seen["weights"], seen["got"] = weights, None
+        seen["got"] = learner(weights, *rest)
+        return seen["got"]
+
+    return call, seen
+
+
+def _what_it_reads(seen: dict, reference: Callable, weights: torch.Tensor, rule: str):
+    """Where the learner's score reads the weights, beside where the score does, in the first
+    (n, n) matrix it gets wrong: the entries its gradient reaches and by what factor. None where
+    its answer is no weighted sum of the weights, or one of more than 12 of them."""
+    given, got = seen.get("weights"), seen.get("got")
+    expected = reference(weights)
+    if not (isinstance(got, torch.Tensor) and got.requires_grad and got.shape == expected.shape):
+        return None
+    error = (got.detach().double() - expected.double()).abs()
+    if not error.numel() or error.max() <= 1e-6:
+        return None
+    index = tuple(torch.nonzero(error == error.max())[0].tolist())  # where the report points
+    mine = _coefficients(got[index], given, index)
+    if not mine or len(mine) > 12:
+        return None
+    leaf = weights.detach().clone().requires_grad_()
+    theirs = _coefficients(reference(leaf)[index], leaf, index)
+    keys = {query: key for query, key in theirs}
+    shifts = Counter(key - keys[query] for query, key in mine if query in keys)
+    step, count = shifts.most_common(1)[0] if shifts else (0, 0)
+    shifted = ""
+    if step and 2 * count >= len(keys):
+        most = "its keys lie" if count == len(mine) == len(keys) else "most of its keys lie"
+        side = "after" if step > 0 else "before"
+        shifted = f"; {most} {abs(step)} {side} those, an offset off by {abs(step)}"
+    where = f"the matrix weights[{', '.join(map(str, index))}]" if index else "the weights"
+    return (
+        f"it reads {where} at (query, key) = {_listed(mine)}, where the score reads "
+        f"{_listed(theirs)}: {rule}{shifted}"
+    )
+
+
+def _name_what_it_reads(failures: list, hint: str, seen: dict, reference: Callable, weights, rule):
+    """Replace the general hint of a value failure that no mistake named by where the answer
+    reads the weights, where that can be told."""
+    if failures and failures[-1].endswith(f" ({hint})"):
+        reading = _what_it_reads(seen, reference, weights, rule)
+        if reading is not None:
+            failures[-1] = f"{failures[-1][: -len(hint) - 3]} ({reading})"
+
+
+PREVIOUS_HINT = "the mean over the queries t = 1..n-1 of weights[..., t, t - 1]"
+INDUCTION_HINT = (
+    "the mean over the queries t = length..2*length-1 of weights[..., t, t - length + 1]"
+)
+
 # 1. The previous-token score
 
 
@@ -124,6 +209,11 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
         LEADING_DIMS: below.mean(),
         **lower_precision_mistakes(lambda w: _stripe(w, -1).mean(-1), weights, "weights"),
     }
+    mistakes[
+        "counts query 0 as if its previous token were key 0 (weights[..., 0, 0], or key t - 1 "
+        "clamped at 0) and divides by n: query 0 has no previous token, so average over the "
+        "n - 1 queries t = 1..n-1 alone"
+    ] = (diagonal[..., 0] + below.sum(-1)) / n
     if n > 2:
         mistakes[
             "divides by n - 2: the queries t = 1..n-1 are n - 1 of them, so the mean divides "
@@ -145,7 +235,8 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     helpers.induction.previous_token_score (refused by name). Each call returns within
     ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and global
     module hooks as they were."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_score)
+    failures, passed = [], 0
+    answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
         passed += run_case(
             name,
@@ -154,10 +245,18 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             previous_token_score,
             failures,
             1e-6,
-            "the mean over the queries t = 1..n-1 of weights[..., t, t - 1]",
+            PREVIOUS_HINT,
             wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
             forbidden={"helpers.induction.previous_token_score": previous_token_score},
             names=("weights",),
+        )
+        _name_what_it_reads(
+            failures,
+            PREVIOUS_HINT,
+            seen,
+            previous_token_score,
+            weights,
+            "query t reads key t - 1, for the n - 1 queries t = 1..n-1",
         )
     return report(failures, passed)
 
@@ -241,7 +340,8 @@ def check_induction_score(learner_score: Callable) -> bool:
     changes no value). Without calling helpers.induction.induction_score (refused by name).
     Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode,
     default dtype and global module hooks as they were."""
-    failures, passed, answers = [], 0, TimedAnswers(learner_score)
+    failures, passed = [], 0
+    answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights, length in induction_cases():
 
         def learner(w, length=length):
@@ -257,10 +357,19 @@ def check_induction_score(learner_score: Callable) -> bool:
             reference,
             failures,
             1e-6,
-            "the mean over the queries t = length..2*length-1 of weights[..., t, t - length + 1]",
+            INDUCTION_HINT,
             wrong_only(_induction_mistakes(weights, length), induction_score(weights, length)),
             forbidden={"helpers.induction.induction_score": induction_score},
             names=("weights",),
+        )
+        _name_what_it_reads(
+            failures,
+            INDUCTION_HINT,
+            seen,
+            reference,
+            weights,
+            f"query t of the copy, t = length..2*length-1 ({length}..{2 * length - 1} here), reads "
+            f"key t - length + 1, the token after the earlier occurrence of its own",
         )
     return report(failures, passed)
 
@@ -451,6 +560,13 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
                     f"{layer}: the layer is model.blocks[layer]"
                 )
             mistakes[diagnosis] = logits_with_heads_zeroed(model, ids, [(other_layer, other)])
+    for shift in (1, -1) if head else (1,):
+        shifted = slice(head * d_head + shift, (head + 1) * d_head + shift)
+        mistakes[
+            f"zeroes the columns {shifted.start}:{min(shifted.stop, config.d_model)}, head "
+            f"{head}'s shifted by {shift:+d}: head h is the columns h*d_head:(h+1)*d_head of "
+            f"W_o's input, here {columns}"
+        ] = _with_columns_zeroed(model, ids, layer, shifted)
     for width in range(1, config.d_model // (head + 1) + 1):  # blocks inside W_o's input
         if width != d_head and (head, width) != (0, config.d_model):  # (not the whole layer)
             block = f"{head * width}:{(head + 1) * width}"
