@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from helpers.decoder_only import loss_targets
 from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
 from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
-from helpers.exercises.ch12_decoder_only import EXACT, top_p_cases
+from helpers.exercises.ch12_decoder_only import EXACT, answer_loss_cases, top_p_cases
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from solutions.ch12_decoder_only import answer_loss, prefix_lm_mask, top_p_filter
@@ -850,14 +850,24 @@ def test_a_third_pass_mistake_is_not_named_as_another(exercise, answer, not_said
     assert verdict is False and not_said not in out, out
 
 
-def test_the_softmax_over_the_batch_is_named_in_every_case_it_fails():
+def test_the_softmax_over_the_batch_is_named_in_every_case_of_several_rows_it_fails():
     """It was named "the cumulative sum is over the sorted logits" where the two coincide: now
-    both are named there, and the batch axis everywhere."""
+    both are named there, and the batch axis in every case of more than one row. In a batch of
+    one every probability over the batch axis is 1, and the tokens kept are those the sort puts
+    first: nothing tells the mistake there, so it is not named."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         check_top_p_filter(top_p_with_the_softmax_over_the_batch)
     failures = out.getvalue().splitlines()[1:]
-    assert failures and all("over the batch axis (dim 0)" in line for line in failures), failures
+    rows = {name: logits.shape[0] for name, logits, _ in top_p_cases()}
+    several = [line for line in failures if rows[_case_of(line)] > 1]
+    assert several and all("over the batch axis (dim 0)" in line for line in several), failures
+    assert not any("batch axis" in line for line in failures if rows[_case_of(line)] == 1)
+
+
+def _case_of(failure: str) -> str:
+    """The name of the top-p case a failure line of the report is about."""
+    return next(name for name, _, _ in top_p_cases() if failure.startswith(f"  - {name}: "))
 
 
 def test_the_hint_toward_the_running_sum_says_what_holds_at_top_p_1(run_checker):
@@ -930,3 +940,143 @@ def test_the_top_p_prompt_and_docstrings_state_what_the_cases_hold():
         assert "1000" in text and "100" in text and "underflows to 0" in text
         assert "dtype" in text and "top_p = 1" in text
     assert "without gradients" in your_turn and "without requires_grad" in checker
+
+
+# Regressions from a fourth learner's pass: hints that do not apply to the answer's output
+# ("or nothing is cut" for an answer that keeps every tie, the softmax over the batch axis in a
+# batch of one), and three mistakes of the loss that got the general hint
+
+
+def top_p_keeping_every_token_at_least_as_likely_as_the_last(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probs = logits.softmax(-1)
+    sorted_p, _ = probs.sort(-1, descending=True)
+    k = ((sorted_p.cumsum(-1) - sorted_p) < top_p).sum(-1, keepdim=True)
+    threshold = sorted_p.gather(-1, k - 1)
+    return logits.masked_fill(probs < threshold, NEG_INF)  # BUG: every tie of the last stays
+
+
+def top_p_applying_the_sorted_mask_unsorted(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probs, order = logits.softmax(-1).sort(-1, descending=True)
+    keep_sorted = probs.cumsum(-1) - probs < top_p
+    return logits.masked_fill(~keep_sorted, NEG_INF)  # BUG: never scattered back by order
+
+
+def top_p_one_short_as_the_notebook_writes_it(logits, top_p):
+    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) < top_p  # stops before reaching top_p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+OTHER_TOP_P_HINTS = {  # words of each hint that names another mistake
+    "nothing is cut",
+    "the dropped tokens are 0",
+    "the cumulative sum is over the sorted logits",
+    "batch axis",
+    "one too many",
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "its_own"),
+    [
+        (top_p_keeping_every_token_at_least_as_likely_as_the_last, {"keeps every token tied"}),
+        (
+            top_p_keeping_while_the_mass_before_is_at_most_top_p,
+            {"one too many", "at top_p = 1, where every token stays"},
+        ),
+        (
+            top_p_applying_the_sorted_mask_unsorted,
+            {"instead of the more likely token", "of its tokens, the nucleus holds"},
+        ),
+        (
+            top_p_one_short_as_the_notebook_writes_it,
+            {"one token short", "the most likely token is dropped", "keeps no token"},
+        ),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_top_p_answer_is_told_its_own_mistake_in_every_case_and_no_other(
+    answer, its_own, run_checker
+):
+    """An answer that keeps every tie (or one more token at an exact boundary) was told "or the
+    dropped tokens are 0; or nothing is cut" on rows of tied zeros, where those coincide with it;
+    the notebook's one-short answer and one that forgets to unsort were told of the softmax over
+    the batch axis on rows where every probability ties."""
+    verdict, out = run_checker(check_top_p_filter, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert any(words in line for words in its_own), line
+        assert not any(words in line for words in OTHER_TOP_P_HINTS - its_own), line
+
+
+def test_the_exact_boundary_cases_tell_every_tie_kept_from_nothing_cut():
+    """In each, an answer that keeps every tied token still cuts a token far below them."""
+    for name, logits, top_p in top_p_cases():
+        if name.startswith(EXACT):
+            ties = top_p_keeping_every_token_at_least_as_likely_as_the_last(logits, top_p)
+            assert (ties == NEG_INF).any(-1).all(), name
+            assert (
+                (ties > NEG_INF).sum(-1) > (top_p_filter(logits, top_p) > NEG_INF).sum(-1)
+            ).all()
+
+
+def answer_loss_with_nll_on_the_logits(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    scored = targets != 0
+    return F.nll_loss(logits[scored], targets[scored])  # BUG: nll_loss wants log-probabilities
+
+
+def answer_loss_from_the_first_rows_separator(logits, sequences, separator_id):
+    sep = int((sequences[0] == separator_id).nonzero()[0])  # BUG: row 0's, for every row
+    return F.cross_entropy(
+        logits[:, sep:].flatten(0, 1), sequences[:, sep + 1 :].flatten(), ignore_index=0
+    )
+
+
+def answer_loss_with_a_small_gradient_everywhere(logits, sequences, separator_id):
+    leak = logits.sum() * 1e-3  # BUG: adds 0 to the value, 1e-3 to every logit's gradient
+    return answer_loss(logits, sequences, separator_id) + leak - leak.detach()
+
+
+def answer_loss_with_a_gradient_on_the_unscored_positions(logits, sequences, separator_id):
+    scored = _targets_after(sequences, separator_id) != 0
+    other = logits[~scored]  # BUG: the English's and the pads' logits get a gradient of 1
+    return answer_loss(logits, sequences, separator_id) + (other - other.detach()).sum()
+
+
+UNSCORED = "position 0 of row 0, whose target is a token of the English and is not scored, receives"
+REFUSED_AFTER_A_FOURTH_PASS = [
+    (
+        "answer loss",
+        answer_loss_with_nll_on_the_logits,
+        "F.nll_loss is given the raw logits: it takes log-probabilities",
+    ),
+    (
+        "answer loss",
+        answer_loss_from_the_first_rows_separator,
+        "every row uses the first row's <sep> position",
+    ),
+    ("answer loss", answer_loss_with_a_small_gradient_everywhere, UNSCORED),
+    ("answer loss", answer_loss_with_a_gradient_on_the_unscored_positions, UNSCORED),
+    ("answer loss", answer_loss_with_a_gradient_everywhere, UNSCORED),
+]
+
+WRONG += REFUSED_AFTER_A_FOURTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [(answer, words) for _, answer, words in REFUSED_AFTER_A_FOURTH_PASS],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_loss_mistake_of_a_fourth_pass_is_named_in_every_case(answer, words, run_checker):
+    verdict, out = run_checker(check_answer_loss, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(answer_loss_cases()), out
+    assert all(words in line for line in failures), out

@@ -90,14 +90,17 @@ def _kept_by_order(
 
 
 EXACT = "exact boundary"  # in the names of the cases where the nucleus reaches top_p exactly
+FAR_BELOW = " and one far below them per row (logit -300 or -200)"
 
 
 def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     """(name, logits (B, V), top_p) for every case the checker runs. In the exact-boundary
-    cases, uniform rows of 2, 4 or 8 tokens, every cumulative probability is a multiple of 1/8
-    and exact in any precision, so a nucleus reaches top_p exactly; in the others none lies
-    within 1e-3 of top_p. Either way float32 and float64 answers keep the same tokens, except
-    at top_p = 1, where every token stays however its probability rounds."""
+    cases, rows of 4 or 8 tied tokens and one far below them (probability e^-200 / size or
+    less, 0 in float32, too small to change a sum of the others in float64), every cumulative
+    probability is a multiple of 1/8 and exact in any precision, so a nucleus reaches top_p
+    exactly; in the others none lies within 1e-3 of top_p. Either way float32 and float64
+    answers keep the same tokens, except at top_p = 1, where every token stays however its
+    probability rounds."""
     generator = torch.Generator().manual_seed(120)
 
     def random(*shape, dtype=torch.float32, scale=2.0):
@@ -106,8 +109,15 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     after_top_k = random(3, 9)
     after_top_k[after_top_k < after_top_k.topk(5, dim=-1).values[:, -1:]] = NEG_INF
     dominant = torch.zeros(2, 6)
-    zeros = torch.zeros  # a uniform row: equal logits
     dominant[0, 2], dominant[1, 5] = 7.0, 6.0
+
+    def tied(size):
+        """(2, 1 + size): a token far below (which an answer that keeps every tie still cuts),
+        then `size` tied ones; -300 and -200 make a softmax over the batch axis no tie."""
+        logits = torch.zeros(2, 1 + size)
+        logits[:, 0] = torch.tensor([-300.0, -200.0])
+        return logits
+
     cases = [
         ("B = 4 rows, V = 10, top_p = 0.7", random(4, 10), 0.7),
         ("one dominant token per row (p > 0.9), top_p = 0.5: only it stays", dominant, 0.5),
@@ -127,10 +137,10 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
         ("float64, B = 2, V = 12, top_p = 0.9", random(2, 12, dtype=torch.float64), 0.9),
         ("-inf already in the logits (after top-k = 5), top_p = 0.65", after_top_k, 0.65),
         ("B = 1, V = 5, top_p = 0.25", random(1, 5), 0.25),
-        (f"{EXACT}: uniform rows of 4 tokens, top_p = 0.5: 2 tokens reach it", zeros(2, 4), 0.5),
-        (f"{EXACT}: a uniform row of 8 tokens, top_p = 0.75: 6 reach it", zeros(1, 8), 0.75),
-        (f"{EXACT}: a uniform row of 8 tokens, top_p = 0.25: 2 reach it", zeros(1, 8), 0.25),
-        (f"{EXACT}: a uniform row of 2 tokens, top_p = 0.5: 1 reaches it", zeros(1, 2), 0.5),
+        (f"{EXACT}: 4 tied tokens{FAR_BELOW}, top_p = 0.5: 2 reach it", tied(4), 0.5),
+        (f"{EXACT}: 8 tied tokens{FAR_BELOW}, top_p = 0.75: 6 reach it", tied(8), 0.75),
+        (f"{EXACT}: 8 tied tokens{FAR_BELOW}, top_p = 0.25: 2 reach it", tied(8), 0.25),
+        (f"{EXACT}: 4 tied tokens{FAR_BELOW}, top_p = 0.25: 1 reaches it", tied(4), 0.25),
     ]
     one_in_a_thousand = torch.zeros(1, 1000)
     one_in_a_thousand[0, 3] = 30.0  # p = 1 - 9e-11, the other 999 tokens e^-30 = 9e-14 each
@@ -149,7 +159,7 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
         ),
         (
             "logits up to 100, where exp overflows float32, top_p = 0.9",
-            torch.tensor([[99.0, 100.0, 0.0], [1.0, 100.0, 99.0]]),
+            torch.tensor([[99.0, 100.0, 0.0], [98.5, 100.0, 99.0]]),  # row 1 keeps all 3
             0.9,
         ),
     ]
@@ -191,10 +201,6 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         short: _kept_only(logits, one_short),
         "the cumulative sum is over the sorted logits: sum the probabilities, "
         "softmax(logits), instead": _kept_only(logits, _kept_by_order(logits, top_p)),
-        "the softmax runs over the batch axis (dim 0), mixing the rows: each row's "
-        "probabilities are the softmax over its own tokens, softmax(dim=-1)": _kept_only(
-            logits, _kept_by_order(logits.softmax(0), top_p)
-        ),
         "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
         "order): the way back is scatter(-1, order, keep)": _kept_only(
             logits, _kept_by_order(probabilities, top_p, gather=True)
@@ -211,6 +217,14 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         "as they came": probabilities.log().masked_fill(~nucleus, NEG_INF),
         "nothing is cut: every token outside the nucleus must become -inf": logits.clone(),
     }
+    over_the_batch = logits.softmax(0)
+    if not (over_the_batch == over_the_batch[:, :1]).all(-1).any():
+        # (a row whose probabilities all tie, as every row of a batch of one does, keeps the
+        # tokens the sort puts first: nothing of this mistake shows there)
+        mistakes[
+            "the softmax runs over the batch axis (dim 0), mixing the rows: each row's "
+            "probabilities are the softmax over its own tokens, softmax(dim=-1)"
+        ] = _kept_only(logits, _kept_by_order(over_the_batch, top_p))
     if not ascending.all():  # where it keeps every token, it is "nothing is cut" above
         mistakes[
             "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
@@ -578,6 +592,7 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
     answer_read = (seen[:, :-1] > 0) & (read != separator_id) & (read != PAD_ID)
     over_time = -logits.log_softmax(1).gather(-1, targets[..., None])[..., 0]  # (B, T - 1)
     chosen_probabilities = logits.softmax(-1).gather(-1, targets[..., None])[..., 0]
+    first_separator = (sequences[0] == separator_id).nonzero()[0, 0]
     mistakes = {
         "the first French token is left out: the position of <sep> itself predicts it, so "
         "score every target after <sep>, from the one read at <sep>": mean_over(
@@ -585,6 +600,13 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         ),
         "<eos> is left out: the closing <eos> is part of the answer (it teaches the model to "
         "stop), so score it too": mean_over(scored & (targets != EOS_ID)),
+        "F.nll_loss is given the raw logits: it takes log-probabilities and returns minus the "
+        "entry at the target, so apply log_softmax(-1) first (or use F.cross_entropy, which "
+        "does both)": -logits.gather(-1, targets[..., None])[..., 0][scored].mean(),
+        "every row uses the first row's <sep> position: each row's answer starts after its own "
+        "<sep>, which lies elsewhere in a row whose English has another length": mean_over(
+            (torch.arange(targets.shape[1]) >= first_separator) & (targets != PAD_ID)
+        ),
         "probabilities are used where the loss takes log-probabilities: cross-entropy is "
         "-log softmax(logits)[target] (F.nll_loss wants log_softmax, not softmax)": (
             -chosen_probabilities[scored].mean()
@@ -677,9 +699,12 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     training_loss (a call to either is refused). Each call returns within 5 s."""
     failures, passed = [], 0
     for name, logits, sequences, separator_id in answer_loss_cases():
+        seen = {}
 
-        def learner(lg, seq, separator_id=separator_id):
-            return learner_loss(lg, seq, separator_id)
+        def learner(lg, seq, separator_id=separator_id, seen=seen):
+            seen["got"] = learner_loss(lg, seq, separator_id)
+            seen["gradient"] = _gradient(seen["got"], lg)
+            return seen["got"]
 
         def reference(lg, seq, separator_id=separator_id):
             return _answer_loss(lg, seq, separator_id)
@@ -705,4 +730,42 @@ def check_answer_loss(learner_loss: Callable) -> bool:
         )
         if len(failures) > before and failures[-1].startswith(f"{name}: shape ("):
             failures[-1] += " (one number: the mean over every scored position of the batch)"
+        if len(failures) > before and failures[-1].startswith(f"{name}: the values are right"):
+            _name_an_unscored_position(failures, seen.get("gradient"), sequences, separator_id)
     return report(failures, passed)
+
+
+def _gradient(loss: object, logits: torch.Tensor) -> torch.Tensor | None:
+    """d loss / d logits, the graph kept for the checker's own gradient check; None where there
+    is none."""
+    if not (isinstance(loss, torch.Tensor) and loss.requires_grad and loss.numel() == 1):
+        return None
+    try:
+        (gradient,) = torch.autograd.grad(loss.sum(), logits, retain_graph=True, allow_unused=True)
+    except Exception:  # a graph the learner built in any way; the checker's own check says why
+        return None
+    return gradient
+
+
+def _name_an_unscored_position(failures: list, gradient, sequences, separator_id) -> None:
+    """Add the first position the loss does not score that the gradient reaches anyway."""
+    if gradient is None:
+        return
+    scored = loss_targets(sequences, separator_id, "answer") != PAD_ID  # (B, T - 1)
+    reached = (gradient != 0).any(-1) & ~scored
+    if reached.any():
+        b, t = reached.nonzero()[0].tolist()
+        target = sequences[b, t + 1].item()
+        what = (
+            "<pad>"
+            if target == PAD_ID
+            else "<sep>"
+            if target == separator_id
+            else "a token of the English"
+        )
+        failures[-1] += (
+            f" (position {t} of row {b}, whose target is {what} and is not scored, receives "
+            f"gradient: its logits must not move the loss at all. A term that adds nothing to "
+            f"the value but is computed from them, such as s - s.detach() with s = "
+            f"logits.sum(), still passes them gradient)"
+        )
