@@ -317,7 +317,7 @@ WRONG = [
     (
         "2-D sinusoidal encoding",
         sinusoidal_2d_with_the_full_width_frequencies,
-        "each half uses the frequencies of a d_model-wide encoding",
+        "each half's frequencies are 10000^(-2j/d_model), the fastest half of a d_model-wide",
     ),
     (
         "2-D sinusoidal encoding",
@@ -328,7 +328,7 @@ WRONG = [
     ("2-D sinusoidal encoding", sinusoidal_2d_as_a_grid, "returns the grid (rows, cols, d_"),
     ("2-D sinusoidal encoding", sinusoidal_2d_in_float64, "returned float64: return float32"),
     ("2-D sinusoidal encoding", sinusoidal_2d_with_the_helper, "calls helpers.vision.sinusoidal"),
-    ("attention centroid", centroid_as_x_y, "returns (x, y), the column first"),
+    ("attention centroid", centroid_as_x_y, "the two coordinates come out swapped, (column,"),
     ("attention centroid", centroid_of_the_corners, "places each patch at its top-left corner"),
     ("attention centroid", centroid_half_a_pixel_too_far, "at r*p + p/2, half a pixel too far"),
     ("attention centroid", centroid_of_the_patch_indices, "returns patch indices (r, c)"),
@@ -938,8 +938,8 @@ def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_ch
 def test_mistakes_that_coincide_in_a_case_are_named_together(run_checker):
     """On a square grid, (x, y) order and column-major patches give the same centroid."""
     _, out = run_checker(check_attention_centroid, centroid_as_x_y)
-    assert "(x, y), the column first" in out
-    assert "column first: the centroid is (row, column), the order an image is indexed in, " in out
+    assert "returned as (x, y), or patch k placed in row k % cols, column k // cols" in out
+    assert "the centroid is (row, column), the order an image is indexed in, " in out
     square = next(line for line in out.splitlines() if "6 x 6 patches" in line)
     assert "; or reads the patches in column-major order" in square, square
 
@@ -1135,3 +1135,127 @@ def test_an_answer_for_square_images_is_told_about_the_sides_not_about_view(run_
     verdict, out = run_checker(check_patchify, patchify_for_square_images)
     assert verdict is False and ".view needs memory" not in out, out
     assert "this case's images are not square (H = 4, W = 8)" in out, out
+
+
+# Regressions from a fourth learner's pass: a reshape that leaves the channels out (told the
+# images were not square), a base other than 10000 (told of a d_model-wide encoding's
+# frequencies), a patch index split the wrong way round (told it returned (x, y)), and four
+# mistakes that got the general hint
+
+
+def patchify_for_one_channel(images, patch_size):
+    B, C, H, W = images.shape
+    p = patch_size
+    x = images.reshape(B, H // p, p, W // p, p).permute(0, 1, 3, 2, 4)  # BUG: C = 1 assumed
+    return x.reshape(B, -1, p * p)
+
+
+def patchify_through_as_strided(images, patch_size):
+    B, C, H, W = images.shape
+    p = patch_size  # BUG: the strides of a contiguous buffer, whatever the images' own
+    x = images.as_strided((B, C, H // p, p, W // p, p), (C * H * W, H * W, p * W, W, p, 1))
+    return x.permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * p * p)
+
+
+def sinusoidal_2d_with_the_base_100(rows, cols, d_model):
+    half = d_model // 2
+    idx = torch.arange(rows * cols)
+    by_row = sinusoidal_encoding(rows, half, base=100.0)[idx // cols]  # BUG: base 100
+    by_col = sinusoidal_encoding(cols, half, base=100.0)[idx % cols]
+    return torch.cat([by_row, by_col], 1)
+
+
+def sinusoidal_2d_interleaved_number_by_number(rows, cols, d_model):
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half)[:, None, :].expand(rows, cols, half)
+    by_col = sinusoidal_encoding(cols, half)[None, :, :].expand(rows, cols, half)
+    return torch.stack([by_row, by_col], dim=-1).reshape(rows * cols, d_model)  # BUG: stack
+
+
+def sinusoidal_2d_a_quarter_wide_and_padded(rows, cols, d_model):
+    q = d_model // 4  # BUG: each half d_model/4 wide, then zeros
+    idx = torch.arange(rows * cols)
+    z = torch.zeros(rows * cols, q)
+    return torch.cat(
+        [sinusoidal_encoding(rows, q)[idx // cols], z, sinusoidal_encoding(cols, q)[idx % cols], z],
+        1,
+    )
+
+
+def centroid_with_the_index_split_the_wrong_way(weights, grid_size, p):
+    rows, cols = grid_size
+    idx = torch.arange(rows * cols)
+    r, c = idx % cols, idx // cols  # BUG: the row is k // cols
+    centres = torch.stack([r * p + (p - 1) / 2, c * p + (p - 1) / 2], -1).to(weights.dtype)
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_over_the_first_axis_too(weights, grid_size, p):
+    centres = _centres(grid_size, p, weights.dtype)
+    return weights @ centres / weights.sum(0, keepdim=True).sum(-1, keepdim=True)  # BUG: sum(0)
+
+
+CHANNELS_LEFT_OUT = "C = {} times as many: a reshape to (B, H/p, p, W/p, p) leaves the channel"
+REFUSED_AFTER_A_FOURTH_PASS = [
+    ("patchify", patchify_for_one_channel, CHANNELS_LEFT_OUT.format(3)),
+    ("patchify", patchify_for_one_channel, CHANNELS_LEFT_OUT.format(2)),  # square images too
+    (
+        "patchify",
+        patchify_through_as_strided,
+        "reads the images' memory as if it were laid out (B, C, H, W), in order",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_with_the_base_100,
+        "the same numbers as those of the base 100 at width d_model/2",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_interleaved_number_by_number,
+        "the row's and the column's encodings are interleaved number by number",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_a_quarter_wide_and_padded,
+        "each half is an encoding of width d_model/4 padded with zeros",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_a_quarter_wide_and_padded,
+        "d_model // 4 = 3 is odd here, and no width for an encoding",
+    ),
+    (
+        "attention centroid",
+        centroid_with_the_index_split_the_wrong_way,
+        "or patch k placed in row k % cols, column k // cols (its index split the wrong way",
+    ),
+    (
+        "attention centroid",
+        centroid_over_the_first_axis_too,
+        "divides by weights.sum(0).sum(-1), a total over the first axis as well as the patches",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_FOURTH_PASS  # tests/test_exercises.py names each
+
+GENERAL_HINTS = {
+    "patchify": "flattened)",
+    "2-D sinusoidal encoding": "for patch r * cols + c)",
+    "attention centroid": "over the total weight)",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    sorted({(exercise, answer) for exercise, answer, _ in REFUSED_AFTER_A_FOURTH_PASS}, key=str),
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_fourth_pass_mistake_gets_no_general_hint_and_no_other_diagnosis(
+    exercise, answer, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    assert not any(line.endswith(GENERAL_HINTS[exercise]) for line in failures), out
+    for wrong in ("images are not square", "each half uses the frequencies", "returns (x, y)"):
+        assert wrong not in out, out

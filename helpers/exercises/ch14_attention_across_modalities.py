@@ -8,6 +8,8 @@
    weighted mean of the patches' centres.
 """
 
+import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -141,6 +143,15 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "leaves out the last column of patches: a loop over range(0, W - p, p) stops one "
             "patch short; range(0, W, p) reaches the last one"
         ] = by_cell[:, :, :-1].reshape(batch, rows * (cols - 1), -1)
+    if not images.is_contiguous():
+        as_if_contiguous = images.detach().as_strided(images.shape, _contiguous_strides(images))
+        mistakes[
+            "reads the images' memory as if it were laid out (B, C, H, W), in order (as_strided "
+            "with strides computed from the shape, or a view of the storage): this case's "
+            "images are a channels-last view, stored (B, H, W, C), so the numbers land in the "
+            "wrong places; work through the tensor's own indexing (reshape and permute follow "
+            "its strides), or call .contiguous() first"
+        ] = patchify(as_if_contiguous, p)
     if channels > 1:
         one_channel = images.reshape(batch, channels, rows, p, cols, p)[:, :1]
         mistakes[
@@ -153,6 +164,37 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "channel"
         ] = averaged.permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, p * p)
     return named_together(mistakes)
+
+
+def _contiguous_strides(tensor: torch.Tensor) -> tuple[int, ...]:
+    """The strides a contiguous tensor of this shape has."""
+    strides, step = [], 1
+    for size in reversed(tensor.shape):
+        strides.insert(0, step)
+        step *= size
+    return tuple(strides)
+
+
+def _name_the_reshape(failures: list, name: str, images: torch.Tensor) -> None:
+    """Add what a reshape that raised assumed, read from the shape in torch's error: one channel,
+    or a square image."""
+    found = re.search(r"shape '\[([\d, ]+)\]' is invalid for input of size", failures[-1])
+    if not failures[-1].startswith(f"{name}: your function raised") or found is None:
+        return
+    asked = math.prod(int(size) for size in found.group(1).split(","))
+    batch, channels, height, width = images.shape
+    if channels > 1 and asked * channels == images.numel():
+        failures[-1] += (
+            f"; the shape asked for holds {asked} numbers, B*H*W, and the images "
+            f"{images.numel()}, C = {channels} times as many: a reshape to (B, H/p, p, W/p, p) "
+            f"leaves the channel axis out, as if C were 1; reshape to (B, C, H/p, p, W/p, p), "
+            f"and keep all C channels in each patch"
+        )
+    elif height != width and asked in (batch * channels * height**2, batch * channels * width**2):
+        failures[-1] += (
+            f"; this case's images are not square (H = {height}, W = {width}): split H into "
+            f"H/p rows and W into W/p columns of patches, each from its own side"
+        )
 
 
 @exercise_checker
@@ -188,16 +230,8 @@ def check_patchify(learner_patchify: Callable) -> bool:
             ".view needs memory laid out in order, which a permuted or channels-last tensor "
             "is not: .reshape copies when it must",
         )
-        height, width = images.shape[-2:]
-        if height != width:
-            _advise(
-                failures,
-                name,
-                "your function raised",
-                "invalid for input of size",
-                f"this case's images are not square (H = {height}, W = {width}): split H into "
-                "H/p rows and W into W/p columns of patches, each from its own side",
-            )
+        if failures:
+            _name_the_reshape(failures, name, images)
     return report(failures, passed)
 
 
@@ -234,15 +268,22 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
         "the row's and the column's (sin, cos) pairs are interleaved (a pair of the row, then "
         "one of the column, ...): put the row's d_model/2 numbers in the first half and the "
         "column's in the second": pairs.permute(1, 2, 3, 0, 4).reshape(n, d_model),
-        "each half uses the frequencies of a d_model-wide encoding, 10000^(-2j/d_model), and "
-        "so only the fastest half of them: each half is an encoding of width d_model/2 of its "
-        "own, sinusoidal_encoding(rows, d_model // 2)": torch.cat(
+        "each half's frequencies are 10000^(-2j/d_model), the fastest half of a d_model-wide "
+        "encoding's, and the same numbers as those of the base 100 at width d_model/2 "
+        "(sinusoidal_encoding(..., base=100.0)): each half is an encoding of width d_model/2 "
+        "with the base 10000, sinusoidal_encoding(rows, d_model // 2), its frequencies "
+        "10000^(-2j/(d_model/2))": torch.cat(
             [wide_row[..., :half], wide_col[..., :half]], -1
         ).reshape(n, d_model),
         "the patches are in column-major order (down each column first): patchify's order "
         "runs along each row of patches, patch r * cols + c": torch.cat([by_row, by_col], -1)
         .transpose(0, 1)
         .reshape(n, d_model),
+        "the row's and the column's encodings are interleaved number by number "
+        "(torch.stack([row, col], dim=-1) then a reshape): put them side by side, "
+        "torch.cat([row, col], dim=-1), the row's d_model/2 numbers first": torch.stack(
+            [by_row, by_col], -1
+        ).reshape(n, d_model),
         "each half holds its sines first, then its cosines: chapter 05's encoding interleaves "
         "them, sin then cos for each frequency (columns 0::2 the sines, 1::2 the cosines)": (
             sines_first.reshape(n, d_model)
@@ -284,6 +325,15 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
             [by_row, torch.zeros_like(by_col)], -1
         ).reshape(n, d_model),
     }
+    quarter = d_model // 4
+    if quarter % 2 == 0:
+        narrow_row, narrow_col = _halves(rows, cols, quarter)
+        padding = torch.zeros_like(narrow_row)
+        mistakes[
+            "each half is an encoding of width d_model/4 padded with zeros: each half is an "
+            "encoding of width d_model/2, sinusoidal_encoding(rows, d_model // 2), every number "
+            "of it a sine or a cosine"
+        ] = torch.cat([narrow_row, padding, narrow_col, padding], -1).reshape(n, d_model)
     return named_together(mistakes)
 
 
@@ -341,6 +391,15 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             "(float)",
             "d_model / 2 is a float: the width of each half is d_model // 2, an int",
         )
+        if (d_model // 4) % 2:
+            _advise(
+                failures,
+                case,
+                "your function raised",
+                f"d_model ({d_model // 4}) must be even",
+                f"d_model // 4 = {d_model // 4} is odd here, and no width for an encoding: each "
+                f"half is an encoding of width d_model // 2 = {d_model // 2}",
+            )
         for side, name in ((rows, "rows"), (cols, "cols")) if rows != cols else ():
             _advise(
                 failures,
@@ -424,8 +483,10 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         return (w @ points / total).to(weights.dtype)
 
     mistakes = {
-        "returns (x, y), the column first: the centroid is (row, column), the order an image "
-        "is indexed in, image[row, column]": mean_of(centres.flip(-1)),
+        "the two coordinates come out swapped, (column, row): returned as (x, y), or patch k "
+        "placed in row k % cols, column k // cols (its index split the wrong way round); the "
+        "centroid is (row, column), the order an image is indexed in, image[row, column], and "
+        "patch k lies in row k // cols, column k % cols": mean_of(centres.flip(-1)),
         "places each patch at its top-left corner (r*p, c*p): its centre lies (p - 1)/2 "
         "further on, at r*p + (p - 1)/2": mean_of(centres - (p - 1) / 2),
         "places each patch's centre at r*p + p/2, half a pixel too far: pixel i covers "
@@ -464,6 +525,12 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         .round()
         .to(weights.dtype),
     }
+    if weights.dim() > 2:  # (for two dims, that is weights.sum(), named above)
+        mistakes[
+            "divides by weights.sum(0).sum(-1), a total over the first axis as well as the "
+            "patches: each query's centroid divides by its own total, weights.sum(-1, "
+            "keepdim=True)"
+        ] = (w @ centres / w.sum(0, keepdim=True).sum(-1, keepdim=True)).to(weights.dtype)
     mistakes[
         "stacks (row, column) along the first axis: each centroid's pair belongs on the last "
         "axis, (..., 2), e.g. torch.stack([row, col], dim=-1)"
