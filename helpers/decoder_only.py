@@ -27,6 +27,7 @@ from helpers.checkpoints import (
     float_weights,
     load_checkpoint,
     load_weights,
+    savable_path,
     save_checkpoint,
 )
 from helpers.gpt import (
@@ -530,7 +531,31 @@ def train_decoder_only(
             f"log must be a function and after_epoch a function or None, got {log!r:.40} "
             f"and {after_epoch!r:.40}"
         )
+    device = check_training_device(device)
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):  # not the caller's
+        return _train(model, tokenizer, recipe, over, device, log, after_epoch)
+
+
+def check_training_device(device: object) -> torch.device:
+    """device as a torch.device, if this machine has it and torch.autocast runs on it: checked
+    before any work, so that a device that cannot train fails at once."""
     device = check_device(device)
+    if not torch.amp.is_autocast_available(device.type):
+        raise ValueError(
+            f"device {str(device)!r} cannot train: torch.autocast does not run on it; use "
+            f"'cpu' or 'cuda'"
+        )
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError, NotImplementedError) as error:
+        reason = str(error).splitlines()[0][:120]
+        raise ValueError(
+            f"device {str(device)!r} is not available on this machine ({reason}); use 'cpu'"
+        ) from None
+    return device
+
+
+def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
     from time import perf_counter
 
     from tqdm.auto import tqdm
@@ -657,14 +682,13 @@ def train_and_save(
     deadline keeps what it finished). device None: a GPU if torch sees one."""
     check_name(name, MODELS)
     check_recipe(recipe)
-    device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    path = model_path(name) if path is None else as_path(path)
+    device = check_training_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    path = savable_path(model_path(name) if path is None else path)
     check_deadline(deadline_minutes)
-    if not path.parent.is_dir():
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
     tokenizer, separator_id = load_tokenizer_with_separator()
-    torch.manual_seed(recipe.seed)
-    model = build_translator(tokenizer.get_vocab_size(), separator_id, recipe)
+    with torch.random.fork_rng(devices=[]):  # the initial weights: not the caller's numbers
+        torch.manual_seed(recipe.seed)
+        model = build_translator(tokenizer.get_vocab_size(), separator_id, recipe)
 
     def after_epoch(history: dict) -> bool:
         history["recipe"] = asdict(recipe)

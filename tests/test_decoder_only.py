@@ -1078,3 +1078,40 @@ def test_written_text_refuses_a_meta_tensor_by_name(tokenizer, separator):
     """torch said "Cannot copy out of meta tensor"."""
     with pytest.raises(ValueError, match=r"ids must be an ordinary tensor \(T,\) .* meta tensor"):
         do.written_text(tokenizer, torch.tensor([5], device="meta"), separator)
+
+
+# --- training leaves the caller's state alone and fails before its work --------------------
+
+
+def test_training_leaves_the_callers_random_numbers_alone(monkeypatch, tokenizer):
+    """train_decoder_only seeded torch's global generator and never restored it."""
+    monkeypatch.setattr(do, "load_pairs", few_pairs)
+    monkeypatch.setattr(tr, "grouped_references", lambda split: (["Go."], [["Va !"]]))
+    model = do.build_translator(8001, 8000, TINY)
+    before = torch.get_rng_state()
+    do.train_decoder_only(
+        model, tokenizer, TINY, log=lambda line: None, after_epoch=lambda history: False
+    )
+    assert torch.equal(before, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("device", ["meta", f"cuda:{torch.cuda.device_count()}"])
+def test_training_refuses_a_device_it_cannot_train_on_before_any_work(
+    monkeypatch, tokenizer, device
+):
+    """An unavailable device failed deep in model.to; meta after 18 s in torch.autocast."""
+    monkeypatch.setattr(do, "load_pairs", lambda split: pytest.fail("the data was read"))
+    model = do.build_translator(8001, 8000, TINY)
+    before = torch.get_rng_state()
+    with pytest.raises(ValueError, match=f"device '{device}' (cannot train|is not available)"):
+        do.train_decoder_only(model, tokenizer, TINY, device=device)
+    with pytest.raises(ValueError, match=f"device '{device}'"):
+        do.train_and_save("decoder-only", TINY, device=device)
+    assert torch.equal(before, torch.get_rng_state())
+
+
+def test_train_and_save_refuses_a_folder_before_it_trains(monkeypatch, tmp_path):
+    """A folder as path failed only at the first save, after an epoch of training."""
+    monkeypatch.setattr(do, "load_tokenizer_with_separator", lambda: pytest.fail("it trained"))
+    with pytest.raises(CheckpointError, match="it is a folder"):
+        do.train_and_save("decoder-only", TINY, device="cpu", path=tmp_path)
