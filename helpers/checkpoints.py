@@ -31,12 +31,14 @@ def as_path(path: object, name: str = "path") -> Path:
 
 def checksum_path(path: str | Path) -> Path:
     path = as_path(path)
+    if not path.name:
+        raise ValueError(f"path must name a file, got {validation.shown(str(path))}")
     return path.with_name(path.name + ".sha256")
 
 
 def sha256(path: str | Path) -> str:
     path = as_path(path)
-    if not path.is_file():
+    if _kind(path, "cannot checksum") != "file":
         raise FileNotFoundError(f"{path} is not a file: there is nothing to checksum")
     digest = hashlib.sha256()
     with open(path, "rb") as file:
@@ -74,6 +76,9 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
     path = savable_path(path)
     if not isinstance(contents, dict):
         raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
+    beyond = _beyond_limits(contents, "checkpoint")
+    if beyond:
+        raise CheckpointError(f"cannot save {path}: {beyond}")
     refused = _refused(contents, "checkpoint")
     if refused:
         listed = ", ".join(where for where, _ in refused[:3])
@@ -93,6 +98,30 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
         ) from None
     path.write_bytes(written.getvalue())
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+
+
+MOST_NESTING = 100  # dicts and lists inside one another: the checkpoints here nest at most 5
+LARGEST_INT = 2**63 - 1  # an int64: a checkpoint's integers are counts, sizes and seeds
+
+
+def _beyond_limits(value, where: str, depth: int = 0) -> str:
+    """What makes a nested checkpoint unreadable by the checks here: nesting deeper than
+    MOST_NESTING (they would recurse past Python's limit), or an integer beyond int64 (torch.load
+    cannot read back one of thousands of digits); "" if nothing does."""
+    if depth > MOST_NESTING:
+        return f"{where} is nested more than {MOST_NESTING} dicts or lists deep"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_INT:
+        return f"{where} is an integer beyond int64 ({validation.shown(value)}): save it as text"
+    inside = {}
+    if isinstance(value, dict):
+        inside = {f"{where}.{key}": item for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        inside = {f"{where}[{i}]": item for i, item in enumerate(value)}
+    for at, item in inside.items():
+        beyond = _beyond_limits(item, at, depth + 1)
+        if beyond:
+            return beyond
+    return ""
 
 
 def _refused(value, where: str) -> list[tuple[str, str]]:
@@ -205,6 +234,9 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     if not isinstance(contents, dict) or not set(keys) <= set(contents):
         found = sorted(contents, key=str) if isinstance(contents, dict) else type(contents).__name__
         raise CheckpointError(f"{path} should hold {list(keys)}, found {found}; {fix}")
+    beyond = _beyond_limits(contents, "checkpoint")
+    if beyond:
+        raise CheckpointError(f"{path} cannot be loaded: {beyond}; {fix}")
     refused = _refused(contents, "checkpoint")
     if refused:
         listed = "; ".join(f"{where} {what}" for where, what in refused[:3])
@@ -244,6 +276,11 @@ def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
 def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> None:
     """model.load_state_dict(weights), after naming any weight that is missing, unexpected or
     of the wrong shape for the model the config built."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(weights, dict):
+        raise TypeError(f"weights must be a dict of tensors, got {type(weights).__name__}")
+    as_path(path)
     named_otherwise = [key for key in weights if not isinstance(key, str)]
     if named_otherwise:
         key = named_otherwise[0]

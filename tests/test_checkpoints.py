@@ -343,3 +343,42 @@ def test_a_weight_that_is_not_a_tensor_is_named():
     weights = {"weight": [[0, 0], [0, 0]], "bias": torch.zeros(2)}
     with pytest.raises(CheckpointError, match=r"p: its weight weight should be a tensor, .*list"):
         load_weights(torch.nn.Linear(2, 2), weights, "p")
+
+
+@pytest.mark.parametrize(
+    ("model", "weights", "path", "words"),
+    [
+        (None, {"w": torch.ones(1)}, "p", "model must be a torch.nn.Module, got NoneType"),
+        (torch.nn.Linear(1, 1), None, "p", "weights must be a dict of tensors, got NoneType"),
+        (torch.nn.Linear(1, 1), {"w": torch.ones(1)}, None, "path must be a file path"),
+    ],
+    ids=["model", "weights", "path"],
+)
+def test_load_weights_names_an_argument_of_the_wrong_kind(model, weights, path, words):
+    with pytest.raises(TypeError, match=words):
+        load_weights(model, weights, path)
+
+
+def test_contents_nested_too_deep_are_named_not_a_recursion_error(tmp_path):
+    deep = {}
+    for _ in range(1000):
+        deep = {"a": deep}
+    with pytest.raises(CheckpointError, match="nested more than 100 dicts or lists deep"):
+        save_checkpoint(tmp_path / "x.pt", deep)
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_an_integer_torch_cannot_read_back_is_named(tmp_path):
+    with pytest.raises(CheckpointError, match=r"checkpoint\.a is an integer beyond int64"):
+        save_checkpoint(tmp_path / "x.pt", {"a": 10**5000})
+    with pytest.raises(CheckpointError, match=r"checkpoint\.b\[0\] is an integer beyond int64"):
+        save_checkpoint(tmp_path / "x.pt", {"b": [2**63]})
+    save_checkpoint(tmp_path / "x.pt", {"a": 2**63 - 1, "b": -(2**63) + 1})
+    assert load_checkpoint(tmp_path / "x.pt", ("a",), "make x")["a"] == 2**63 - 1
+
+
+def test_checksumming_a_name_too_long_or_empty_is_named(tmp_path):
+    with pytest.raises(CheckpointError, match="cannot checksum .*File name too long"):
+        sha256(tmp_path / ("a" * 5000))
+    with pytest.raises(ValueError, match="path must name a file, got '.'"):
+        checksum_path("")
