@@ -76,7 +76,7 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
     path = savable_path(path)
     if not isinstance(contents, dict):
         raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
-    beyond = _beyond_limits(contents, "checkpoint")
+    beyond = _beyond_limits(contents, "checkpoint", LARGEST_INT)
     if beyond:
         raise CheckpointError(f"cannot save {path}: {beyond}")
     refused = _refused(contents, "checkpoint")
@@ -104,13 +104,13 @@ MOST_NESTING = 100  # dicts and lists inside one another: the checkpoints here n
 LARGEST_INT = 2**63 - 1  # an int64: a checkpoint's integers are counts, sizes and seeds
 
 
-def _beyond_limits(value, where: str, depth: int = 0) -> str:
-    """What makes a nested checkpoint unreadable by the checks here: nesting deeper than
-    MOST_NESTING (they would recurse past Python's limit), or an integer beyond int64 (torch.load
-    cannot read back one of thousands of digits); "" if nothing does."""
+def _beyond_limits(value, where: str, largest_int: float = math.inf, depth: int = 0) -> str:
+    """What makes a nested checkpoint unreadable: nesting deeper than MOST_NESTING (the checks
+    here would recurse past Python's limit), or an integer beyond largest_int (save_checkpoint
+    passes LARGEST_INT: torch.load cannot read back one of thousands of digits); "" if none."""
     if depth > MOST_NESTING:
         return f"{where} is nested more than {MOST_NESTING} dicts or lists deep"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_INT:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > largest_int:
         return f"{where} is an integer beyond int64 ({validation.shown(value)}): save it as text"
     inside = {}
     if isinstance(value, dict):
@@ -118,7 +118,7 @@ def _beyond_limits(value, where: str, depth: int = 0) -> str:
     if isinstance(value, list | tuple):
         inside = {f"{where}[{i}]": item for i, item in enumerate(value)}
     for at, item in inside.items():
-        beyond = _beyond_limits(item, at, depth + 1)
+        beyond = _beyond_limits(item, at, largest_int, depth + 1)
         if beyond:
             return beyond
     return ""
