@@ -278,32 +278,53 @@ class _TakesOnlyWhatItShows:
     def _validate_value(self, proposal):
         value = proposal.value
         low, high = getattr(self, "min", None), getattr(self, "max", None)
-        inside = low is None or low <= value <= high
-        if isinstance(value, bool) or not inside:
-            ends = "" if low is None else f" from {low} to {high}"
-            raise TraitError(f"{self.description} must be a whole number{ends}; got {shown(value)}")
+        if isinstance(value, bool) or not (low is None or low <= value <= high):
+            self.refuse(value)
         return value
+
+    def refuse(self, value):
+        low, high = getattr(self, "min", None), getattr(self, "max", None)
+        ends = "" if low is None else f" from {low} to {high}"
+        raise TraitError(f"{self.description} must be a whole number{ends}; got {shown(value)}")
+
+
+class _WholeNumber(Int):
+    """An int, anything else refused by the control's own message (traitlets' names the widget
+    class, "The 'value' trait of an IntSlider instance", not the control)."""
+
+    def validate(self, obj, value):
+        try:
+            return super().validate(obj, value)
+        except TraitError:
+            obj.refuse(value)
 
 
 class IntSlider(_TakesOnlyWhatItShows, widgets.IntSlider):
     """ipywidgets' IntSlider, refusing a value it would cast or clamp."""
 
-    value = Int(0, help="Int value").tag(sync=True)
+    value = _WholeNumber(0, help="Int value").tag(sync=True)
 
 
 class IntText(_TakesOnlyWhatItShows, widgets.IntText):
     """ipywidgets' IntText, refusing a value it would cast."""
 
-    value = Int(0, help="Int value").tag(sync=True)
+    value = _WholeNumber(0, help="Int value").tag(sync=True)
 
 
 class _RealNumber(Float):
-    """A float, or an int taken as one; not a bool (traitlets' Float takes True as 1.0)."""
+    """A float, or an int taken as one; not a bool (traitlets' Float takes True as 1.0), nor an
+    int too large for a float; refused by the control's name (traitlets' message names the
+    widget class, and an int of thousands of digits raised OverflowError)."""
 
     def validate(self, obj, value):
-        if isinstance(value, bool):
-            self.error(obj, value)
-        return super().validate(obj, value)
+        try:
+            if not isinstance(value, bool):
+                return super().validate(obj, value)
+        except (TraitError, OverflowError):
+            pass
+        raise TraitError(
+            f"{obj.description} must be a number a float can hold; got {shown(value)}"
+        ) from None
 
 
 class FloatSlider(widgets.FloatSlider):
