@@ -1485,6 +1485,17 @@ def test_a_number_set_from_code_is_refused_rather_than_cast_or_clamped(
     assert control.value == before and type(control.value) is type(before)
 
 
+@pytest.mark.parametrize("wrong", [1.5, None, 5, True], ids=repr)
+def test_a_text_control_set_from_code_to_something_else_names_the_control(wrong):
+    """traitlets' message named the widget class: "The 'value' trait of a Text instance"."""
+    from traitlets import TraitError
+
+    control = helpers.widgets.base.Text(value="3 1 4", description="layout")
+    with pytest.raises(TraitError, match=r"^layout must be text \(a str\); got "):
+        control.value = wrong
+    assert control.value == "3 1 4"
+
+
 def test_every_explorer_builds_its_number_controls_from_helpers_widgets_base():
     for path in Path(helpers.widgets.__file__).parent.glob("ch*.py"):
         built = re.findall(

@@ -12,7 +12,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from traitlets import Any, Float, Int, TraitError, validate
+from traitlets import Any, Float, Int, TraitError, Unicode, validate
 
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.validation import shown
@@ -25,6 +25,7 @@ __all__ = [
     "IntSlider",
     "IntText",
     "SelectionSlider",
+    "Text",
     "ToggleButtons",
     "one_torch_thread",
 ]
@@ -339,3 +340,22 @@ class FloatLogSlider(widgets.FloatLogSlider):
     as the slider shows)."""
 
     value = _RealNumber(1.0, help="Float value").tag(sync=True)
+
+
+class _Words(Unicode):
+    """Text; anything else refused by the control's name (traitlets' message names the widget
+    class, "The 'value' trait of a Text instance", not the control)."""
+
+    def validate(self, obj, value):
+        try:
+            return super().validate(obj, value)
+        except TraitError:
+            raise TraitError(
+                f"{obj.description} must be text (a str); got {shown(value)}"
+            ) from None
+
+
+class Text(widgets.Text):
+    """ipywidgets' Text, whose error names the control."""
+
+    value = _Words(help="String value").tag(sync=True)
