@@ -36,6 +36,7 @@ from helpers.gpt import (
     GPTConfig,
     ReadPrompt,
     check_forward_size,
+    check_room,
     check_tensor,
     generate,
     shown_count,
@@ -755,6 +756,7 @@ def sample_texts(
         raise ValueError(f"prompt must be one row (1, P), got {tuple(prompt.shape)}")
     samples = validation.whole_number(samples, "samples")
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
+    check_room(model.config, prompt.shape[1], max_new_tokens)
     longest = prompt.shape[1] + max_new_tokens
     check_forward_size(model.config, samples, prompt.shape[1], longest, "samples")
     generator = torch.Generator(prompt.device).manual_seed(validation.seed(seed))

@@ -22,7 +22,10 @@ from helpers.masks import causal_mask
 from helpers.transformer import PositionWiseFFN, Residual
 
 LARGEST_MODEL = 2**30  # parameters (4 GiB of float32); this series' largest GPT has 7.6 M
-LARGEST_TENSOR = 2**31  # numbers in one tensor of a forward pass (8 GiB of float32)
+LARGEST_TENSOR = 2**31  # numbers in one tensor a helper builds outside a forward pass (8 GiB)
+# numbers in a forward pass's largest tensor (1 GiB of float32): the pass holds several of that
+# size at once (the attention scores and weights, the feed-forward's input and hidden layer)
+LARGEST_ACTIVATION = 2**28
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class GPTBlock(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
+        check_config(config)
         self.attention = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
         self.attention_residual = Residual(config.d_model, config.dropout, norm_first=True)
         self.ffn = None
@@ -97,9 +101,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
-        self.config = config
+        self.config = check_config(config)
         self.tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.positions = nn.Embedding(config.context_length, config.d_model)
         for table in (self.tokens, self.positions):
@@ -241,26 +243,51 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
     )
 
 
+def check_config(config: object) -> GPTConfig:
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    return config
+
+
 def check_forward_size(
     config: GPTConfig, rows: int, positions: int, keys: int, name: str = "ids"
 ) -> None:
     """Refuse, before anything is made, a forward pass of `rows` x `positions` new positions
-    that read `keys` positions each, whose largest tensor (logits, the feed-forward's hidden
-    layer or the attention weights) would hold more than LARGEST_TENSOR numbers."""
+    that read `keys` positions each (whole numbers >= 0), whose largest tensor (logits, the
+    feed-forward's hidden layer or the attention weights) would hold more than
+    LARGEST_ACTIVATION numbers."""
+    check_config(config)
+    rows = validation.whole_number(rows, "rows", minimum=0)
+    positions = validation.whole_number(positions, "positions", minimum=0)
+    keys = validation.whole_number(keys, "keys", minimum=0)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (what the caller calls the ids), got {name!r:.40}")
     widest = max(config.vocab_size, config.d_ff, config.d_model, config.num_heads * keys)
     numbers = rows * positions * widest
-    if numbers > LARGEST_TENSOR:
+    if numbers > LARGEST_ACTIVATION:
         raise ValueError(
             f"{name}: {shown_count(rows)} rows x {shown_count(positions)} positions would make a "
             f"tensor of {shown_count(numbers)} numbers (x {shown_count(widest)}: logits, "
-            f"feed-forward or attention weights), more than {LARGEST_TENSOR:,}: use fewer rows "
+            f"feed-forward or attention weights), more than 2^28 = {LARGEST_ACTIVATION:,} (1 GiB "
+            f"of float32, and a forward pass holds several such tensors at once): use fewer rows "
             f"or positions"
         )
 
 
+def check_room(config: GPTConfig, prompt_length: int, max_new_tokens: int) -> None:
+    """Refuse a prompt of prompt_length tokens and max_new_tokens new ones that together do
+    not fit in the context."""
+    if prompt_length + max_new_tokens > config.context_length:
+        raise ValueError(
+            f"{prompt_length} prompt tokens + {shown_count(max_new_tokens)} new ones do not fit "
+            f"in the context of {config.context_length}"
+        )
+
+
 def shown_count(number: int) -> str:
-    """A count as a message shows it: 1,234,567, or about 10^40 where the digits would be
-    too many to read (or, past 4,300 of them, for Python to write)."""
+    """A count (a whole number >= 0) as a message shows it: 1,234,567, or about 10^40 where
+    the digits would be too many to read (or, past 4,300 of them, for Python to write)."""
+    number = validation.whole_number(number, "number (a count to show)", minimum=0)
     return f"{number:,}" if number < 10**15 else f"about 10^{math.floor(math.log10(number))}"
 
 
@@ -408,12 +435,7 @@ def generate(
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
     model.check_ids(ids)
-    if ids.shape[1] + max_new_tokens > model.config.context_length:
-        raise ValueError(
-            f"{ids.shape[1]} prompt tokens + {shown_count(max_new_tokens)} new ones do not fit in "
-            f"the context "
-            f"of {model.config.context_length}"
-        )
+    check_room(model.config, ids.shape[1], max_new_tokens)
     temperature, top_k, top_p = _check_sampling(
         temperature, top_k, top_p, generator, model.config.vocab_size
     )

@@ -1115,3 +1115,14 @@ def test_train_and_save_refuses_a_folder_before_it_trains(monkeypatch, tmp_path)
     monkeypatch.setattr(do, "load_tokenizer_with_separator", lambda: pytest.fail("it trained"))
     with pytest.raises(CheckpointError, match="it is a folder"):
         do.train_and_save("decoder-only", TINY, device="cpu", path=tmp_path)
+
+
+@pytest.mark.parametrize("max_new_tokens", [10**6, 10**8, 10**5000], ids=["1e6", "1e8", "1e5000"])
+def test_sample_texts_names_the_context_before_the_size_of_a_pass(
+    tokenizer, separator, max_new_tokens
+):
+    """10^8 new tokens were told to use fewer rows, when they do not fit in the context."""
+    model = tiny_translator()
+    prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
+    with pytest.raises(ValueError, match="new ones do not fit in the context of 128"):
+        do.sample_texts(model, tokenizer, prompt, 2, max_new_tokens)

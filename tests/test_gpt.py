@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from helpers import gpt
 from helpers.attention import KeyValueCache
 from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities, read_prompt
 
@@ -490,8 +491,8 @@ def test_a_forward_pass_too_large_to_allocate_is_refused_by_its_size():
         model(ids)
     with pytest.raises(ValueError, match="ids: 1,000,000,000 rows x 4 positions would make"):
         generate(model, ids, 2)
-    rows = prompt(1, 1).expand(10**7, -1)  # one forward pass fits, the last step without cache not
-    with pytest.raises(ValueError, match="ids: 10,000,000 rows x 16 positions would make"):
+    rows = prompt(1, 1).expand(10**6, -1)  # one forward pass fits, the last step without cache not
+    with pytest.raises(ValueError, match="ids: 1,000,000 rows x 16 positions would make"):
         generate(model, rows, 15, use_cache=False)
     assert model(prompt(1, 4).expand(8, -1)).shape == (8, 4, CONFIG.vocab_size)
 
@@ -604,3 +605,47 @@ def test_a_reading_by_another_model_of_the_same_config_is_refused():
     model, other, ids = small_gpt(), small_gpt(), prompt(3, 4)
     with pytest.raises(ValueError, match="read is another model's reading of these ids"):
         generate(model, ids, 2, read=read_prompt(other, ids))
+
+
+# --- the size guard's own arguments, and a pass that would need gigabytes -------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ((CONFIG, -5, 10**9, 1), ValueError, "rows must be a whole number >= 0, got -5"),
+        ((CONFIG, 1.5, 4, 4), ValueError, "rows must be a whole number >= 0, got 1.5"),
+        ((CONFIG, "a", 4, 4), ValueError, "rows must be a whole number >= 0, got 'a'"),
+        ((CONFIG, None, 4, 4), ValueError, "rows must be a whole number >= 0, got None"),
+        ((CONFIG, 1, -1, 4), ValueError, "positions must be a whole number >= 0, got -1"),
+        ((CONFIG, 1, 4, 2.0), ValueError, "keys must be a whole number >= 0, got 2.0"),
+        (("x", 1, 1, 1), TypeError, "config must be a GPTConfig, got str"),
+        ((CONFIG, 1, 1, 1, 5), TypeError, "name must be a str"),
+    ],
+)
+def test_check_forward_size_names_an_argument_that_is_not_a_size(arguments, error, message):
+    """-5 rows passed (a negative count of numbers), 'x' was an AttributeError and 'a' or
+    None a TypeError from Python's arithmetic."""
+    with pytest.raises(error, match=message):
+        gpt.check_forward_size(*arguments)
+
+
+@pytest.mark.parametrize("number", [float("nan"), None, "x", -1, 2.5])
+def test_shown_count_names_what_is_not_a_count(number):
+    with pytest.raises(ValueError, match="number .* must be a whole number >= 0"):
+        gpt.shown_count(number)
+
+
+def test_a_forward_pass_whose_intermediates_need_gigabytes_is_refused():
+    """10^6 rows of 16 positions passed the per-tensor bound of 2^31 numbers, then made several
+    tensors of 2-4 GB (the attention weights, the feed-forward's hidden layer)."""
+    model = GPT(GPTConfig(50, 16, 32, 4, 2, 64))
+    ids = torch.zeros(1, 16, dtype=torch.long).expand(10**6, -1)  # a view: nothing allocated
+    with pytest.raises(ValueError, match="1,000,000 rows x 16 positions .* more than 2\\^28"):
+        model(ids)
+    assert gpt.LARGEST_ACTIVATION * 4 <= 2**30  # the limit stated: 1 GiB of float32
+
+
+def test_a_block_names_a_config_that_is_not_one():
+    with pytest.raises(TypeError, match="config must be a GPTConfig, got NoneType"):
+        gpt.GPTBlock(None)
