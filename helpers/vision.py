@@ -188,7 +188,9 @@ def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int
     if images.dim() != 4:
         raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
     patch_size = validation.whole_number(patch_size, "patch_size")
-    _check_size(images.shape[1] * patch_size**2, f"a patch of size {validation.shown(patch_size)}")
+    _check_size(  # a patch of no channels holds no numbers, but its size still must fit torch's
+        max(images.shape[1], 1) * patch_size**2, f"a patch of size {validation.shown(patch_size)}"
+    )
     height, width = images.shape[-2:]
     if height % patch_size or width % patch_size:
         raise ValueError(
@@ -360,6 +362,10 @@ def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
     if not isinstance(canvases, Canvases):
         raise TypeError(f"{name} must be Canvases (make_canvases()), got {type(canvases).__name__}")
     grid = validation.whole_number(canvases.grid, f"{name}.grid")
+    _check_size(
+        grid * grid * PIXELS * PIXELS,
+        f"a canvas of {name}.grid = {validation.shown(grid)} cells across",
+    )
     images, digits, side = canvases.images, canvases.digits, grid * PIXELS
     if not isinstance(digits, torch.Tensor) or digits.dim() != 2 or digits.shape[1] != grid**2:
         got = tuple(digits.shape) if isinstance(digits, torch.Tensor) else type(digits).__name__

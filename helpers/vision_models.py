@@ -779,7 +779,7 @@ def vit_loss(
     model: VisionTransformer, recipe: VitRecipe, digits: Digits, generator: torch.Generator
 ) -> torch.Tensor:
     """Cross-entropy on a batch of random training digits."""
-    _check_recipe(recipe, VitRecipe)
+    _check_step(model, VisionTransformer, recipe, VitRecipe, digits, generator)
     batch = torch.randint(len(digits), (recipe.batch_size,), generator=generator)
     return F.cross_entropy(model(digits.images[batch]), digits.labels[batch])
 
@@ -788,7 +788,7 @@ def finder_loss(
     model: DigitFinder, recipe: FinderRecipe, digits: Digits, generator: torch.Generator
 ) -> torch.Tensor:
     """Cross-entropy of the cell, on fresh canvases of 3 distinct training digits."""
-    _check_recipe(recipe, FinderRecipe)
+    _check_step(model, DigitFinder, recipe, FinderRecipe, digits, generator)
     canvases = make_canvases(digits, recipe.batch_size, 3, model.grid, True, generator)
     words, cells = finder_questions(canvases, generator)
     return F.cross_entropy(model(canvases.images, words), cells)
@@ -799,12 +799,28 @@ def reader_loss(
 ) -> torch.Tensor:
     """Teacher-forced cross-entropy of every written token (not the padding), on fresh canvases
     of training digits (labels may repeat)."""
-    _check_recipe(recipe, ReaderRecipe)
+    _check_step(model, CanvasReader, recipe, ReaderRecipe, digits, generator)
     span = (recipe.fewest, recipe.most)
     canvases = make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
     inputs, targets = reader_sequences(canvases)
     logits = model(canvases.images, inputs)  # (B, L, 13)
     return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD)
+
+
+def _check_step(
+    model: object, kind: type, recipe: object, recipe_kind: type, digits: object, generator: object
+) -> None:
+    """The arguments of one training step, by type only: check_model and check_digits read every
+    weight and pixel, too slow for each step of a loop (train checks what it builds once)."""
+    if not isinstance(model, kind):
+        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
+    _check_recipe(recipe, recipe_kind)
+    if not isinstance(digits, Digits):
+        raise TypeError(f"digits must be Digits (load_digits()), got {type(digits).__name__}")
+    if not len(digits):
+        raise ValueError("digits must hold at least one image: a batch cannot be drawn from none")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {validation.shown(generator)}")
 
 
 LOSSES = {VitRecipe: vit_loss, FinderRecipe: finder_loss, ReaderRecipe: reader_loss}
@@ -878,12 +894,23 @@ def _check_recipe(recipe: object, kind: type) -> Recipe:
 
 
 TEST_CANVASES = 1000  # canvases of test digits each measurement uses
+MOST_TEST_CANVASES = 10 * TEST_CANVASES  # about 2 s to build; 100,000 took 21 s
+
+
+def _test_count(count: object) -> int:
+    count = validation.whole_number(count, "count")
+    if count > MOST_TEST_CANVASES:
+        raise ValueError(
+            f"count must be at most {MOST_TEST_CANVASES:,} canvases (each is built one at a time, "
+            f"about 2 s for that many), got {validation.shown(count)}"
+        )
+    return count
 
 
 def finder_test_set(count: int = TEST_CANVASES, seed: int = 1) -> tuple:
     """(canvases, words, cells): canvases of 3 distinct TEST digits, the word asked of each and
     the cell that holds it; the same on every call."""
-    count = validation.whole_number(count, "count")
+    count = _test_count(count)
     generator = torch.Generator().manual_seed(validation.seed(seed))
     canvases = make_canvases(load_digits()[1], count, 3, GRID, True, generator)
     return (canvases, *finder_questions(canvases, generator))
@@ -894,7 +921,7 @@ def reader_test_set(
 ) -> Canvases:
     """Canvases of recipe.fewest to recipe.most TEST digits (labels may repeat); the same on
     every call."""
-    count = validation.whole_number(count, "count")
+    count = _test_count(count)
     _check_recipe(recipe, ReaderRecipe)
     generator = torch.Generator().manual_seed(validation.seed(seed))
     span = (recipe.fewest, recipe.most)

@@ -35,7 +35,9 @@ from helpers.vision_models import (
     BOS,
     CanvasReader,
     DigitFinder,
+    FinderRecipe,
     PatchEmbedding,
+    ReaderRecipe,
     VisionTransformer,
     VitRecipe,
     cell_masks,
@@ -788,3 +790,55 @@ def test_one_row_of_weights_that_does_not_sum_to_1_is_not_given_an_empty_index()
     assert "()" not in str(raised.value)
     with pytest.raises(ValueError, match=r"but row \(1,\) sums to 2"):
         validation.attention_weights(torch.full((2, 36), 1 / 36) * torch.tensor([[1.0], [2.0]]))
+
+
+def _empty_digits() -> Digits:
+    return Digits(torch.zeros(0, 1, 8, 8), torch.zeros(0, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda m: vit_loss(None, VitRecipe(), *_loss_inputs()), TypeError, "VisionTransformer"),
+        (lambda m: finder_loss(None, FinderRecipe(), *_loss_inputs()), TypeError, "DigitFinder"),
+        (lambda m: reader_loss(None, ReaderRecipe(), *_loss_inputs()), TypeError, "CanvasReader"),
+        (
+            lambda m: vit_loss(m["vit"], VitRecipe(), _empty_digits(), torch.Generator()),
+            ValueError,
+            "at least one image",
+        ),
+        (
+            lambda m: vit_loss(m["vit"], VitRecipe(), None, torch.Generator()),
+            TypeError,
+            "digits must be Digits",
+        ),
+        (
+            lambda m: vit_loss(m["vit"], VitRecipe(), load_digits()[0], "x"),
+            TypeError,
+            "generator must be a torch.Generator, got 'x'",
+        ),
+    ],
+    ids=["vit None", "finder None", "reader None", "empty digits", "digits None", "generator"],
+)
+def test_a_training_steps_arguments_are_checked_at_the_door(models, call, error, words):
+    with pytest.raises(error, match=words):
+        call(models)
+
+
+@pytest.mark.parametrize("build", [finder_test_set, reader_test_set])
+def test_a_test_set_too_slow_to_build_is_refused_at_once(build):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="count must be at most 10,000 canvases"):
+        build(vision_models.MOST_TEST_CANVASES + 1)
+    assert time.perf_counter() - start < 1
+
+
+def test_a_canvas_grid_too_large_to_print_is_named():
+    huge = Canvases(torch.zeros(1, 1, 24, 24), torch.zeros(1, 9, dtype=torch.long), 10**5000)
+    with pytest.raises(ValueError, match="canvases.grid .*an int too large to print"):
+        check_canvases(huge)
+
+
+def test_a_patch_size_too_large_is_refused_for_an_empty_image():
+    with pytest.raises(ValueError, match="a patch of size an int too large to print"):
+        patchify(torch.zeros(1, 0, 0, 0), 10**5000)
