@@ -101,17 +101,21 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
 
 
 MOST_NESTING = 100  # dicts and lists inside one another: the checkpoints here nest at most 5
-LARGEST_INT = 2**63 - 1  # an int64: a checkpoint's integers are counts, sizes and seeds
+LARGEST_INT = 2**2039 - 1  # the largest integer pickle writes in 255 bytes (its LONG1 code), the
+# most torch.load's weights-only reader reads back (614 digits)
 
 
 def _beyond_limits(value, where: str, largest_int: float = math.inf, depth: int = 0) -> str:
     """What makes a nested checkpoint unreadable: nesting deeper than MOST_NESTING (the checks
     here would recurse past Python's limit), or an integer beyond largest_int (save_checkpoint
-    passes LARGEST_INT: torch.load cannot read back one of thousands of digits); "" if none."""
+    passes LARGEST_INT: torch.load cannot read back a longer one); "" if none."""
     if depth > MOST_NESTING:
         return f"{where} is nested more than {MOST_NESTING} dicts or lists deep"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > largest_int:
-        return f"{where} is an integer beyond int64 ({validation.shown(value)}): save it as text"
+        return (
+            f"{where} is an integer of more than 614 digits ({validation.shown(value)}), which "
+            f"torch.load cannot read back: save it as text"
+        )
     inside = {}
     if isinstance(value, dict):
         inside = {f"{where}.{key}": item for key, item in value.items()}
