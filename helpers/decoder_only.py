@@ -6,6 +6,7 @@ about its number of parameters; it decodes through chapter 08's step interface, 
 09's greedy decoding, beam search and BLEU serve unchanged.
 """
 
+import math
 import numbers
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -629,12 +630,7 @@ def load_translator(
     lacking = [name for name in required if name not in config]
     if lacking:
         raise CheckpointError(f"{path}: its config lacks {', '.join(lacking)}")
-    over = history.get("loss_over") if isinstance(history, dict) else None
-    if over != MODELS[name]:
-        raise CheckpointError(
-            f"{path}: its history records a loss over {over!r}, but {name} is the model whose "
-            f"loss covered the {MODELS[name]}: is it another model's file?"
-        )
+    check_history(path, history, name)
     try:
         config = GPTConfig(**config)
     except (TypeError, ValueError) as error:
@@ -670,6 +666,67 @@ def load_translator(
         weights[TIED_COPY] = weights["tokens.weight"]
     load_weights(model, weights, path)
     return model.eval(), history
+
+
+HISTORY_KEYS = ("loss", "valid_bleu", "seconds", "device", "loss_over")  # what training writes
+
+
+def check_history(path: Path, history: object, name: str) -> None:
+    """A history as training writes it for the model `name`, or a CheckpointError naming the
+    key: one loss (>= 0) and one validation BLEU (0..100) per epoch, finite; the seconds
+    (>= 0); the device, a text; and what the loss covered, the one `name` says."""
+    if not isinstance(history, dict):
+        raise CheckpointError(
+            f"{path}: its history should be a dict, found {type(history).__name__}"
+        )
+    lacking = [key for key in HISTORY_KEYS if key not in history]
+    if lacking:
+        raise CheckpointError(f"{path}: its history lacks {', '.join(lacking)}")
+    if history["loss_over"] != MODELS[name]:
+        raise CheckpointError(
+            f"{path}: its history records a loss over {validation.shown(history['loss_over'])}, "
+            f"but {name} is the model whose loss covered the {MODELS[name]}: is it another "
+            f"model's file?"
+        )
+    epochs = history["loss"]
+    if not isinstance(epochs, list) or not epochs:
+        raise CheckpointError(
+            f"{path}: its history's loss should be a list of one number per epoch, found "
+            f"{validation.shown(epochs)}"
+        )
+    for key, high in (("loss", math.inf), ("valid_bleu", 100.0)):
+        column = history[key]
+        if not isinstance(column, list) or len(column) != len(epochs):
+            raise CheckpointError(
+                f"{path}: its history's {key} should be a list of one number per epoch "
+                f"({len(epochs)} epochs), found {validation.shown(column)}"
+            )
+        refused = [x for x in column if not _number_in(x, 0.0, high)]
+        if refused:
+            raise CheckpointError(
+                f"{path}: its history's {key} should hold finite numbers in 0..{high:g}, found "
+                f"{validation.shown(refused[0])}"
+            )
+    if not _number_in(history["seconds"], 0.0, math.inf):
+        raise CheckpointError(
+            f"{path}: its history's seconds should be a finite number >= 0, found "
+            f"{validation.shown(history['seconds'])}"
+        )
+    if not isinstance(history["device"], str):
+        raise CheckpointError(
+            f"{path}: its history's device should be a device's name (a str), found "
+            f"{validation.shown(history['device'])}"
+        )
+
+
+def _number_in(value: object, low: float, high: float) -> bool:
+    """Whether value is an int or a float (not a bool) in low..high, finite as a float."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(float(value)) and low <= value <= high
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def train_and_save(

@@ -387,10 +387,13 @@ def test_a_sample_is_cut_at_its_first_eos(tokenizer, separator):
 # --- checkpoints ---------------------------------------------------------------------------
 
 
+HISTORY = {"loss": [2.0], "valid_bleu": [10.0], "seconds": 1.5, "device": "cpu"}
+
+
 def saved_model(tmp_path, over: str = "answer"):
     model = do.build_translator(30, 20, TINY)
     path = tmp_path / "decoder-only.pt"
-    do.save_translator(path, model, {"loss": [2.0], "loss_over": over})
+    do.save_translator(path, model, {**HISTORY, "loss_over": over})
     return model, path
 
 
@@ -400,7 +403,7 @@ def test_a_saved_model_loads_the_same_with_its_tied_matrix_restored(tmp_path):
     assert do.TIED_COPY not in stored["weights"]
     assert all(w.dtype == torch.float16 for w in stored["weights"].values())
     loaded, history = do.load_translator("decoder-only", path)
-    assert history == {"loss": [2.0], "loss_over": "answer"}
+    assert history == {**HISTORY, "loss_over": "answer"}
     assert loaded.output.weight is loaded.tokens.weight and not loaded.training
     assert loaded.separator_id == 20 and loaded.config == model.config
     for (name, ours), theirs in zip(
@@ -439,7 +442,7 @@ def crafted(tmp_path, **changes) -> str:
         ({"config": lambda c: {k: v for k, v in c.items() if k != "d_ff"}}, "config lacks d_ff"),
         ({"config": lambda c: {**c, "vocab_size": 10}}, "separator_id 20 is outside"),
         ({"separator_id": -1}, "its separator_id does not fit its config"),
-        ({"history": ["not", "a", "dict"]}, "records a loss over None"),
+        ({"history": ["not", "a", "dict"]}, "its history should be a dict, found list"),
         ({"weights": lambda w: {k: v.int() for k, v in w.items()}}, "floating-point tensor"),
         ({"weights": lambda w: {**w, "tokens.weight": w["tokens.weight"][:5]}}, "shape"),
         ({"weights": lambda w: {k: v for k, v in w.items() if k != "norm.bias"}}, "missing"),
@@ -1126,3 +1129,37 @@ def test_sample_texts_names_the_context_before_the_size_of_a_pass(
     prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
     with pytest.raises(ValueError, match="new ones do not fit in the context of 128"):
         do.sample_texts(model, tokenizer, prompt, 2, max_new_tokens)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"valid_bleu": "abc"}, "history's valid_bleu should be a list of one number per epoch"),
+        ({"valid_bleu": [1000.0]}, "history's valid_bleu should hold finite numbers in 0..100"),
+        ({"valid_bleu": None}, "history's valid_bleu should be a list"),
+        ({"seconds": [1]}, "history's seconds should be a finite number >= 0, found \\[1\\]"),
+        ({"device": 5}, "history's device should be a device's name"),
+        ({"loss": [-1.0]}, "history's loss should hold finite numbers in 0..inf, found -1.0"),
+        ({"loss": [True]}, "history's loss should hold finite numbers"),
+        ({"loss": []}, "history's loss should be a list of one number per epoch"),
+    ],
+)
+def test_a_crafted_history_is_refused_by_the_key_it_gets_wrong(tmp_path, change, message):
+    """load_translator checked only loss_over: any other history loaded."""
+    path = crafted(tmp_path, history=lambda h: {**h, **change})
+    with pytest.raises(CheckpointError, match=message):
+        do.load_translator("decoder-only", path)
+
+
+@pytest.mark.parametrize("key", ["loss", "valid_bleu", "seconds", "device"])
+def test_a_history_that_lacks_a_key_training_writes_is_refused(tmp_path, key):
+    path = crafted(tmp_path, history=lambda h: {k: v for k, v in h.items() if k != key})
+    with pytest.raises(CheckpointError, match=f"its history lacks {key}"):
+        do.load_translator("decoder-only", path)
+
+
+def test_the_shipped_histories_pass_the_check():
+    for name in do.MODELS:
+        path = do.model_path(name)
+        if path.exists():
+            do.check_history(path, torch.load(path, weights_only=True)["history"], name)
