@@ -14,6 +14,14 @@ from helpers.gpt import GPT, GPTConfig
 from helpers.translation import BOS_ID, EOS_ID
 from helpers.widgets import DecoderOnlyExplorer
 
+HISTORY = {
+    "loss": [1.0],
+    "valid_bleu": [1.0],
+    "seconds": 1.0,
+    "device": "cpu",
+    "loss_over": "answer",
+}
+
 HUGE = 10**5000  # more digits than Python writes out (4,300)
 
 
@@ -71,7 +79,7 @@ def test_loading_a_translator_leaves_the_callers_random_numbers_alone(name):
 
 def test_loading_from_a_path_leaves_the_callers_random_numbers_alone(tmp_path):
     path = tmp_path / "small.pt"
-    D.save_translator(path, small_translator(11, 5), {"loss": [1.0], "loss_over": "answer"})
+    D.save_translator(path, small_translator(11, 5), HISTORY)
     before = torch.get_rng_state()
     D.load_translator("decoder-only", path)
     assert torch.equal(before, torch.get_rng_state())
@@ -163,7 +171,7 @@ def test_a_full_size_checkpoint_whose_separator_is_not_the_tokenizers_is_refused
     tmp_path, separator
 ):
     path = tmp_path / "decoder-only.pt"
-    history = {"loss": [1.0], "loss_over": "answer"}
+    history = HISTORY
     D.save_translator(path, small_translator(separator + 1, separator - 1), history)
     with pytest.raises(CheckpointError, match=f"its separator_id is {separator - 1}, but"):
         D.load_translator("decoder-only", path)

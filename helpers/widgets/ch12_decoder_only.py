@@ -7,11 +7,11 @@ from collections import OrderedDict
 import ipywidgets as widgets
 import numpy as np
 import torch
+from matplotlib import text as mpl_text
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from helpers import validation
@@ -25,7 +25,14 @@ from helpers.decoder_only import (
 )
 from helpers.gpt import next_token_probabilities, read_prompt
 from helpers.translation import MAX_WORDS
-from helpers.widgets.base import Dropdown, Explorer, FloatSlider, IntSlider, check_vocabulary
+from helpers.widgets.base import (
+    Dropdown,
+    Explorer,
+    FloatSlider,
+    IntSlider,
+    Text,
+    check_vocabulary,
+)
 
 __all__ = ["DecoderOnlyExplorer"]
 
@@ -60,7 +67,7 @@ class DecoderOnlyExplorer(Explorer):
         layers, heads = first.config.num_layers, first.config.num_heads
         self._reading, self._samples = OrderedDict(), OrderedDict()  # the latest ones
         controls = {
-            "prompt": widgets.Text(
+            "prompt": Text(
                 value=prompt,
                 description="prompt",
                 placeholder=f"an English sentence, up to {MAX_WORDS} words",
@@ -396,7 +403,7 @@ class DecoderOnlyExplorer(Explorer):
         for panel, artists in self._panels.items():
             box = Bbox.from_extents(*regions[panel])
             for artist in artists:
-                if isinstance(artist, Text):  # bars and lines keep their axes' clip
+                if isinstance(artist, mpl_text.Text):  # bars and lines keep their axes' clip
                     artist.set_clip_box(box)
                     artist.set_clip_on(True)
         return regions
@@ -572,7 +579,7 @@ def _shortened(text: str) -> str:
 
 def _look(artist) -> tuple:
     """What an artist of the explorer draws: its text, bar or line, colour and place."""
-    if isinstance(artist, Text):
+    if isinstance(artist, mpl_text.Text):
         return (
             artist.get_text(),
             artist.get_color(),

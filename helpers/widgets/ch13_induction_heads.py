@@ -32,7 +32,7 @@ from helpers.induction import (
     repeated_sequences,
 )
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Dropdown, Explorer, IntText, SelectionSlider, ToggleButtons
+from helpers.widgets.base import Dropdown, Explorer, IntText, SelectionSlider, Text, ToggleButtons
 
 __all__ = ["InductionExplorer"]
 
@@ -94,7 +94,7 @@ class InductionExplorer(Explorer):
             "head": Dropdown(options=range(config.num_heads), value=head, description="head"),
             "sequence": ToggleButtons(options=SEQUENCES, value=sequence, description="sequence"),
             "seed": IntText(value=seed, description="seed (repeat)"),
-            "tokens": widgets.Text(
+            "tokens": Text(
                 value=tokens,
                 description="typed tokens",
                 placeholder=f"token numbers 0..{config.vocab_size - 1}, e.g. {DEFAULT_TOKENS}",

@@ -46,7 +46,14 @@ from helpers.vision_models import (
     float64_copy,
     read_canvas,
 )
-from helpers.widgets.base import Dropdown, Explorer, IntSlider, ToggleButtons, one_torch_thread
+from helpers.widgets.base import (
+    Dropdown,
+    Explorer,
+    IntSlider,
+    Text,
+    ToggleButtons,
+    one_torch_thread,
+)
 from helpers.widgets.direct import DirectExplorer, DirectWidget, front_end
 
 __all__ = ["CanvasExplorer", "DrawingExplorer", "DrawingPadWidget"]
@@ -132,7 +139,7 @@ class CanvasExplorer(Explorer):
             "canvas": IntSlider(
                 value=canvas, min=0, max=TEST_CANVASES - 1, description="test canvas"
             ),
-            "layout": widgets.Text(
+            "layout": Text(
                 value=layout,
                 description="compose",
                 placeholder=f"nine cells: a digit 0-9 or '.', e.g. {DEFAULT_LAYOUT}",
