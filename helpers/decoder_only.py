@@ -701,13 +701,13 @@ def check_history(path: Path, history: object, name: str) -> None:
                 f"{path}: its history's {key} should be a list of one number per epoch "
                 f"({len(epochs)} epochs), found {validation.shown(column)}"
             )
-        refused = [x for x in column if not _number_in(x, 0.0, high)]
+        refused = [x for x in column if not validation.number_in(x, 0.0, high)]
         if refused:
             raise CheckpointError(
                 f"{path}: its history's {key} should hold finite numbers in 0..{high:g}, found "
                 f"{validation.shown(refused[0])}"
             )
-    if not _number_in(history["seconds"], 0.0, math.inf):
+    if not validation.number_in(history["seconds"], 0.0, math.inf):
         raise CheckpointError(
             f"{path}: its history's seconds should be a finite number >= 0, found "
             f"{validation.shown(history['seconds'])}"
@@ -717,16 +717,6 @@ def check_history(path: Path, history: object, name: str) -> None:
             f"{path}: its history's device should be a device's name (a str), found "
             f"{validation.shown(history['device'])}"
         )
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    """Whether value is an int or a float (not a bool) in low..high, finite as a float."""
-    if type(value) not in (int, float):
-        return False
-    try:
-        return math.isfinite(float(value)) and low <= value <= high
-    except OverflowError:  # an int too large for a float
-        return False
 
 
 def train_and_save(

@@ -683,7 +683,7 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
                 f"({len(steps)} steps), found {found}"
             )
         _refuse_other_numbers(where, key, column, "Python ints or floats")
-        refused = [x for x in column if not _number_in(x, low, high)]
+        refused = [x for x in column if not validation.number_in(x, low, high)]
         if refused:
             raise CheckpointError(
                 f"{where}: its log's {key} should hold finite numbers only, each in "
@@ -734,17 +734,6 @@ def _refuse_other_numbers(where: str, key: str, values: list, kinds: str) -> Non
             f"{where}: its log's {key} should hold {kinds}, found {validation.shown(other[0])} "
             f"({type(other[0]).__module__}.{type(other[0]).__name__})"
         )
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    """Whether value is a real number (an int or a float, not a bool) in low..high, finite as a
-    float."""
-    if type(value) not in (int, float):
-        return False
-    try:
-        return math.isfinite(float(value)) and low <= value <= high
-    except OverflowError:  # an int too large for a float
-        return False
 
 
 def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: int) -> None:

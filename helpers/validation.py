@@ -1,5 +1,6 @@
 """Argument checks shared by the helpers: each names what it expected and what came."""
 
+import math
 import numbers
 import reprlib
 
@@ -189,3 +190,14 @@ def attention_weights(
             f"keys on the last axis, and the weights taken before dropout?"
         )
     return value
+
+
+def number_in(value: object, low: float, high: float) -> bool:
+    """Whether value is a real number (an int or a float, not a bool) in low..high, finite as a
+    float: for the numbers of a checkpoint's logs and history."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(float(value)) and low <= value <= high
+    except OverflowError:  # an int too large for a float
+        return False
