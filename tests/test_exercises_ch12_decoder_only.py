@@ -14,7 +14,12 @@ import torch.nn.functional as F
 from helpers.decoder_only import loss_targets
 from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
 from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
-from helpers.exercises.ch12_decoder_only import EXACT, answer_loss_cases, top_p_cases
+from helpers.exercises.ch12_decoder_only import (
+    EXACT,
+    answer_loss_cases,
+    prefix_mask_cases,
+    top_p_cases,
+)
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from solutions.ch12_decoder_only import answer_loss, prefix_lm_mask, top_p_filter
@@ -1080,3 +1085,61 @@ def test_a_loss_mistake_of_a_fourth_pass_is_named_in_every_case(answer, words, r
     failures = out.splitlines()[1:]
     assert verdict is False and len(failures) == len(answer_loss_cases()), out
     assert all(words in line for line in failures), out
+
+
+# torch's global settings: an answer that changes them is refused, and they are put back
+
+
+def top_p_with_gradients_switched_off(logits, top_p):
+    torch.set_grad_enabled(False)  # BUG: for all of torch, and never switched back on
+    return top_p_filter(logits, top_p)
+
+
+def prefix_with_float64_made_the_default(prompt_lengths, size):
+    torch.set_default_dtype(torch.float64)  # BUG: every later tensor changes
+    return prefix_lm_mask(prompt_lengths, size)
+
+
+def answer_loss_with_a_global_module_hook_left_behind(logits, sequences, separator_id):
+    torch.nn.modules.module.register_module_forward_hook(lambda module, inputs, output: None)
+    return answer_loss(logits, sequences, separator_id)
+
+
+GLOBAL_SETTINGS_CHANGED = [
+    (
+        "top-p filter",
+        top_p_with_gradients_switched_off,
+        "leaves gradients switched off",
+        top_p_cases,
+    ),
+    (
+        "prefix-LM mask",
+        prefix_with_float64_made_the_default,
+        "leaves torch's default dtype torch.float64",
+        prefix_mask_cases,
+    ),
+    (
+        "answer loss",
+        answer_loss_with_a_global_module_hook_left_behind,
+        "leaves a global module hook registered",
+        answer_loss_cases,
+    ),
+]
+WRONG += [(exercise, answer, words) for exercise, answer, words, _ in GLOBAL_SETTINGS_CHANGED]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words", "cases"),
+    GLOBAL_SETTINGS_CHANGED,
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_torchs_global_settings_are_put_back_after_an_answer_changes_them(
+    exercise, answer, words, cases, run_checker
+):
+    hooks = dict(torch.nn.modules.module._global_forward_hooks)
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(cases()), out
+    assert all(words in line for line in failures), out
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+    assert dict(torch.nn.modules.module._global_forward_hooks) == hooks

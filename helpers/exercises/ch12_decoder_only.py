@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
 from helpers.exercises.framework import (
     Refused,
+    TimedAnswers,
     exercise_checker,
     lower_precision_mistakes,
     named_together,
@@ -353,14 +354,15 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     stay (the set must still be that small). The input is left as it was (no in-place
     operation on it, even one that changes no value). The gradients are not checked: nothing
     is learned through a filter before sampling. Without helpers.gpt's
-    next_token_probabilities (a call to it is refused). Each call returns within 5 s."""
-    failures, passed = [], 0
+    next_token_probabilities (a call to it is refused). Each call returns within 5 s and
+    leaves torch's grad mode, default dtype and module hooks as they were."""
+    failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
     for name, logits, top_p in top_p_cases():
         mistakes = _top_p_mistakes(logits, top_p)
         answers = {}
 
         def learner(lg, p, answers=answers):
-            answers["got"] = learner_filter(lg.detach(), p)  # as a sampler's logits come
+            answers["got"] = answers_in_time(lg.detach(), p)  # as a sampler's logits come
             if isinstance(answers["got"], torch.Tensor) and answers["got"].dtype == torch.bool:
                 raise Refused(
                     "returns which tokens stay, a boolean mask: return the logits themselves, "
@@ -530,14 +532,15 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     also reads every prompt position; no prompt position ever reads the answer after it.
     prompt_lengths is left as it was (no in-place operation on it, even one that changes no
     value). Without helpers.decoder_only.prefix_lm_mask (a call to it is refused;
-    helpers.masks.causal_mask is allowed). Each call returns within 5 s."""
-    failures, passed = [], 0
+    helpers.masks.causal_mask is allowed). Each call returns within 5 s and leaves torch's grad
+    mode, default dtype and module hooks as they were."""
+    failures, passed, answers_in_time = [], 0, TimedAnswers(learner_mask)
     for name, prompt_lengths, size in prefix_mask_cases():
         mistakes = _prefix_mistakes(prompt_lengths, size)
         answers = {}
 
         def learner(lengths, n, answers=answers):
-            answers["got"] = learner_mask(lengths, n)
+            answers["got"] = answers_in_time(lengths, n)
             return answers["got"]
 
         right = run_case(
@@ -696,13 +699,14 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
     logits of those positions only. The inputs are left as they were (no in-place operation on
     them, even one that changes no value). Without helpers.decoder_only's loss_targets and
-    training_loss (a call to either is refused). Each call returns within 5 s."""
-    failures, passed = [], 0
+    training_loss (a call to either is refused). Each call returns within 5 s and leaves torch's
+    grad mode, default dtype and module hooks as they were."""
+    failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)
     for name, logits, sequences, separator_id in answer_loss_cases():
         seen = {}
 
         def learner(lg, seq, separator_id=separator_id, seen=seen):
-            seen["got"] = learner_loss(lg, seq, separator_id)
+            seen["got"] = answers_in_time(lg, seq, separator_id)
             seen["gradient"] = _gradient(seen["got"], lg)
             return seen["got"]
 
