@@ -1105,7 +1105,20 @@ def answer_loss_with_a_global_module_hook_left_behind(logits, sequences, separat
     return answer_loss(logits, sequences, separator_id)
 
 
+def prefix_reseeding_the_global_generator(prompt_lengths, size):
+    torch.manual_seed(12345)  # BUG: every later random number of the caller changes
+    return prefix_lm_mask(prompt_lengths, size)
+
+
+def answer_loss_drawing_from_the_global_generator(logits, sequences, separator_id):
+    torch.rand(1)  # BUG: moves the caller's random numbers on
+    return answer_loss(logits, sequences, separator_id)
+
+
+RESEEDS = "reseeds or draws from torch's global random generator"
 GLOBAL_SETTINGS_CHANGED = [
+    ("prefix-LM mask", prefix_reseeding_the_global_generator, RESEEDS, prefix_mask_cases),
+    ("answer loss", answer_loss_drawing_from_the_global_generator, RESEEDS, answer_loss_cases),
     (
         "top-p filter",
         top_p_with_gradients_switched_off,
@@ -1137,9 +1150,11 @@ def test_torchs_global_settings_are_put_back_after_an_answer_changes_them(
     exercise, answer, words, cases, run_checker
 ):
     hooks = dict(torch.nn.modules.module._global_forward_hooks)
+    random_state = torch.random.get_rng_state()
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
     failures = out.splitlines()[1:]
     assert verdict is False and len(failures) == len(cases()), out
     assert all(words in line for line in failures), out
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
     assert dict(torch.nn.modules.module._global_forward_hooks) == hooks
+    assert torch.equal(torch.random.get_rng_state(), random_state)

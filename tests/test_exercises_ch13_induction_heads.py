@@ -1058,7 +1058,7 @@ def test_the_prompt_and_the_docstrings_state_every_rule_the_checker_enforces(exe
     )
     limit = f"{ANSWER_TIME_LIMIT_SECONDS:g} s"
     for text in (your_turn, checker_doc):
-        assert limit in text and "grad mode, default dtype" in text
+        assert limit in text and "grad mode, default dtype, random generator" in text
     assert f"within {limit}" in cells["exercises"]  # the exercises' introduction, for all three
     for name in FORBIDDEN[exercise]:
         for text in (prompt, your_turn, checker_doc):

@@ -1031,7 +1031,7 @@ def test_the_your_turn_docstrings_state_the_rules_the_checkers_enforce(function)
 def test_the_checker_docstrings_state_the_time_limit_and_the_ban(exercise):
     doc = " ".join(CHECKERS[exercise][0].__doc__.split())
     assert "within ANSWER_TIME_LIMIT_SECONDS (5 s)" in doc
-    assert "grad mode, default dtype and module hooks" in doc
+    assert "grad mode, default dtype, random generator and module hooks" in doc
     if exercise != "attention centroid":
         assert "refused by name" in doc and "a loop over the patches is accepted" in doc
 

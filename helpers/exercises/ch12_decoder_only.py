@@ -355,7 +355,8 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     operation on it, even one that changes no value). The gradients are not checked: nothing
     is learned through a filter before sampling. Without helpers.gpt's
     next_token_probabilities (a call to it is refused). Each call returns within 5 s and
-    leaves torch's grad mode, default dtype and module hooks as they were."""
+    leaves torch's grad mode, default dtype, random generator and module hooks as they
+    were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
     for name, logits, top_p in top_p_cases():
         mistakes = _top_p_mistakes(logits, top_p)
@@ -533,7 +534,7 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     prompt_lengths is left as it was (no in-place operation on it, even one that changes no
     value). Without helpers.decoder_only.prefix_lm_mask (a call to it is refused;
     helpers.masks.causal_mask is allowed). Each call returns within 5 s and leaves torch's grad
-    mode, default dtype and module hooks as they were."""
+    mode, default dtype, random generator and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_mask)
     for name, prompt_lengths, size in prefix_mask_cases():
         mistakes = _prefix_mistakes(prompt_lengths, size)
@@ -700,7 +701,7 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     logits of those positions only. The inputs are left as they were (no in-place operation on
     them, even one that changes no value). Without helpers.decoder_only's loss_targets and
     training_loss (a call to either is refused). Each call returns within 5 s and leaves torch's
-    grad mode, default dtype and module hooks as they were."""
+    grad mode, default dtype, random generator and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)
     for name, logits, sequences, separator_id in answer_loss_cases():
         seen = {}

@@ -8,8 +8,8 @@
 
 What every answer must do besides its values (the framework checks it, each docstring below
 states it): each call returns within ANSWER_TIME_LIMIT_SECONDS, leaves torch's global settings
-(grad mode, default dtype, global module hooks) as they were, and does not call the copy of the
-exercise's function in helpers.induction.
+(grad mode, default dtype, random generator, global module hooks) as they were, and does not
+call the copy of the exercise's function in helpers.induction.
 """
 
 import copy
@@ -233,8 +233,8 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     matrix, a tensor in the weights' dtype, with gradients; the weights left as they were (no
     in-place operation on them, even one that changes no value). Without calling
     helpers.induction.previous_token_score (refused by name). Each call returns within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and global
-    module hooks as they were."""
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
+    generator and global module hooks as they were."""
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
@@ -339,7 +339,7 @@ def check_induction_score(learner_score: Callable) -> bool:
     gradients; the weights left as they were (no in-place operation on them, even one that
     changes no value). Without calling helpers.induction.induction_score (refused by name).
     Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode,
-    default dtype and global module hooks as they were."""
+    default dtype, random generator and global module hooks as they were."""
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights, length in induction_cases():
@@ -869,8 +869,8 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     gradients are not checked: an ablation measures a trained model, nothing is learned
     through it. Without calling helpers.induction.logits_with_heads_zeroed or
     helpers.induction.zeroed_heads (refused by name). Each call returns within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype and global
-    module hooks as they were."""
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
+    generator and global module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     forbidden = {
         "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,

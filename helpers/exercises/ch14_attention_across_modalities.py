@@ -207,7 +207,8 @@ def check_patchify(learner_patchify: Callable) -> bool:
     dtype, with gradients; the input left as it was (no in-place operation on it, even one
     that changes no value). Without calling helpers.vision.patchify (refused by name); a loop
     over the patches is accepted. Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s)
-    and leave torch's grad mode, default dtype and module hooks as they were."""
+    and leave torch's grad mode, default dtype, random generator and module hooks as they
+    were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
     for name, images, p in patchify_cases():
         passed += run_case(
@@ -366,8 +367,8 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
     05's encoding of position r, sinusoidal_encoding(rows, d_model // 2)[r], the last d_model/2
     that of position c. Without calling helpers.vision.sinusoidal_2d (refused by name; chapter
     05's sinusoidal_encoding may be used); a loop over the patches is accepted. Each call must
-    return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype
-    and module hooks as they were."""
+    return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype,
+    random generator and module hooks as they were."""
     failures, passed = [], 0
     answers = _float32_only(TimedAnswers(learner_encoding))
     for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
@@ -559,7 +560,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     weights added): divide by their total. In the weights' dtype, with gradients; the input
     left as it was (no in-place operation on it, even one that changes no value). Each call
     must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default
-    dtype and module hooks as they were."""
+    dtype, random generator and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)

@@ -617,8 +617,11 @@ GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks")
 def _torch_left_as_it_was():
     """Run the learner's call, then refuse it if it left torch's global settings changed: grad
     mode (torch.set_grad_enabled(False) would also switch the reference's gradients off, and
-    so their check), the default dtype, or a hook on every module. Each is put back first."""
+    so their check), the default dtype, the global random generator (reseeded or drawn from:
+    none of these functions needs randomness), or a hook on every module. Each is put back
+    first."""
     grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    random_state = torch.random.get_rng_state()
     hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
     problem = None
     try:
@@ -638,6 +641,13 @@ def _torch_left_as_it_was():
                 f"dtype= to the tensors you make instead"
             )
             torch.set_default_dtype(dtype)
+        if not torch.equal(torch.random.get_rng_state(), random_state):
+            torch.random.set_rng_state(random_state)
+            problem = problem or (
+                "reseeds or draws from torch's global random generator (torch.manual_seed, "
+                "torch.rand, torch.randn, ...): every later random number would change, and "
+                "this function needs no randomness"
+            )
         for kind, before in hooks.items():
             registered = getattr(module_hooks, kind)
             for key in set(registered) - before:
