@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from helpers import validation
+from helpers.positional import apply_rope
 
 
 def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -320,6 +321,10 @@ class MultiHeadAttention(nn.Module):
     num_heads / num_kv_heads consecutive query heads: query head h reads key/value head
     h // (num_heads / num_kv_heads), as scaled_dot_product_attention(..., enable_gqa=True) does.
     W_k and W_v then project to num_kv_heads * d_head, and a KeyValueCache holds only those.
+
+    rope: turn each head's queries and keys by their positions (RoPE, chapter 11), for
+    self-attention, where query i and key i sit at the same position; positions count on from
+    those a cache holds, so a cache keeps its keys already turned.
     """
 
     def __init__(
@@ -329,13 +334,20 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         num_kv_heads: int | None = None,
+        rope: bool = False,
     ):
         super().__init__()
         d_model = validation.whole_number(d_model, "d_model")
         num_heads = validation.whole_number(num_heads, "num_heads")
         bias = validation.flag(bias, "bias")
+        self.rope = validation.flag(rope, "rope")
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if self.rope and (d_model // num_heads) % 2:
+            raise ValueError(
+                f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
+                f"{d_model // num_heads}, must be even"
+            )
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         num_kv_heads = validation.whole_number(num_kv_heads, "num_kv_heads")
         if num_heads % num_kv_heads:
@@ -383,6 +395,11 @@ class MultiHeadAttention(nn.Module):
         self._check_tensors(queries, keys, values)
         if cache is not None and not isinstance(cache, KeyValueCache):
             raise ValueError(f"cache must be a KeyValueCache, got {type(cache).__name__}")
+        if self.rope and queries.shape[1] != keys.shape[1]:
+            raise ValueError(
+                f"rope is for self-attention, queries and keys at the same positions, got "
+                f"{queries.shape[1]} queries and {keys.shape[1]} keys"
+            )
         new, num_keys = queries.shape[1], keys.shape[1] + (0 if cache is None else len(cache))
         if cache is not None and new > 1 and mask is None:
             raise ValueError(
@@ -427,6 +444,10 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
         k = split_heads(self.W_k(keys), self.num_kv_heads)  # (B, kv_heads, k, d_head)
         v = split_heads(self.W_v(values), self.num_kv_heads)  # (B, kv_heads, k, d_head)
+        if self.rope:  # the new positions come after the cached ones
+            start = 0 if cache is None else len(cache)
+            where = torch.arange(start, start + q.shape[2], device=q.device)  # (q,)
+            q, k = apply_rope(q, where), apply_rope(k, where)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, kv_heads, cached + new, d_head)
         group = self.num_heads // self.num_kv_heads

@@ -1,8 +1,8 @@
 """A decoder-only Transformer (GPT): one causal stack instead of an encoder and a decoder.
 
 Read top to bottom: the configuration, one pre-norm block (causal self-attention, then the
-feed-forward network, each inside a residual connection), the model (token and learned
-position embeddings, the blocks, a last LayerNorm, an output layer tied to the token
+feed-forward network, each inside a residual connection), the model (token embeddings and
+positions, learned by default, the blocks, a last LayerNorm, an output layer tied to the token
 embedding), and generate(): greedy decoding or sampling with temperature, top-k and top-p,
 with or without the key/value cache.
 """
@@ -19,6 +19,7 @@ from torch import nn
 from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention
 from helpers.masks import causal_mask
+from helpers.positional import sinusoidal_encoding
 from helpers.transformer import PositionWiseFFN, Residual
 
 LARGEST_MODEL = 2**30  # parameters (4 GiB of float32); this series' largest GPT has 7.6 M
@@ -26,6 +27,7 @@ LARGEST_TENSOR = 2**31  # numbers in one tensor a helper builds outside a forwar
 # numbers in a forward pass's largest tensor (1 GiB of float32): the pass holds several of that
 # size at once (the attention scores and weights, the feed-forward's input and hidden layer)
 LARGEST_ACTIVATION = 2**28
+POSITIONS = ("learned", "sinusoidal", "rope")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class GPTConfig:
     d_ff: int
     dropout: float = 0.0  # small models on small data; training recipes set their own
     attention_only: bool = False  # True drops every feed-forward block (chapter 13's circuits)
+    # How a position reaches attention (chapters 05 and 11): "learned", a trained table added
+    # to the token embeddings (GPT-2's); "sinusoidal", the fixed sines and cosines added
+    # instead; "rope", every head's queries and keys turned by their position, nothing added.
+    position: str = "learned"
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "num_heads", "num_layers", "d_ff"):
@@ -52,6 +58,16 @@ class GPTConfig:
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         only = validation.flag(self.attention_only, "attention_only")
         object.__setattr__(self, "attention_only", only)
+        if not isinstance(self.position, str) or self.position not in POSITIONS:
+            raise ValueError(
+                f"position must be one of {', '.join(POSITIONS)}, got "
+                f"{validation.shown(self.position)}"
+            )
+        if self.position == "rope" and (self.d_model // self.num_heads) % 2:
+            raise ValueError(
+                f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
+                f"{self.d_model // self.num_heads}, must be even"
+            )
         if self.parameter_count() > LARGEST_MODEL:
             sizes = ", ".join(
                 f"{name}={shown_count(getattr(self, name))}"
@@ -70,7 +86,7 @@ class GPTConfig:
         d = self.d_model
         attention = 4 * (d * d + d) + 2 * d  # W_q, W_k, W_v, W_o with biases; a LayerNorm
         ffn = 0 if self.attention_only else 2 * d * self.d_ff + self.d_ff + d + 2 * d
-        tables = (self.vocab_size + self.context_length) * d
+        tables = (self.vocab_size + (self.position == "learned") * self.context_length) * d
         return tables + self.num_layers * (attention + ffn) + 2 * d  # and the last LayerNorm
 
 
@@ -81,7 +97,9 @@ class GPTBlock(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         check_config(config)
-        self.attention = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
+        self.attention = MultiHeadAttention(
+            config.d_model, config.num_heads, config.dropout, rope=config.position == "rope"
+        )
         self.attention_residual = Residual(config.d_model, config.dropout, norm_first=True)
         self.ffn = None
         if not config.attention_only:
@@ -103,9 +121,15 @@ class GPT(nn.Module):
         super().__init__()
         self.config = check_config(config)
         self.tokens = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = nn.Embedding(config.context_length, config.d_model)
+        self.positions = None  # "rope": the blocks turn queries and keys instead
+        if config.position == "learned":
+            self.positions = nn.Embedding(config.context_length, config.d_model)
         for table in (self.tokens, self.positions):
-            nn.init.normal_(table.weight, std=0.02)  # GPT-2's initialisation
+            if table is not None:
+                nn.init.normal_(table.weight, std=0.02)  # GPT-2's initialisation
+        if config.position == "sinusoidal":  # fixed: not a weight, and not saved with them
+            sinusoids = sinusoidal_encoding(config.context_length, config.d_model)
+            self.register_buffer("sinusoids", sinusoids, persistent=False)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(GPTBlock(config) for _ in range(config.num_layers))
         self.norm = nn.LayerNorm(config.d_model)
@@ -156,7 +180,12 @@ class GPT(nn.Module):
             )
         steps = ids.shape[1]
         where = torch.arange(start, start + steps, device=ids.device)  # (T,)
-        x = self.dropout(self.tokens(ids) + self.positions(where))  # (B, T, d_model)
+        x = self.tokens(ids)  # (B, T, d_model)
+        if self.config.position == "learned":
+            x = x + self.positions(where)
+        if self.config.position == "sinusoidal":
+            x = x + self.sinusoids[where]
+        x = self.dropout(x)
         mask = causal_mask(start + steps, ids.device)[start:]  # (T, start + T)
         if steps == 1:
             mask = None  # one new position may read every position so far

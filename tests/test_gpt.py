@@ -4,14 +4,16 @@ without its key/value cache, and samples from exactly the distribution generate(
 
 import copy
 import dataclasses
+import re
 import time
 
 import pytest
 import torch
 
 from helpers import gpt
-from helpers.attention import KeyValueCache
+from helpers.attention import KeyValueCache, MultiHeadAttention
 from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities, read_prompt
+from helpers.positional import sinusoidal_encoding
 
 CONFIG = GPTConfig(vocab_size=11, context_length=16, d_model=16, num_heads=2, num_layers=2, d_ff=32)
 
@@ -476,12 +478,13 @@ def test_a_config_nobody_can_allocate_is_refused_by_its_parameter_count(sizes):
     assert time.perf_counter() - started < 1  # counted, not built
 
 
+@pytest.mark.parametrize("position", gpt.POSITIONS)
 @pytest.mark.parametrize("attention_only", [False, True])
 @pytest.mark.parametrize(
     "sizes", [{}, {"num_layers": 1, "d_ff": 3}, {"vocab_size": 2, "num_heads": 4}]
 )
-def test_the_parameter_count_of_a_config_is_what_the_model_holds(attention_only, sizes):
-    config = dataclasses.replace(CONFIG, attention_only=attention_only, **sizes)
+def test_the_parameter_count_of_a_config_is_what_the_model_holds(attention_only, sizes, position):
+    config = dataclasses.replace(CONFIG, attention_only=attention_only, position=position, **sizes)
     assert config.parameter_count() == sum(p.numel() for p in GPT(config).parameters())
 
 
@@ -649,3 +652,61 @@ def test_a_forward_pass_whose_intermediates_need_gigabytes_is_refused():
 def test_a_block_names_a_config_that_is_not_one():
     with pytest.raises(TypeError, match="config must be a GPTConfig, got NoneType"):
         gpt.GPTBlock(None)
+
+
+# Positions: a learned table, fixed sinusoids, or RoPE
+
+
+@pytest.mark.parametrize("position", gpt.POSITIONS)
+def test_decoding_with_the_cache_gives_the_logits_of_one_full_pass(position):
+    model = small_gpt(position=position).double()
+    ids = prompt(3, 12)
+    caches = model.new_caches()
+    stepped = torch.cat(
+        [model(ids[:, :5], caches)] + [model(ids[:, t : t + 1], caches) for t in range(5, 12)], 1
+    )
+    torch.testing.assert_close(stepped, model(ids), rtol=0, atol=1e-12)
+
+
+def test_sinusoidal_positions_add_chapter_05s_encoding_and_are_no_weight():
+    model, ids, seen = small_gpt(position="sinusoidal"), prompt(2, 7), []
+    model.blocks[0].register_forward_pre_hook(lambda block, inputs: seen.append(inputs[0]))
+    with torch.no_grad():
+        model(ids)
+        expected = model.tokens(ids) + sinusoidal_encoding(CONFIG.context_length, 16)[:7].double()
+    torch.testing.assert_close(seen[0], expected, rtol=0, atol=0)  # what the first block reads
+    assert "sinusoids" not in model.state_dict() and model.positions is None
+
+
+def test_rope_turns_queries_and_keys_so_a_score_depends_on_the_offset_only():
+    model = small_gpt(position="rope", num_layers=1).eval()
+    log_weights = {}
+    for length in (6, 9):  # one token repeated: the last query's scores differ by offset only
+        with torch.no_grad():
+            model(torch.full((1, length), 3))
+        last = model.attention_maps()[0][0, 0, length - 1].log()  # (length,), keys 0..length-1
+        log_weights[length] = last.flip(0)[:6] - last[-1]  # offsets 0..5, relative to offset 0
+    torch.testing.assert_close(log_weights[6], log_weights[9], rtol=0, atol=1e-9)
+    assert model.positions is None and "positions.weight" not in model.state_dict()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"position": "alibi"}, "position must be one of learned, sinusoidal, rope, got 'alibi'"),
+        ({"position": None}, "position must be one of learned, sinusoidal, rope, got None"),
+        (
+            {"position": "rope", "d_model": 18, "num_heads": 6},
+            "rope turns pairs of dimensions: each head's size, d_model / num_heads = 3",
+        ),
+    ],
+)
+def test_a_position_a_gpt_cannot_use_is_refused_by_its_config(changes, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(CONFIG, **changes)
+
+
+def test_rope_attention_refuses_queries_and_keys_of_different_lengths():
+    attention = MultiHeadAttention(8, 2, rope=True)
+    with pytest.raises(ValueError, match="rope is for self-attention, .* 3 queries and 5 keys"):
+        attention(torch.zeros(1, 3, 8), torch.zeros(1, 5, 8), torch.zeros(1, 5, 8))
