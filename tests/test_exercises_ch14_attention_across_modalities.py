@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from helpers.exercises import check_attention_centroid, check_patchify, check_sinusoidal_2d
 from helpers.exercises.ch14_attention_across_modalities import (
+    PATCH_SIZES,
     SINUSOIDAL_2D_SIZES,
     _centroid_mistakes,
     _patchify_mistakes,
@@ -962,9 +963,13 @@ def test_every_patchify_mistake_is_far_from_the_right_answer(case):
     far_or_equal(_patchify_mistakes(images, p), helpers_patchify(images, p))
 
 
-@pytest.mark.parametrize("sizes", SINUSOIDAL_2D_SIZES, ids=str)
-def test_every_sinusoidal_2d_mistake_is_far_from_the_right_answer(sizes):
-    far_or_equal(_sinusoidal_2d_mistakes(*sizes), helpers_sinusoidal_2d(*sizes))
+@pytest.mark.parametrize(
+    "index", range(len(SINUSOIDAL_2D_SIZES)), ids=map(str, SINUSOIDAL_2D_SIZES)
+)
+def test_every_sinusoidal_2d_mistake_is_far_from_the_right_answer(index):
+    sizes = SINUSOIDAL_2D_SIZES[index]
+    mistakes = _sinusoidal_2d_mistakes(*sizes, SINUSOIDAL_2D_SIZES[:index])
+    far_or_equal(mistakes, helpers_sinusoidal_2d(*sizes))
 
 
 @pytest.mark.parametrize("case", centroid_cases(), ids=lambda case: case[0])
@@ -979,15 +984,22 @@ def test_the_cases_are_what_the_docstrings_say():
     """Each checker's docstring (and the your-turn cell's) names the cases' sizes: these."""
     shapes = [images.shape for _, images, _ in patchify_cases()]
     assert {shape[1] for shape in shapes} == {1, 2, 3}  # C from 1 to 3
-    assert {p for _, _, p in patchify_cases()} == {1, 2, 4}  # p from 1 to 4
+    assert {p for _, _, p in patchify_cases()} == set(PATCH_SIZES) == {1, 2, 4}  # p from 1 to 4
     assert any(shape[2] != shape[3] for shape in shapes)  # H and W not always equal
     assert any(not images.is_contiguous() for _, images, _ in patchify_cases())
     assert {images.dtype for _, images, _ in patchify_cases()} == {torch.float32, torch.float64}
     sizes = torch.tensor(SINUSOIDAL_2D_SIZES)
     assert sizes[:, :2].min() == 1 and sizes[:, :2].max() == 6  # rows and cols from 1 to 6
     assert (sizes[:, 2] % 4 == 0).all() and (sizes[:, 2].min(), sizes[:, 2].max()) == (8, 32)
+    # a case sharing rows with an earlier one, not its cols or d_model: a cache keyed on rows
+    assert any(
+        later[0] == earlier[0] and later != earlier
+        for index, later in enumerate(SINUSOIDAL_2D_SIZES)
+        for earlier in SINUSOIDAL_2D_SIZES[:index]
+    )
     cases = centroid_cases()
-    assert {weights.dim() for _, weights, _, _ in cases} == {1, 2, 4}  # within 1 to 4 dims
+    assert {weights.dim() for _, weights, _, _ in cases} == {1, 2, 3, 4}  # 1 to 4 dims
+    assert any(1 in weights.shape[:-1] for _, weights, _, _ in cases)  # even a size-1 axis
     assert all((weights > 0).all() for _, weights, _, _ in cases)  # each weight > 0
     totals = [weights.sum(-1) for _, weights, _, _ in cases]
     assert any((total - 1).abs().max() > 0.1 for total in totals)  # not every row sums to one
@@ -1006,6 +1018,7 @@ RULES = {  # what every prompt states, and the checkers enforce
     ],
     "sinusoidal_2d": ["Without calling helpers.vision.sinusoidal_2d", "within 5 s", "grad mode"],
     "attention_centroid": [
+        "even one of size 1",
         "within 5 s",
         "grad mode",
         "no in-place operation on it, even one that changes no value",
@@ -1034,6 +1047,8 @@ def test_the_checker_docstrings_state_the_time_limit_and_the_ban(exercise):
     assert "grad mode, default dtype, random generator and module hooks" in doc
     if exercise != "attention centroid":
         assert "refused by name" in doc and "a loop over the patches is accepted" in doc
+    else:
+        assert "every leading axis of the weights kept, even one of size 1" in doc
 
 
 def test_the_reference_centroid_of_one_patch_is_its_centre():
@@ -1078,7 +1093,8 @@ def test_a_function_not_written_yet_gets_one_friendly_line(exercise, run_checker
 
 def test_grad_mode_switched_off_by_an_answer_is_put_back(run_checker):
     verdict, out = run_checker(check_attention_centroid, centroid_with_gradients_switched_off)
-    assert verdict is False and out.startswith("Not yet: 6 of 6 checks failed"), out
+    cases = len(centroid_cases())
+    assert verdict is False and out.startswith(f"Not yet: {cases} of {cases} checks"), out
     assert torch.is_grad_enabled()
 
 
@@ -1259,3 +1275,243 @@ def test_a_fourth_pass_mistake_gets_no_general_hint_and_no_other_diagnosis(
     assert not any(line.endswith(GENERAL_HINTS[exercise]) for line in failures), out
     for wrong in ("images are not square", "each half uses the frequencies", "returns (x, y)"):
         assert wrong not in out, out
+
+
+# Regressions from a fifth learner's pass: a squeezed centroid and a cache keyed on rows judged
+# Correct (no case had a size-1 axis, every case its own rows), a hard-coded patch size told the
+# images were not square, a detached total told about weights that sum to one where they do
+# not, and mistakes answered by the general hint or a bare error
+
+
+def patchify_with_a_hard_coded_patch_size(images, p):
+    return patchify(images, 4)  # BUG: the patch_size argument unused
+
+
+def patchify_of_the_transposed_image(images, p):
+    return patchify(images.transpose(2, 3), p)  # BUG: (B, C, W, H)
+
+
+def patchify_with_p_patches_per_side(images, p):
+    batch, channels, height, width = images.shape
+    grid = images.reshape(batch, channels, p, height // p, p, width // p)  # BUG: p patches a side
+    return grid.permute(0, 2, 4, 1, 3, 5).reshape(batch, p * p, -1)
+
+
+def patchify_of_the_first_image_as_a_batch(images, p):
+    return patchify(images[:1], p)
+
+
+def sinusoidal_2d_cached_by_rows(rows, cols, d_model, _cache={}):  # noqa: B006 (the mistake)
+    if rows not in _cache:  # BUG: cols and d_model left out of the key
+        _cache[rows] = sinusoidal_2d(rows, cols, d_model)
+    return _cache[rows]
+
+
+def sinusoidal_2d_in_maes_layout(rows, cols, d_model):
+    half = d_model // 2
+
+    def sines_then_cosines(n):
+        encoding = sinusoidal_encoding(n, half)
+        return torch.cat([encoding[:, 0::2], encoding[:, 1::2]], 1)
+
+    by_row = sines_then_cosines(rows).repeat_interleave(cols, 0)
+    return torch.cat([sines_then_cosines(cols).repeat(rows, 1), by_row], 1)  # the column first
+
+
+def sinusoidal_2d_of_the_canvas(rows, cols, d_model):
+    return sinusoidal_2d(6, 6, d_model)
+
+
+def sinusoidal_2d_of_width_32(rows, cols, d_model):
+    return sinusoidal_2d(rows, cols, 32)
+
+
+def sinusoidal_2d_with_a_column_table_of_rows(rows, cols, d_model):
+    by_row = sinusoidal_encoding(rows, d_model // 2)
+    by_col = sinusoidal_encoding(rows, d_model // 2)  # BUG: rows positions, not cols
+    return torch.stack(
+        [torch.cat([by_row[r], by_col[c]]) for r in range(rows) for c in range(cols)]
+    )
+
+
+def sinusoidal_2d_with_a_row_table_of_cols(rows, cols, d_model):
+    by_row = sinusoidal_encoding(cols, d_model // 2)  # BUG: cols positions, not rows
+    by_col = sinusoidal_encoding(cols, d_model // 2)
+    return torch.stack(
+        [torch.cat([by_row[r], by_col[c]]) for r in range(rows) for c in range(cols)]
+    )
+
+
+def centroid_squeezed(weights, grid_size, p):
+    return attention_centroid(weights, grid_size, p).squeeze()
+
+
+def centroid_at_the_bottom_right_pixel(weights, grid_size, p):
+    centres = _centres(grid_size, p, weights.dtype, p - 1)
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+def centroid_counting_pixels_from_one(weights, grid_size, p):
+    return attention_centroid(weights, grid_size, p) + 1
+
+
+def centroid_normalised_over_the_first_axis(weights, grid_size, p):
+    return weights / weights.sum(0, keepdim=True) @ _centres(grid_size, p, weights.dtype)
+
+
+def centroid_for_a_square_grid(weights, grid_size, p):
+    rows, _ = grid_size
+    return attention_centroid(weights, (rows, rows), p)  # BUG: rows x rows centres
+
+
+REFUSED_AFTER_A_FIFTH_PASS = [
+    (
+        "patchify",
+        patchify_with_a_hard_coded_patch_size,
+        "shape '[3, 3, 1, 4, 1, 4]' is invalid for input of size 216; patches of 4 x 4 though "
+        "patch_size is 2: use the patch_size argument",
+    ),
+    ("patchify", patchify_with_a_hard_coded_patch_size, "(patches of 4 x 4 though patch_size"),
+    ("patchify", patchify_of_the_transposed_image, "patchifies the image transposed (its H and W"),
+    (
+        "patchify",
+        patchify_with_p_patches_per_side,
+        "uses patch_size as the number of patches per side",
+    ),
+    (
+        "patchify",
+        patchify_of_the_first_image_as_a_batch,
+        "returns the patches of the first image only (images[:1], a batch of one)",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_cached_by_rows,
+        "2 x 5 patches, d_model = 16: shape (6, 8), expected (10, 16) (returns its result of an "
+        "earlier case, 2 x 3 patches with d_model = 8, which shares rows with this one",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_in_maes_layout,
+        "the column's half comes first, and each half holds its sines first",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_of_the_canvas,
+        "returns the encoding of a 6 x 6 grid (section 2's canvas) whatever rows and cols",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_of_width_32,
+        "returns vectors of d_model = 32 whatever d_model",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_with_a_column_table_of_rows,
+        "an index past the end of a table of rows = 2 positions: the column runs to cols - 1 = 2",
+    ),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_with_a_row_table_of_cols,
+        "an index past the end of a table of cols = 2 positions: the row runs to rows - 1 = 3",
+    ),
+    (
+        "attention centroid",
+        centroid_squeezed,
+        "shape (2,), expected (1, 1, 2) (squeeze drops size-1 axes",
+    ),
+    (
+        "attention centroid",
+        centroid_over_a_detached_total,
+        "divides by a detached total: no gradient flows through the total",
+    ),
+    (
+        "attention centroid",
+        centroid_at_the_bottom_right_pixel,
+        "places each patch's centre at its bottom-right pixel, r*p + p - 1",
+    ),
+    ("attention centroid", centroid_counting_pixels_from_one, "counts pixels from 1"),
+    (
+        "attention centroid",
+        centroid_normalised_over_the_first_axis,
+        "normalises the weights over the first axis (weights.sum(0))",
+    ),
+    (
+        "attention centroid",
+        centroid_for_a_square_grid,
+        "(1x6 and 4x2); 4 = rows * rows centres against 6 weights, as if the grid were square",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_FIFTH_PASS  # tests/test_exercises.py names each
+
+
+NAMED_ON_EVERY_FAILING_CASE = {  # each fifth-pass answer: words in each of its failures
+    patchify_with_a_hard_coded_patch_size: "though patch_size is",
+    patchify_of_the_transposed_image: "patchifies the image transposed",
+    patchify_with_p_patches_per_side: "uses patch_size as the number of patches per side",
+    patchify_of_the_first_image_as_a_batch: "the first image only",
+    sinusoidal_2d_cached_by_rows: "returns its result of an earlier case",
+    sinusoidal_2d_in_maes_layout: "the layout of MAE's get_2d_sincos_pos_embed",
+    sinusoidal_2d_of_the_canvas: "returns the encoding of a 6 x 6 grid",
+    sinusoidal_2d_of_width_32: "returns vectors of d_model = 32",
+    sinusoidal_2d_with_a_column_table_of_rows: "an index past the end of a table of rows",
+    sinusoidal_2d_with_a_row_table_of_cols: "an index past the end of a table of cols",
+    centroid_squeezed: "squeeze drops size-1 axes",
+    centroid_over_a_detached_total: "detached",
+    centroid_at_the_bottom_right_pixel: "bottom-right pixel",
+    centroid_counting_pixels_from_one: "counts pixels from 1",
+    centroid_normalised_over_the_first_axis: "over the first axis (weights.sum(0))",
+    centroid_for_a_square_grid: "as if the grid were square",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    sorted({(exercise, answer) for exercise, answer, _ in REFUSED_AFTER_A_FIFTH_PASS}, key=str),
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_fifth_pass_mistake_is_named_on_every_case_it_fails(exercise, answer, run_checker):
+    """Not the general hint, nor a bare error or shape, on any case."""
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert NAMED_ON_EVERY_FAILING_CASE[answer] in line, line
+        assert not line.endswith(GENERAL_HINTS[exercise]), line
+
+
+def test_a_hard_coded_patch_size_is_not_told_the_images_are_not_square(run_checker):
+    _, out = run_checker(check_patchify, patchify_with_a_hard_coded_patch_size)
+    assert "not square" not in out, out
+
+
+def test_a_detached_total_is_named_where_the_weights_do_not_sum_to_one(run_checker):
+    _, out = run_checker(check_attention_centroid, centroid_over_a_detached_total)
+    sums = {name: weights.sum(-1) for name, weights, _, _ in centroid_cases()}
+    not_one = [name for name, total in sums.items() if (total - 1).abs().max() > 0.1]
+    assert len(not_one) >= 2
+    for name in not_one:
+        (line,) = [line for line in out.splitlines() if line.startswith(f"  - {name}:")]
+        assert "divides by a detached total" in line and "sum to one, dividing" not in line, line
+
+
+def centroid_reseeding_torch(weights, grid_size, p):
+    torch.manual_seed(12345)
+    return attention_centroid(weights, grid_size, p)
+
+
+def centroid_drawing_from_torch(weights, grid_size, p):
+    torch.rand(1)
+    return attention_centroid(weights, grid_size, p)
+
+
+@pytest.mark.parametrize("answer", [centroid_reseeding_torch, centroid_drawing_from_torch])
+def test_an_answer_that_uses_torchs_random_generator_is_refused_and_the_state_put_back(
+    answer, run_checker
+):
+    torch.manual_seed(7)
+    state = torch.random.get_rng_state()
+    verdict, out = run_checker(check_attention_centroid, answer)
+    assert verdict is False, out
+    assert "reseeds or draws from torch's global random generator" in out, out
+    assert torch.equal(torch.random.get_rng_state(), state)

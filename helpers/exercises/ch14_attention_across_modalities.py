@@ -10,7 +10,7 @@
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +43,8 @@ def _advise(failures: list, name: str, failure: str, words: str, advice: str) ->
 
 
 # 1. Patchify
+
+PATCH_SIZES = (1, 2, 4)  # the cases' patch sizes
 
 
 def patchify_cases() -> list[tuple[str, torch.Tensor, int]]:
@@ -129,6 +131,28 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
     mistakes["returns the patches of the first image only: keep the batch axis, (B, n, C*p*p)"] = (
         right[0]
     )
+    if batch > 1:
+        mistakes[
+            "returns the patches of the first image only (images[:1], a batch of one): each of "
+            "the B images gets its own sequence of patches, (B, n, C*p*p)"
+        ] = right[:1]
+    mistakes[
+        "patchifies the image transposed (its H and W swapped, e.g. images.transpose(2, 3)): the "
+        "patches then run down the columns and each patch is transposed; cut the images as they "
+        "come, (B, C, H, W), row r of patches from pixel rows r*p .. r*p + p - 1"
+    ] = patchify(images.transpose(2, 3), p)
+    mistakes[
+        "uses patch_size as the number of patches per side: p x p patches of (H/p) x (W/p) pixels "
+        "each; p is the side of a patch in pixels, so the image holds (H/p) x (W/p) patches of "
+        "p x p"
+    ] = (
+        images.reshape(batch, channels, p, rows, p, cols)
+        .permute(0, 2, 4, 1, 3, 5)
+        .reshape(batch, p * p, -1)
+    )
+    for size in PATCH_SIZES:
+        if size != p and height % size == 0 and width % size == 0:
+            mistakes[_hard_coded_patch_size(size, p)] = patchify(images, size)
     mistakes[
         "the patch rows run bottom to top: patch 0 is the top-left one, patch r * cols + c "
         "lies r patches down from the top"
@@ -166,6 +190,10 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
     return named_together(mistakes)
 
 
+def _hard_coded_patch_size(size: int, p: int) -> str:
+    return f"patches of {size} x {size} though patch_size is {p}: use the patch_size argument"
+
+
 def _contiguous_strides(tensor: torch.Tensor) -> tuple[int, ...]:
     """The strides a contiguous tensor of this shape has."""
     strides, step = [], 1
@@ -175,15 +203,23 @@ def _contiguous_strides(tensor: torch.Tensor) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _name_the_reshape(failures: list, name: str, images: torch.Tensor) -> None:
-    """Add what a reshape that raised assumed, read from the shape in torch's error: one channel,
-    or a square image."""
+def _name_the_reshape(failures: list, name: str, images: torch.Tensor, p: int) -> None:
+    """Add what a reshape that raised assumed, read from the shape in torch's error: a patch size
+    of its own, one channel, or a square image."""
     found = re.search(r"shape '\[([\d, ]+)\]' is invalid for input of size", failures[-1])
     if not failures[-1].startswith(f"{name}: your function raised") or found is None:
         return
-    asked = math.prod(int(size) for size in found.group(1).split(","))
+    shape = [int(size) for size in found.group(1).split(",")]
+    asked = math.prod(shape)
     batch, channels, height, width = images.shape
-    if channels > 1 and asked * channels == images.numel():
+    sizes = [
+        size
+        for size in PATCH_SIZES
+        if size != p and shape == [batch, channels, height // size, size, width // size, size]
+    ]
+    if sizes:
+        failures[-1] += f"; {_hard_coded_patch_size(sizes[0], p)}"
+    elif channels > 1 and asked * channels == images.numel():
         failures[-1] += (
             f"; the shape asked for holds {asked} numbers, B*H*W, and the images "
             f"{images.numel()}, C = {channels} times as many: a reshape to (B, H/p, p, W/p, p) "
@@ -232,13 +268,25 @@ def check_patchify(learner_patchify: Callable) -> bool:
             "is not: .reshape copies when it must",
         )
         if failures:
-            _name_the_reshape(failures, name, images)
+            _name_the_reshape(failures, name, images, p)
     return report(failures, passed)
 
 
 # 2. The 2-D sinusoidal encoding
 
-SINUSOIDAL_2D_SIZES = [(2, 3, 8), (3, 3, 16), (4, 2, 12), (1, 5, 8), (6, 6, 32)]
+# The last three each share rows with an earlier case, and d_model or cols at most: an answer
+# that keeps its results between calls by rows alone is caught.
+SINUSOIDAL_2D_SIZES = [
+    (2, 3, 8),
+    (3, 3, 16),
+    (4, 2, 12),
+    (1, 5, 8),
+    (6, 6, 32),
+    (2, 5, 16),
+    (4, 6, 12),
+    (1, 5, 16),
+]
+CANVAS_GRID, CANVAS_D_MODEL = (6, 6), 32  # the sizes section 2 encodes
 
 
 def _halves(rows: int, cols: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -249,7 +297,11 @@ def _halves(rows: int, cols: int, width: int) -> tuple[torch.Tensor, torch.Tenso
     return by_row, by_col
 
 
-def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
+def _sinusoidal_2d_mistakes(
+    rows: int, cols: int, d_model: int, earlier: Sequence[tuple[int, int, int]] = ()
+) -> dict:
+    """{diagnosis: what that mistake returns} for one case; earlier: the sizes of the cases
+    run before it."""
     half = d_model // 2
     n = rows * cols
     by_row, by_col = _halves(rows, cols, half)
@@ -326,6 +378,21 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
             [by_row, torch.zeros_like(by_col)], -1
         ).reshape(n, d_model),
     }
+    mistakes[
+        "the column's half comes first, and each half holds its sines first, then its cosines "
+        "(the layout of MAE's get_2d_sincos_pos_embed): put the row's half first, and interleave "
+        "each half as chapter 05's encoding does, sin then cos for each frequency"
+    ] = torch.cat(
+        [by_col[..., 0::2], by_col[..., 1::2], by_row[..., 0::2], by_row[..., 1::2]], -1
+    ).reshape(n, d_model)
+    canvas_rows, canvas_cols = CANVAS_GRID
+    mistakes[
+        f"returns the encoding of a {canvas_rows} x {canvas_cols} grid (section 2's canvas) "
+        f"whatever rows and cols: encode the rows x cols grid the arguments give"
+    ] = sinusoidal_2d(canvas_rows, canvas_cols, d_model)
+    mistakes[
+        f"returns vectors of d_model = {CANVAS_D_MODEL} whatever d_model: use the d_model argument"
+    ] = sinusoidal_2d(rows, cols, CANVAS_D_MODEL)
     quarter = d_model // 4
     if quarter % 2 == 0:
         narrow_row, narrow_col = _halves(rows, cols, quarter)
@@ -335,7 +402,27 @@ def _sinusoidal_2d_mistakes(rows: int, cols: int, d_model: int) -> dict:
             "encoding of width d_model/2, sinusoidal_encoding(rows, d_model // 2), every number "
             "of it a sine or a cosine"
         ] = torch.cat([narrow_row, padding, narrow_col, padding], -1).reshape(n, d_model)
+    mistakes.update(_earlier_results((rows, cols, d_model), earlier))
     return named_together(mistakes)
+
+
+def _earlier_results(sizes: tuple[int, int, int], earlier: Sequence[tuple[int, int, int]]) -> dict:
+    """{diagnosis: what an answer returns that hands back its result of an earlier case}: a
+    cache, or a mutable default argument, whose key leaves some of the sizes out."""
+    names = ("rows", "cols", "d_model")
+    mistakes = {}
+    for before in earlier:
+        shared = [name for name, now, then in zip(names, sizes, before, strict=True) if now == then]
+        left_out = [name for name in names if name not in shared]
+        rows, cols, d_model = before
+        mistakes[
+            f"returns its result of an earlier case, {rows} x {cols} patches with d_model = "
+            f"{d_model}, which shares {' and '.join(shared) or 'no size'} with this one: a result "
+            f"kept between calls (a cache, or a mutable default argument) is looked up by a key "
+            f"that leaves out {' and '.join(left_out)}; the encoding depends on rows, cols and "
+            f"d_model together"
+        ] = sinusoidal_2d(*before)
+    return mistakes
 
 
 def _halves_from(rows: int, cols: int, width: int, first: int) -> tuple:
@@ -371,8 +458,9 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
     random generator and module hooks as they were."""
     failures, passed = [], 0
     answers = _float32_only(TimedAnswers(learner_encoding))
-    for rows, cols, d_model in SINUSOIDAL_2D_SIZES:
+    for index, (rows, cols, d_model) in enumerate(SINUSOIDAL_2D_SIZES):
         right = sinusoidal_2d(rows, cols, d_model)
+        earlier = SINUSOIDAL_2D_SIZES[:index]
         case = f"{rows} x {cols} patches, d_model = {d_model}"
         passed += run_case(
             case,
@@ -382,7 +470,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             failures,
             1e-5,
             "the row's encoding (width d_model/2) then the column's, for patch r * cols + c",
-            wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model), right),
+            wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model, earlier), right),
             forbidden={"helpers.vision.sinusoidal_2d": sinusoidal_2d},
         )
         _advise(
@@ -401,17 +489,39 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
                 f"d_model // 4 = {d_model // 4} is odd here, and no width for an encoding: each "
                 f"half is an encoding of width d_model // 2 = {d_model // 2}",
             )
-        for side, name in ((rows, "rows"), (cols, "cols")) if rows != cols else ():
-            _advise(
-                failures,
-                case,
-                f"shape ({side * side}, ",
-                "",
-                f"{side * side} = {name} * {name} vectors, as if the grid were square: this one "
-                f"is {rows} x {cols}, so its rows * cols = {rows * cols} patches take their row "
-                f"from range(rows) and their column from range(cols)",
-            )
+        sides = {"rows": rows, "cols": cols}
+        for short, long, axis in (("rows", "cols", "column"), ("cols", "rows", "row")):
+            if sides[long] > sides[short]:
+                _advise(
+                    failures,
+                    case,
+                    "your function raised IndexError",
+                    f"out of bounds for dimension 0 with size {sides[short]}",
+                    f"an index past the end of a table of {short} = {sides[short]} positions: "
+                    f"the {axis} runs to {long} - 1 = {sides[long] - 1}, so the {axis}'s table "
+                    f"needs {long} positions, sinusoidal_encoding({long}, d_model // 2)",
+                )
+        _name_a_square_grid(failures, case, rows, cols)
     return report(failures, passed)
+
+
+def _name_a_square_grid(failures: list, case: str, rows: int, cols: int) -> None:
+    """Add to a case's failure that names only a wrong number of vectors, rows * rows or
+    cols * cols, that the answer took the grid for a square."""
+    bare = (
+        re.fullmatch(
+            rf"{re.escape(case)}: shape \((\d+), \d+\), expected \(\d+, \d+\)", failures[-1]
+        )
+        if failures
+        else None
+    )
+    for side, name in ((rows, "rows"), (cols, "cols")) if bare and rows != cols else ():
+        if int(bare.group(1)) == side * side:
+            failures[-1] += (
+                f"; {side * side} = {name} * {name} vectors, as if the grid were square: this one "
+                f"is {rows} x {cols}, so its rows * cols = {rows * cols} patches take their row "
+                f"from range(rows) and their column from range(cols)"
+            )
 
 
 # 3. The attention's centroid
@@ -467,6 +577,20 @@ def centroid_cases() -> list[tuple[str, torch.Tensor, tuple[int, int], int]]:
             2,
         ),
         ("(4, 16), 4 x 4 patches of one pixel each", softmax(4, n=16), (4, 4), 1),
+        (
+            "(B=1, queries=1, 36): one query of one image over a canvas's 6 x 6 patches of "
+            "4 x 4 pixels",
+            softmax(1, 1, n=36),
+            (6, 6),
+            4,
+        ),
+        (
+            "(2, 3, 8): two heads' weights added, each row summing to 2, over 4 x 2 patches of "
+            "4 x 4 pixels",
+            softmax(2, 2, 3, n=8).sum(0),
+            (4, 2),
+            4,
+        ),
     ]
 
 
@@ -526,6 +650,26 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         .round()
         .to(weights.dtype),
     }
+    mistakes[
+        "places each patch's centre at its bottom-right pixel, r*p + p - 1: the p pixels "
+        "r*p .. r*p + p - 1 have their centre halfway, at r*p + (p - 1)/2"
+    ] = mean_of(centres + (p - 1) / 2)
+    mistakes[
+        "counts pixels from 1: the top-left pixel is (0, 0), as in image[row, column], so the "
+        "patch in row r, column c has its centre at (r*p + (p - 1)/2, c*p + (p - 1)/2)"
+    ] = mean_of(centres + 1)
+    if weights.dim() > 1:  # (for one dim, the first axis is the patches')
+        mistakes[
+            "normalises the weights over the first axis (weights.sum(0)): each query's weights "
+            "are divided by their own total over the patches, the last axis, weights.sum(-1, "
+            "keepdim=True)"
+        ] = (w / w.sum(0, keepdim=True) @ centres).to(weights.dtype)
+    if 1 in weights.shape[:-1]:
+        mistakes[
+            f"squeeze drops size-1 axes: this case's weights are {tuple(weights.shape)}, so "
+            f"the centroid is {(*weights.shape[:-1], 2)}; keep every leading axis, even one "
+            f"of size 1"
+        ] = mean_of(centres).squeeze()
     if weights.dim() > 2:  # (for two dims, that is weights.sum(), named above)
         mistakes[
             "divides by weights.sum(0).sum(-1), a total over the first axis as well as the "
@@ -549,24 +693,87 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
     return named_together(mistakes)
 
 
+def _gradient_of(got: object, weights: torch.Tensor) -> torch.Tensor | None:
+    """d(sum(got * upstream)) / d(weights) for one fixed random upstream gradient, the graph
+    kept for the checker's own backward pass; None where there is none to take."""
+    if not isinstance(got, torch.Tensor) or not got.is_floating_point() or not got.requires_grad:
+        return None
+    generator = torch.Generator().manual_seed(0)
+    upstream = torch.randn(got.shape, generator=generator, dtype=torch.float64).to(got.dtype)
+    try:
+        (gradient,) = torch.autograd.grad(
+            (got * upstream).sum(), weights, retain_graph=True, allow_unused=True
+        )
+    except RuntimeError:  # the learner's graph may be anything
+        return None
+    return gradient
+
+
+def _detached_total_gradient(
+    weights: torch.Tensor, grid_size: tuple[int, int], p: int
+) -> torch.Tensor:
+    """The gradient _gradient_of finds for a centroid divided by a detached total."""
+    w = weights.detach().clone().requires_grad_()
+    centres = _patch_centres(grid_size, p, w.dtype)
+    return _gradient_of(w @ centres / w.sum(-1, keepdim=True).detach(), w)
+
+
+def _same_gradient(mine: torch.Tensor | None, theirs: torch.Tensor) -> bool:
+    return (
+        mine is not None
+        and mine.shape == theirs.shape
+        and torch.allclose(mine.double(), theirs.double(), atol=1e-4, rtol=1e-3)
+    )
+
+
+def _name_a_square_grid_of_centres(failures: list, name: str, grid_size: tuple[int, int]) -> bool:
+    """Add to a case's failure where the answer raised on rows * rows (or cols * cols) centres
+    against n = rows * cols weights that it took the grid for a square; whether it did."""
+    rows, cols = grid_size
+    if rows == cols or not failures or not failures[-1].startswith(f"{name}: your function raised"):
+        return False
+    n = rows * cols
+    for side, axis in ((rows, "rows"), (cols, "cols")):
+        square = side * side
+        multiplied = re.search(rf"and {square}x2\)", failures[-1])
+        broadcast = f"({square})" in failures[-1] and f"({n})" in failures[-1]
+        if multiplied or broadcast:
+            failures[-1] += (
+                f"; {square} = {axis} * {axis} centres against {n} weights, as if the grid were "
+                f"square: this one is {rows} x {cols}, so its n = {n} patches take their row "
+                f"from range(rows) and their column from range(cols)"
+            )
+            return True
+    return False
+
+
 @exercise_checker
 def check_attention_centroid(learner_centroid: Callable) -> bool:
-    """learner_centroid(weights, grid_size, patch_size) -> (..., 2): weights (..., n), 1 to 4
-    dims, float32 or float64, each weight > 0, over the n = rows * cols patches of an image in
-    patchify's order; grid_size (rows, cols) the patches down and across, not always square;
-    patch_size p an int, 1, 2 or 4. The weighted mean of the patches' centres in pixels, (row,
-    column), the patch in row r, column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The
-    weights need not sum to one (e.g. the attention on one cell only, or several heads'
-    weights added): divide by their total. In the weights' dtype, with gradients; the input
-    left as it was (no in-place operation on it, even one that changes no value). Each call
-    must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default
-    dtype, random generator and module hooks as they were."""
+    """learner_centroid(weights, grid_size, patch_size) -> (..., 2), every leading axis of the
+    weights kept, even one of size 1: weights (..., n), 1 to 4 dims, float32 or float64, each
+    weight > 0, over the n = rows * cols patches of an image in patchify's order; grid_size
+    (rows, cols) the patches down and across, not always square; patch_size p an int, 1, 2 or
+    4. The weighted mean of the patches' centres in pixels, (row, column), the patch in row r,
+    column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The weights need not sum to one
+    (e.g. the attention on one cell only, or several heads' weights added): divide by their
+    total. In the weights' dtype, with gradients; the input left as it was (no in-place
+    operation on it, even one that changes no value). Each call must return within
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype, random generator
+    and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
+    gradients = {}
+
+    def answer_and_its_gradient(w, grid_size, p):
+        got = answers(w, grid_size, p)
+        gradients["answer"] = _gradient_of(got, w)
+        return got
+
     for name, weights, grid_size, p in centroid_cases():
         right = attention_centroid(weights, grid_size, p)
+        gradients.clear()
         passed += run_case(
             name,
-            lambda w, grid_size=grid_size, p=p: answers(w, grid_size, p),
+            lambda w, grid_size=grid_size, p=p: answer_and_its_gradient(w, grid_size, p),
             (weights,),
             lambda w, grid_size=grid_size, p=p: attention_centroid(w, grid_size, p),
             failures,
@@ -582,21 +789,38 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             "dtype",
             "this case's weights are float64: build the centres with dtype=weights.dtype",
         )
-        _advise(
-            failures,
-            name,
-            "your function raised",
-            "must match the size",
-            "if it divides by weights.sum(-1), that total has lost the patch axis: keep it with "
-            "keepdim=True (or [..., None]) so that it divides both coordinates of each query",
-        )
-        _advise(
-            failures,
-            name,
-            "the values are right but the gradient",
-            "",
-            "where the weights sum to one, dividing by their total, weights.sum(-1) (not "
-            "detached), changes no value but does change the gradient: the centroid moves when "
-            "the weights shift between patches, not when they all grow together",
-        )
+        if not _name_a_square_grid_of_centres(failures, name, grid_size):
+            _advise(
+                failures,
+                name,
+                "your function raised",
+                "must match the size",
+                "if it divides by weights.sum(-1), that total has lost the patch axis: keep it "
+                "with keepdim=True (or [..., None]) so that it divides both coordinates of each "
+                "query",
+            )
+        ones = torch.ones(weights.shape[:-1], dtype=torch.float64)
+        if torch.allclose(weights.sum(-1).double(), ones, atol=1e-5):
+            _advise(
+                failures,
+                name,
+                "the values are right but the gradient",
+                "",
+                "where the weights sum to one, dividing by their total, weights.sum(-1) (not "
+                "detached), changes no value but does change the gradient: the centroid moves "
+                "when the weights shift between patches, not when they all grow together",
+            )
+        elif _same_gradient(
+            gradients.get("answer"), _detached_total_gradient(weights, grid_size, p)
+        ):
+            _advise(
+                failures,
+                name,
+                "the values are right but the gradient",
+                "",
+                "divides by a detached total: no gradient flows through the total "
+                "(weights.sum(-1).detach(), or a total of weights.detach() or weights.data), so "
+                "the centroid would seem to move when all the weights grow together; divide by "
+                "weights.sum(-1, keepdim=True) itself",
+            )
     return report(failures, passed)
