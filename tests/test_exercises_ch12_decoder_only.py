@@ -16,6 +16,7 @@ from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
 from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
 from helpers.exercises.ch12_decoder_only import (
     EXACT,
+    NEAR_EDGE,
     answer_loss_cases,
     prefix_mask_cases,
     top_p_cases,
@@ -620,16 +621,17 @@ def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_ch
 )
 def test_no_top_p_case_lies_within_rounding_of_a_cumulative_probability(name, logits, top_p):
     """A float32 answer and the float64 reference then keep the same tokens: a cumulative
-    probability either lies far from top_p or, in the exact-boundary cases, equals it in
-    float32 and float64 alike."""
+    probability either lies far from top_p (NEAR_EDGE / 2, where float32 rounds a sum of 1000
+    probabilities to about 1e-6 at most) or, in the exact-boundary cases, equals it in float32
+    and float64 alike."""
     for dtype in (torch.float32, torch.float64):
         ordered = logits.to(dtype).softmax(-1).sort(dim=-1, descending=True).values
         total = ordered.cumsum(-1)
         if name.startswith(EXACT):
             assert (total - ordered == top_p).any(-1).all(), name  # some token's mass before
         elif top_p < 1:
-            assert ((total - top_p).abs() > 1e-3).all() and (
-                (total - ordered - top_p).abs() > 1e-3
+            assert ((total - top_p).abs() > NEAR_EDGE / 2).all() and (
+                (total - ordered - top_p).abs() > NEAR_EDGE / 2
             ).all()
 
 
@@ -910,13 +912,35 @@ def test_a_right_answer_found_by_a_third_learners_pass_is_accepted(answer, run_c
 
 def test_the_top_p_cases_hold_what_the_docstring_says():
     """V up to 1000, logits up to 100 where exp overflows float32, and at top_p = 1 a row whose
-    float32 running sum reaches 1.0 before its end and a token of probability 0 in float32."""
+    float32 running sum reaches 1.0 before its end, a token of probability 0 in float32 and an
+    -inf already in the logits; below top_p = 1, nuclei of hundreds of tokens, and a nucleus
+    whose edge lies NEAR_EDGE (1e-4) from top_p, where float16 keeps other tokens."""
     cases = top_p_cases()
     assert max(logits.shape[-1] for _, logits, _ in cases) == 1000
     assert any(logits.float().exp().isposinf().any() for _, logits, _ in cases)
     at_one = [logits for _, logits, top_p in cases if top_p == 1]
     assert any((logits.softmax(-1) == 0).any() for logits in at_one)
     assert any(not _cumulative_keep(logits, 1.0).all() for logits in at_one)
+    assert any((logits == NEG_INF).any() for logits in at_one)
+    below_one = [(name, logits, top_p) for name, logits, top_p in cases if top_p < 1]
+    sizes = [(top_p_filter(lg, p) > NEG_INF).sum(-1).min() for _, lg, p in below_one]
+    assert max(sizes) >= 100
+    near = [
+        (logits, top_p)
+        for name, logits, top_p in below_one
+        if not name.startswith(EXACT)
+        and (_distances_to_top_p(logits, top_p) < 1.01 * NEAR_EDGE).any()
+    ]
+    assert near and all(
+        not torch.equal(top_p_with_probabilities_in_float16(lg, p), top_p_filter(lg, p))
+        for lg, p in near
+    )
+
+
+def _distances_to_top_p(logits, top_p):
+    """How far each cumulative probability of the sorted tokens lies from top_p, in float64."""
+    ordered = logits.double().softmax(-1).sort(dim=-1, descending=True).values
+    return (ordered.cumsum(-1) - top_p).abs()
 
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "12_decoder_only.ipynb"
@@ -944,6 +968,8 @@ def test_the_top_p_prompt_and_docstrings_state_what_the_cases_hold():
     for text in (prompt, your_turn, checker):
         assert "1000" in text and "100" in text and "underflows to 0" in text
         assert "dtype" in text and "top_p = 1" in text
+        assert "hundreds of tokens" in text and "1e-4" in text and "float16" in text
+        assert "stays -inf" in text.replace("`", "")
     assert "without gradients" in your_turn and "without requires_grad" in checker
 
 
@@ -994,10 +1020,7 @@ OTHER_TOP_P_HINTS = {  # words of each hint that names another mistake
             top_p_keeping_while_the_mass_before_is_at_most_top_p,
             {"one too many", "at top_p = 1, where every token stays"},
         ),
-        (
-            top_p_applying_the_sorted_mask_unsorted,
-            {"instead of the more likely token", "of its tokens, the nucleus holds"},
-        ),
+        (top_p_applying_the_sorted_mask_unsorted, {"scatter it back to token order first"}),
         (
             top_p_one_short_as_the_notebook_writes_it,
             {"one token short", "the most likely token is dropped", "keeps no token"},
@@ -1158,3 +1181,198 @@ def test_torchs_global_settings_are_put_back_after_an_answer_changes_them(
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
     assert dict(torch.nn.modules.module._global_forward_hooks) == hooks
     assert torch.equal(torch.random.get_rng_state(), random_state)
+
+
+# Regressions from a fifth learner's pass: the checker raised where the right tokens were kept
+# with other logits at top_p = 1; a nucleus capped at 10 tokens, probabilities in float16 and an
+# input -inf replaced at top_p = 1 were judged Correct; a sorted keep mask never scattered back,
+# rows given other rows' prompt lengths and three loss mistakes got the general hint
+
+
+def top_p_doubling_every_logit(logits, top_p):
+    return logits * 2
+
+
+def top_p_adding_one_to_the_kept_logits(logits, top_p):
+    return top_p_filter(logits, top_p) + 1
+
+
+def top_p_after_a_temperature(logits, top_p):
+    return top_p_filter(logits / 0.8, top_p)
+
+
+def top_p_on_the_logits_minus_their_maximum(logits, top_p):
+    return top_p_filter(logits - logits.amax(-1, keepdim=True), top_p)
+
+
+def top_p_through_float16_logits(logits, top_p):
+    return top_p_filter(logits.half().to(logits.dtype), top_p)
+
+
+def top_p_capped_at_ten_tokens(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    keep_sorted[:, 10:] = False  # BUG: a nucleus has no such limit
+    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+
+def top_p_with_probabilities_in_float16(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.half().softmax(-1).sort(-1, descending=True)  # BUG: float16
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+
+def top_p_with_softmax_rounded_to_float16(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.softmax(-1).half().sort(-1, descending=True)  # BUG: float16
+    needed = (probabilities.cumsum(-1) < top_p).sum(-1, keepdim=True) + 1
+    keep_sorted = torch.arange(logits.shape[-1]) < needed
+    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+
+def top_p_as_hugging_face_does_in_bfloat16(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    ordered, order = logits.bfloat16().sort(descending=False)  # BUG: bfloat16
+    remove = ordered.softmax(-1).cumsum(-1) <= (1 - top_p)
+    remove[..., -1:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
+
+
+def top_p_replacing_an_input_inf(logits, top_p):
+    finite = logits.nan_to_num(neginf=-1e4)  # BUG: an -inf of the input comes back as -1e4
+    return finite if top_p >= 1 else top_p_filter(finite, top_p)
+
+
+def prefix_with_the_lengths_sorted(prompt_lengths, size):
+    return prefix_lm_mask(prompt_lengths.sort().values, size)  # BUG: rows get others' lengths
+
+
+def answer_loss_with_the_sign_flipped(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    scored = targets != 0
+    log_probabilities = logits.log_softmax(-1).gather(-1, targets[..., None])[..., 0]
+    return log_probabilities[scored].mean()  # BUG: the mean log-probability, not minus it
+
+
+def answer_loss_over_every_position(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    losses = F.cross_entropy(logits.mT, targets, reduction="none")  # (B, T - 1)
+    return (losses * (targets != 0)).mean()  # BUG: the unscored positions count in the mean
+
+
+def answer_loss_divided_by_the_batch_size(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)
+    losses = F.cross_entropy(logits.mT, targets, reduction="none")
+    return (losses * (targets != 0)).sum() / len(sequences)  # BUG: by B
+
+
+KEPT_BUT_CHANGED = "the right tokens are kept but their logits changed"
+ROUNDED_TO_FLOAT16 = "the logits are rounded to torch.float16 on the way"
+IN_FLOAT16 = "computed in float16/lower precision"
+SIGN_FLIPPED = "the sign is flipped (returns -loss)"
+OVER_EVERY_POSITION = "divided by ALL positions, B * (T - 1), the unscored ones counted"
+BY_THE_BATCH_SIZE = "divided by the batch size B"
+REFUSED_AFTER_A_FIFTH_PASS = [
+    ("top-p filter", top_p_doubling_every_logit, KEPT_BUT_CHANGED),
+    ("top-p filter", top_p_adding_one_to_the_kept_logits, KEPT_BUT_CHANGED),
+    ("top-p filter", top_p_after_a_temperature, KEPT_BUT_CHANGED),
+    ("top-p filter", top_p_on_the_logits_minus_their_maximum, KEPT_BUT_CHANGED),
+    ("top-p filter", top_p_through_float16_logits, ROUNDED_TO_FLOAT16),
+    ("top-p filter", top_p_capped_at_ten_tokens, "keeps 10 of its tokens, the nucleus holds"),
+    ("top-p filter", top_p_with_probabilities_in_float16, IN_FLOAT16),
+    ("top-p filter", top_p_with_softmax_rounded_to_float16, IN_FLOAT16),
+    ("top-p filter", top_p_as_hugging_face_does_in_bfloat16, "computed in bfloat16/lower"),
+    (
+        "top-p filter",
+        top_p_replacing_an_input_inf,
+        "is -inf in the input, a token already ruled out (cut by top-k, say), and comes back as "
+        "-1e+04: it must stay -inf, also at top_p = 1",
+    ),
+    ("top-p filter", top_p_applying_the_sorted_mask_unsorted, "scatter it back to token order"),
+    (
+        "prefix-LM mask",
+        prefix_with_the_lengths_sorted,
+        "rows have other rows' prompt lengths: row 0 holds the mask of a prompt of length 0",
+    ),
+    ("answer loss", answer_loss_with_the_sign_flipped, SIGN_FLIPPED),
+    ("answer loss", answer_loss_over_every_position, OVER_EVERY_POSITION),
+    ("answer loss", answer_loss_divided_by_the_batch_size, BY_THE_BATCH_SIZE),
+]
+
+WRONG += REFUSED_AFTER_A_FIFTH_PASS  # tests/test_exercises.py names each
+
+TOP_P_OF_CASE = {name: top_p for name, _, top_p in top_p_cases()}
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (top_p_doubling_every_logit, KEPT_BUT_CHANGED),
+        (top_p_adding_one_to_the_kept_logits, KEPT_BUT_CHANGED),
+        (top_p_after_a_temperature, KEPT_BUT_CHANGED),
+        (top_p_on_the_logits_minus_their_maximum, KEPT_BUT_CHANGED),
+        (top_p_through_float16_logits, ROUNDED_TO_FLOAT16),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_kept_tokens_with_changed_logits_are_named_at_top_p_1(answer, words, run_checker):
+    """The checker raised IndexError there: it looked for a token dropped at top_p = 1 where
+    every token was kept, with other logits."""
+    verdict, out = run_checker(check_top_p_filter, answer)
+    at_one = [line for line in out.splitlines()[1:] if TOP_P_OF_CASE[_case_of(line)] == 1]
+    assert verdict is False and at_one, out
+    assert all(words in line for line in at_one), at_one
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        top_p_with_probabilities_in_float16,
+        top_p_with_softmax_rounded_to_float16,
+        top_p_as_hugging_face_does_in_bfloat16,
+    ],
+)
+def test_probabilities_in_lower_precision_are_named_where_an_edge_lies_near_top_p(
+    answer, run_checker
+):
+    """Judged Correct while no cumulative probability came within 1e-3 of top_p."""
+    verdict, out = run_checker(check_top_p_filter, answer)
+    near = [
+        line
+        for line in out.splitlines()[1:]
+        if f"nucleus edges {NEAR_EDGE:g} from top_p" in _case_of(line)
+    ]
+    assert verdict is False and len(near) == 1, out
+    assert "/lower precision" in near[0], near
+
+
+def test_a_row_given_another_rows_prompt_length_is_the_row_reported(run_checker):
+    """The report pointed at row 0 and explained a leak in row 3."""
+    verdict, out = run_checker(check_prefix_lm_mask, prefix_with_the_lengths_sorted)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        reported = line.split("at index (")[1].split(",")[0]
+        assert f"other rows' prompt lengths: row {reported} holds" in line, line
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (answer_loss_with_the_sign_flipped, SIGN_FLIPPED),
+        (answer_loss_over_every_position, OVER_EVERY_POSITION),
+        (answer_loss_divided_by_the_batch_size, BY_THE_BATCH_SIZE),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_loss_mistake_of_a_fifth_pass_is_named_in_every_case(answer, words, run_checker):
+    verdict, out = run_checker(check_answer_loss, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(answer_loss_cases()), out
+    assert all(words in line for line in failures), out

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
 from helpers.exercises.framework import (
+    LOWER_PRECISIONS,
     Refused,
     TimedAnswers,
     exercise_checker,
@@ -73,23 +74,27 @@ def _nucleus_like(answer: object, logits: torch.Tensor, top_p: float) -> torch.T
 
 
 def _kept_by_order(
-    scores: torch.Tensor, top_p: float, descending=True, reach=True, gather=False, first=False
+    scores: torch.Tensor, top_p: float, descending=True, reach=True, back="scatter", first=False
 ):
     """The tokens a sort-and-cumsum filter keeps when it sorts `scores`: a token stays while the
     scores before it sum to less than top_p (reach=True), or while the sum up to and including
-    it is less than top_p (reach=False: one token short). gather: the sorted keep mask is taken
-    back to token order with gather, the wrong way. first: the first sorted token stays
+    it is less than top_p (reach=False: one token short). back: how the sorted keep mask is
+    taken back to token order, "scatter" (the right way), "gather" (the wrong way) or "none"
+    (the sorted mask is applied to the tokens as it is). first: the first sorted token stays
     whatever the sum says (keep_sorted[..., 0] = True)."""
     ordered, order = scores.sort(dim=-1, descending=descending)
     total = ordered.cumsum(-1)
     keep = (total - ordered if reach else total) < top_p
     if first:
         keep[..., 0] = True
-    if gather:
+    if back == "none":
+        return keep
+    if back == "gather":
         return keep.gather(-1, order)
     return torch.zeros_like(keep).scatter(-1, order, keep)
 
 
+NEAR_EDGE = 1e-4  # the closest a cumulative probability comes to top_p outside the exact cases
 EXACT = "exact boundary"  # in the names of the cases where the nucleus reaches top_p exactly
 FAR_BELOW = " and one far below them per row (logit -300 or -200)"
 
@@ -99,9 +104,11 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     cases, rows of 4 or 8 tied tokens and one far below them (probability e^-200 / size or
     less, 0 in float32, too small to change a sum of the others in float64), every cumulative
     probability is a multiple of 1/8 and exact in any precision, so a nucleus reaches top_p
-    exactly; in the others none lies within 1e-3 of top_p. Either way float32 and float64
-    answers keep the same tokens, except at top_p = 1, where every token stays however its
-    probability rounds."""
+    exactly; in the others none lies within NEAR_EDGE / 2 of top_p, and in one a nucleus's
+    edge lies NEAR_EDGE (1e-4) from it, where float16 (about 3 significant digits) keeps the
+    wrong tokens. Either way float32 and float64 answers keep the same tokens (their rounding
+    is below 1e-6 here), except at top_p = 1, where every token stays however its probability
+    rounds."""
     generator = torch.Generator().manual_seed(120)
 
     def random(*shape, dtype=torch.float32, scale=2.0):
@@ -163,6 +170,27 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
             torch.tensor([[99.0, 100.0, 0.0], [98.5, 100.0, 99.0]]),  # row 1 keeps all 3
             0.9,
         ),
+        (
+            "top_p = 1, -inf already in the logits (after top-k = 5): it stays -inf",
+            after_top_k,
+            1.0,
+        ),
+        (
+            "V = 1000, top_p = 0.8: nuclei of hundreds of tokens (logits randn * 1.5)",
+            random(2, 1000, scale=1.5),
+            0.8,
+        ),
+        (
+            f"nucleus edges {NEAR_EDGE:g} from top_p = 0.7, below it in row 0 and above it in "
+            f"row 1: float16 cannot tell them apart",
+            torch.tensor(
+                [
+                    [0.35, 0.35 - NEAR_EDGE, 0.3 + NEAR_EDGE],
+                    [0.35 + NEAR_EDGE, 0.35, 0.3 - NEAR_EDGE],
+                ]
+            ).log(),
+            0.7,
+        ),
     ]
 
 
@@ -204,7 +232,12 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         "softmax(logits), instead": _kept_only(logits, _kept_by_order(logits, top_p)),
         "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
         "order): the way back is scatter(-1, order, keep)": _kept_only(
-            logits, _kept_by_order(probabilities, top_p, gather=True)
+            logits, _kept_by_order(probabilities, top_p, back="gather")
+        ),
+        "the keep mask is in sorted order (its j-th entry is about the j-th most likely token) "
+        "but is applied to the logits in token order: scatter it back to token order first, "
+        "keep = zeros_like(keep_sorted).scatter(-1, order, keep_sorted)": _kept_only(
+            logits, _kept_by_order(probabilities, top_p, back="none")
         ),
         "returns the nucleus's probabilities, renormalised: return the logits, with -inf at the "
         "dropped tokens (the sampler takes the softmax)": renormalised,
@@ -231,6 +264,17 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
             "descending=True"
         ] = _kept_only(logits, ascending)
+    if top_p < 1:  # at top_p = 1 a rounded running sum is named apart (_dropped_at_one)
+        for low, digits in LOWER_PRECISIONS:
+            mistakes[
+                f"the probabilities are computed in {str(low).removeprefix('torch.')}/lower "
+                f"precision, which keeps {digits} significant digits: a cumulative probability "
+                f"close to top_p (1e-4 away in one case) rounds to its other side; compute them "
+                f"in the logits' dtype"
+            ] = _kept_only(logits, _kept_by_order(logits.to(low).softmax(-1), top_p))
+    mistakes.update(
+        lower_precision_mistakes(lambda lg: _kept_only(lg, _nucleus(lg, top_p)), logits, "logits")
+    )
     exps = logits.exp()
     if exps.isposinf().any():
         overflow = (
@@ -260,13 +304,24 @@ def _name_the_kept_tokens(
     if not _readable(got, logits):
         return
     got = got.detach()
+    already_out = logits == NEG_INF  # tokens the input itself rules out (after top-k, say)
     changed = got.double() != logits.double()
-    fills = got[changed & got.isfinite()]
+    fills = got[changed & got.isfinite() & ~already_out]
+    revived = already_out & got.isfinite()
     if fills.numel() and fills.max() <= -1e3:
         failures[-1] += (
             f" (the dropped tokens hold {fills.max().item():.3g}, a large negative number, not "
             f"-inf: the prompt asks for -inf, the logit of a token that can never be drawn, "
             f"whatever the other logits are)"
+        )
+        return
+    if revived.any():
+        row, token = revived.nonzero()[0].tolist()
+        failures[-1] += (
+            f" (row {row}'s token {token} is -inf in the input, a token already ruled out (cut "
+            f"by top-k, say), and comes back as {got[row, token].item():.3g}: it must stay -inf, "
+            f"also at top_p = 1, where every logit comes back as it came; nan_to_num or a clamp "
+            f"of the logits replaces it)"
         )
         return
     kept, nucleus = got > NEG_INF, expected > NEG_INF
@@ -285,6 +340,11 @@ def _name_the_kept_tokens(
         failures[-1] += (
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
+        )
+    elif torch.equal(kept, nucleus):
+        failures[-1] += (
+            " (the right tokens are kept but their logits changed: return them exactly as they "
+            "came, -inf at the others)"
         )
     elif top_p >= 1 and (kept <= nucleus).all():
         failures[-1] += f" ({_dropped_at_one(kept, nucleus, logits)})"
@@ -306,11 +366,6 @@ def _name_the_kept_tokens(
             f"{int(kept[row].sum())} tokens where {int(nucleus[row].sum())} already reach "
             f"top_p: the nucleus is the smallest such set, so keep only as many of the tied "
             f"tokens as it needs, any of them)"
-        )
-    elif torch.equal(kept, nucleus):
-        failures[-1] += (
-            " (the right tokens are kept but their logits changed: return them exactly as they "
-            "came, -inf at the others)"
         )
     else:
         row = (kept != nucleus).any(-1).nonzero()[0].item()
@@ -343,20 +398,22 @@ def _dropped_at_one(kept: torch.Tensor, nucleus: torch.Tensor, logits: torch.Ten
 @exercise_checker
 def check_top_p_filter(learner_filter: Callable) -> bool:
     """learner_filter(logits, top_p) -> (B, V): logits (B, V), float32 or float64, V from 2 to
-    1000, some maybe -inf already, some as large as 100 (where exp overflows float32), without
-    requires_grad as a sampler's logits come; top_p in (0, 1]. Every token outside the nucleus
-    becomes -inf, the kept ones keep their logits unchanged, in the logits' dtype. The nucleus:
-    the smallest set of most likely tokens (by softmax(logits)) whose probabilities sum to at
-    least top_p (a set that reaches it exactly is the nucleus: the next token goes); the most
-    likely token always stays, and top_p = 1 keeps every token, also one whose probability
-    underflows to 0 and those a running sum of the sorted probabilities reaches only after it
-    has rounded to 1. Where tokens of equal probability straddle the boundary, any of them may
-    stay (the set must still be that small). The input is left as it was (no in-place
-    operation on it, even one that changes no value). The gradients are not checked: nothing
-    is learned through a filter before sampling. Without helpers.gpt's
-    next_token_probabilities (a call to it is refused). Each call returns within 5 s and
-    leaves torch's grad mode, default dtype, random generator and module hooks as they
-    were."""
+    1000 (nuclei of up to hundreds of tokens), some maybe -inf already, some as large as 100
+    (where exp overflows float32), without requires_grad as a sampler's logits come; top_p in
+    (0, 1]. Every token outside the nucleus becomes -inf, the kept ones keep their logits
+    unchanged, in the logits' dtype (an -inf already there stays -inf, at top_p = 1 too). The
+    nucleus: the smallest set of most likely tokens (by softmax(logits)) whose probabilities
+    sum to at least top_p (a set that reaches it exactly is the nucleus: the next token goes);
+    a cumulative probability may lie 1e-4 from top_p, closer than float16 tells apart, so the
+    probabilities are computed in the logits' dtype. The most likely token always stays, and
+    top_p = 1 keeps every token, also one whose probability underflows to 0 and those a
+    running sum of the sorted probabilities reaches only after it has rounded to 1. Where
+    tokens of equal probability straddle the boundary, any of them may stay (the set must
+    still be that small). The input is left as it was (no in-place operation on it, even one
+    that changes no value). The gradients are not checked: nothing is learned through a filter
+    before sampling. Without helpers.gpt's next_token_probabilities (a call to it is refused).
+    Each call returns within 5 s and leaves torch's grad mode, default dtype, random generator
+    and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
     for name, logits, top_p in top_p_cases():
         mistakes = _top_p_mistakes(logits, top_p)
@@ -468,6 +525,16 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
         return
     if got.shape != expected.shape:
         return
+    borrowed = _another_rows_length(got, prompt_lengths, size)
+    if borrowed is not None:
+        b, length = borrowed
+        failures[-1] += (
+            f" (rows have other rows' prompt lengths: row {b} holds the mask of a prompt of "
+            f"length {length}, another row's, where prompt_lengths[{b}] = "
+            f"{prompt_lengths[b].item()}; row b's prompt is its own first prompt_lengths[b] "
+            f"positions, in the order given: are the lengths sorted or reordered?)"
+        )
+        return
     extra, missing = got & ~expected, expected & ~got
     for b, i, j in extra.nonzero().tolist():
         length = prompt_lengths[b].item()
@@ -508,6 +575,28 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
                 f"in the row's prompt, positions 0..{prompt_lengths[b].item() - 1}: the prompt "
                 f"reads the whole prompt)"
             )
+
+
+def _another_rows_length(
+    got: torch.Tensor, prompt_lengths: torch.Tensor, size: int
+) -> tuple[int, int] | None:
+    """(b, length): the first wrong row and another row's prompt length whose mask it holds,
+    where the rows hold the masks of the given lengths in another order; None otherwise."""
+    by_length = _prefix_mask_with(torch.arange(size + 1), size)  # (size + 1, size, size)
+
+    def first_alike(mask):  # the shortest length with this mask (0 and 1 share one, ...)
+        return next((length for length, m in enumerate(by_length) if torch.equal(mask, m)), None)
+
+    held = [first_alike(row) for row in got]
+    given = [first_alike(by_length[length]) for length in prompt_lengths.tolist()]
+    expected = _prefix_mask_with(prompt_lengths, size)
+    wrong = [b for b in range(len(got)) if not torch.equal(got[b], expected[b])]
+    if not wrong or None in held or sorted(held) != sorted(given):
+        return None
+    b = wrong[0]
+    return b, next(
+        length for length in prompt_lengths.tolist() if torch.equal(got[b], by_length[length])
+    )
 
 
 def _name_the_shape(failures: list, got: object, batch: int) -> None:
@@ -653,6 +742,14 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
             (losses * scored).sum(1) / scored.sum(1)
         ).mean(),
         "the sum over the scored positions: take their mean": (losses * scored).sum(),
+        "the sum over the scored positions is divided by ALL positions, B * (T - 1), the "
+        "unscored ones counted in the denominator: divide by the number of scored positions "
+        "only": (losses * scored).sum() / scored.numel(),
+        "the sum over the scored positions is divided by the batch size B: divide by the "
+        "number of scored positions, the tokens of every row's answer": (losses * scored).sum()
+        / len(sequences),
+        "the sign is flipped (returns -loss): cross-entropy is MINUS the mean log-probability "
+        "of the targets, a positive number": -_answer_loss(logits, sequences, separator_id),
         "label smoothing: the exercise's loss is the plain cross-entropy": F.cross_entropy(
             logits.flatten(0, 1), answer.flatten(), ignore_index=PAD_ID, label_smoothing=0.1
         ),
