@@ -103,6 +103,30 @@ def positive_number(value: object, name: str, allow_zero: bool = False) -> float
     return float(value)
 
 
+MOST_LEARNING_RATE = 1.0  # AdamW moves each weight by up to about this much at every step
+
+
+def adamw_rates(learning_rate: object, weight_decay: object) -> tuple[float, float]:
+    """(learning_rate, weight_decay) as floats, if AdamW can train with them: a learning rate
+    in (0, MOST_LEARNING_RATE] and a weight decay >= 0 whose product with it is at most 1."""
+    learning_rate = positive_number(learning_rate, "learning_rate")
+    weight_decay = positive_number(weight_decay, "weight_decay", allow_zero=True)
+    if learning_rate > MOST_LEARNING_RATE:
+        raise ValueError(
+            f"learning_rate must be at most {MOST_LEARNING_RATE:g}, got {shown(learning_rate)}: "
+            "AdamW moves every weight by up to about the learning rate at each step, and the "
+            "weights of this series' models are about 1 or less"
+        )
+    if learning_rate * weight_decay > 1:
+        raise ValueError(
+            f"weight_decay must be at most 1 / learning_rate = {1 / learning_rate:g}, got "
+            f"{shown(weight_decay)}: AdamW multiplies every weight by 1 - learning_rate x "
+            "weight_decay at each step, which beyond that flips their signs (and beyond "
+            "2 / learning_rate makes them grow without bound)"
+        )
+    return learning_rate, weight_decay
+
+
 def probability(value: object, name: str = "dropout") -> float:
     """value as a float in [0, 1): a dropout rate."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
