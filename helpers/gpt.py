@@ -96,7 +96,7 @@ class GPTBlock(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        check_config(config)
+        self.config = check_config(config)
         self.attention = MultiHeadAttention(
             config.d_model, config.num_heads, config.dropout, rope=config.position == "rope"
         )
@@ -107,11 +107,45 @@ class GPTBlock(nn.Module):
             self.ffn_residual = Residual(config.d_model, config.dropout, norm_first=True)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, cache: KeyValueCache | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        cache: KeyValueCache | None = None,
+        check_input: bool = True,
     ) -> torch.Tensor:
-        """x (B, n, d_model); mask (n, cached + n) or None for one new position after a cache."""
+        """x (B, n, d_model); mask (n, cached + n) or None for one new position after a cache.
+        check_input False: x is what GPT's own pass made from ids it checked."""
+        if check_input:
+            self._check_input(x, cache)
         x = self.attention_residual(x, lambda h: self.attention(h, h, h, mask=mask, cache=cache))
         return x if self.ffn is None else self.ffn_residual(x, self.ffn)
+
+    def _check_input(self, x: object, cache: object) -> None:
+        """x: (B, n, d_model), B and n >= 1, in the block's dtype on its device (under autocast
+        too: its attention takes its weights' dtype), every number finite, small enough for
+        one pass (check_forward_size)."""
+        weight = self.attention_residual.norm.weight
+        expected = (
+            f"(B, n, d_model) = (B, n, {self.config.d_model}), B and n >= 1, {weight.dtype} on "
+            f"{weight.device} as the block's weights"
+        )
+        check_tensor(x, "x", expected)
+        if (
+            x.dim() != 3
+            or x.shape[-1] != self.config.d_model
+            or not x.shape[0]
+            or not x.shape[1]
+            or x.dtype != weight.dtype
+            or x.device != weight.device
+        ):
+            raise ValueError(f"x must be {expected}, got {x.dtype} {tuple(x.shape)} on {x.device}")
+        cached = len(cache) if isinstance(cache, KeyValueCache) else 0
+        check_forward_size(self.config, x.shape[0], x.shape[1], cached + x.shape[1], "x")
+        if not x.isfinite().all():
+            raise ValueError(
+                "x holds NaN or inf: the residual stream a block reads is finite (attention "
+                "would spread a NaN to every later position)"
+            )
 
 
 class GPT(nn.Module):
@@ -159,18 +193,39 @@ class GPT(nn.Module):
 
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """With caches (one KeyValueCache per layer), ids are the newest positions only: they
-        attend to every cached position as well, and the caches grow by T."""
-        logits = self.output(self.features(ids, caches))  # (B, T, vocab_size)
+        attend to every cached position as well, and the caches grow by T (a pass refused for
+        its logits leaves them as they were)."""
+        start = self._check_pass(ids, caches)
+        held = [] if caches is None else [(cache.keys, cache.values) for cache in caches]
+        logits = self.output(self._features(ids, caches, start))  # (B, T, vocab_size)
+        try:
+            self.check_finite_logits(logits, caches, start)
+        except ValueError:
+            for cache, (keys, values) in zip(caches or (), held, strict=True):
+                cache.keys, cache.values = keys, values
+            raise
+        return logits
+
+    def check_finite_logits(
+        self, logits: torch.Tensor, caches: list | None = None, cached: int = 0
+    ) -> None:
+        """Refuse logits this model made that hold NaN or +inf, naming what made them: a
+        weight, one of the caches' `cached` positions held before the pass, or weights too
+        large for the logits' dtype."""
         if logits.isnan().any() or logits.isposinf().any():
             if caches is None:
                 raise ValueError(f"logits hold NaN or +inf: {_culprit(self, logits.dtype)}")
-            culprit = _culprit(self, logits.dtype, caches, len(caches[0]) - ids.shape[1])
+            culprit = _culprit(self, logits.dtype, caches, cached)
             raise ValueError(f"logits hold NaN or +inf after a pass with caches: {culprit}")
-        return logits
 
     def features(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """What the output layer reads: (B, T, d_model), after the last LayerNorm. A training
-        loop that scores only some positions turns only those into logits."""
+        loop that scores only some positions turns only those into logits (and checks them
+        with check_finite_logits)."""
+        return self._features(ids, caches, self._check_pass(ids, caches))
+
+    def _check_pass(self, ids: object, caches: object) -> int:
+        """The positions the caches hold, after checking ids and caches for one pass."""
         start, cached_rows = (0, None) if caches is None else self._check_caches(caches)
         self.check_ids(ids, start)
         if cached_rows not in (None, ids.shape[0]):
@@ -178,6 +233,9 @@ class GPT(nn.Module):
                 f"the caches hold {cached_rows} rows but ids has {ids.shape[0]}: keep feeding "
                 f"the rows the caches were filled with (a new batch needs model.new_caches())"
             )
+        return start
+
+    def _features(self, ids: torch.Tensor, caches: list | None, start: int) -> torch.Tensor:
         steps = ids.shape[1]
         where = torch.arange(start, start + steps, device=ids.device)  # (T,)
         x = self.tokens(ids)  # (B, T, d_model)
@@ -189,8 +247,8 @@ class GPT(nn.Module):
         mask = causal_mask(start + steps, ids.device)[start:]  # (T, start + T)
         if steps == 1:
             mask = None  # one new position may read every position so far
-        for layer, block in enumerate(self.blocks):
-            x = block(x, mask, None if caches is None else caches[layer])
+        for layer, block in enumerate(self.blocks):  # x is made from ids check_ids checked
+            x = block(x, mask, None if caches is None else caches[layer], check_input=False)
         return self.norm(x)
 
     def new_caches(self) -> list[KeyValueCache]:
@@ -250,9 +308,14 @@ class GPT(nn.Module):
 
 
 def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: int = 0) -> str:
-    """What made a forward pass write NaN or +inf logits: the first cache whose `before`
-    positions, held before the pass, hold such numbers (keys or values no layer makes), or
-    else the model's weights: one that holds them, or weights too large for the dtype."""
+    """What made a forward pass write NaN or +inf logits: a weight that holds such numbers
+    (named first: its layer puts them in the caches too), or else the first cache whose
+    `before` positions, held before the pass, hold them (keys or values no layer of finite
+    weights makes), or else weights too large for the dtype."""
+    weights = model.state_dict()
+    for name, weight in weights.items():
+        if weight.is_floating_point() and not weight.isfinite().all():
+            return f"the model's weights make them ({name} holds NaN or inf)"
     for layer, cache in enumerate(caches):
         for part in ("keys", "values"):
             if not getattr(cache, part)[:, :, :before].isfinite().all():
@@ -261,10 +324,6 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
                     f"filled by this model's passes only (model.new_caches())"
                 )
     held = "the caches held only finite numbers: " if caches else ""
-    weights = model.state_dict()
-    for name, weight in weights.items():
-        if weight.is_floating_point() and not weight.isfinite().all():
-            return f"{held}the model's weights make them ({name} holds NaN or inf)"
     name, weight = max(weights.items(), key=lambda item: item[1].abs().max().item())
     return (
         f"{held}the model's weights make them: the logits overflow to inf or NaN in {dtype}, "
@@ -304,12 +363,15 @@ def check_forward_size(
 
 
 def check_room(config: GPTConfig, prompt_length: int, max_new_tokens: int) -> None:
-    """Refuse a prompt of prompt_length tokens and max_new_tokens new ones that together do
-    not fit in the context."""
+    """Refuse a prompt of prompt_length tokens and max_new_tokens new ones (whole numbers
+    >= 0) that together do not fit in the context."""
+    check_config(config)
+    prompt_length = validation.whole_number(prompt_length, "prompt_length", minimum=0)
+    max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
     if prompt_length + max_new_tokens > config.context_length:
         raise ValueError(
-            f"{prompt_length} prompt tokens + {shown_count(max_new_tokens)} new ones do not fit "
-            f"in the context of {config.context_length}"
+            f"{shown_count(prompt_length)} prompt tokens + {shown_count(max_new_tokens)} new ones "
+            f"do not fit in the context of {config.context_length}"
         )
 
 

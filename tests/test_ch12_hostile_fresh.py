@@ -206,7 +206,15 @@ def test_a_pass_with_caches_names_weights_that_make_nan():
     model = GPT(GPTConfig(**SMALL)).eval()
     with torch.no_grad():
         model.norm.bias.fill_(float("nan"))
-    with pytest.raises(ValueError, match="caches held only finite numbers: the model's weights"):
+    with pytest.raises(ValueError, match=r"the model's weights make them \(norm\.bias holds NaN"):
+        model(torch.tensor([[1, 2]]), model.new_caches())
+
+
+def test_a_pass_with_caches_says_the_caches_held_finite_numbers_when_weights_overflow():
+    model = GPT(GPTConfig(**SMALL)).eval()
+    with torch.no_grad():
+        model.tokens.weight.fill_(3e38)
+    with pytest.raises(ValueError, match="caches held only finite numbers: .* overflow to inf"):
         model(torch.tensor([[1, 2]]), model.new_caches())
 
 

@@ -13,6 +13,7 @@ import torch
 from helpers import gpt
 from helpers.attention import KeyValueCache, MultiHeadAttention
 from helpers.gpt import GPT, GPTConfig, generate, next_token_probabilities, read_prompt
+from helpers.masks import causal_mask
 from helpers.positional import sinusoidal_encoding
 
 CONFIG = GPTConfig(vocab_size=11, context_length=16, d_model=16, num_heads=2, num_layers=2, d_ff=32)
@@ -710,3 +711,109 @@ def test_rope_attention_refuses_queries_and_keys_of_different_lengths():
     attention = MultiHeadAttention(8, 2, rope=True)
     with pytest.raises(ValueError, match="rope is for self-attention, .* 3 queries and 5 keys"):
         attention(torch.zeros(1, 3, 8), torch.zeros(1, 5, 8), torch.zeros(1, 5, 8))
+
+
+# --- a sixth hostile pass: a block's own input, check_room, a refused pass's caches ---------
+
+HOSTILE = GPTConfig(50, 16, 32, 4, 2, 64)
+BLOCK_INPUT = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        (torch.zeros(2, 5, 31), r"x must be \(B, n, d_model\) = \(B, n, 32\).* got .*\(2, 5, 31\)"),
+        (BLOCK_INPUT.long(), r"torch.float32 on cpu as the block's weights, got torch.int64"),
+        (BLOCK_INPUT.double(), r"torch.float32 on cpu as the block's weights, got torch.float64"),
+        (BLOCK_INPUT[None], r"x must be \(B, n, d_model\).* got .*\(1, 2, 5, 32\)"),
+        (BLOCK_INPUT[:, :0], r"B and n >= 1, .* got .*\(2, 0, 32\)"),
+        (BLOCK_INPUT.numpy(), "x must be a torch.Tensor .* got a numpy array"),
+        (None, "x must be a torch.Tensor .* got NoneType"),
+        (BLOCK_INPUT.to("meta"), "x must be an ordinary tensor .* got a meta tensor"),
+        (torch.full((2, 5, 32), float("nan")), "x holds NaN or inf"),
+        (BLOCK_INPUT.index_fill(1, torch.tensor([3]), float("inf")), "x holds NaN or inf"),
+    ],
+    ids=[
+        "width 31",
+        "int",
+        "float64",
+        "4-d",
+        "no positions",
+        "numpy",
+        "None",
+        "meta",
+        "nan",
+        "inf",
+    ],
+)
+def test_a_block_names_an_input_it_cannot_read(x, message):
+    """torch's LayerNorm said 'mixed dtype (CPU)' or 'expected input with shape [*, 32]', a meta
+    x took 18 s to fail on another device, and an all-NaN x came back as NaN."""
+    block = gpt.GPTBlock(HOSTILE).eval()
+    with pytest.raises(ValueError, match=message):
+        block(x, None)
+
+
+def test_a_block_reads_a_right_input_and_a_gpt_skips_the_blocks_own_check(monkeypatch):
+    """The check is at the block's door: GPT's own pass, whose ids were checked, never pays it
+    (and its blocks' hooks still run)."""
+    torch.manual_seed(0)
+    model = GPT(HOSTILE).eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    block, mask = model.blocks[0], causal_mask(5)
+    x = model.tokens(ids) + model.positions(torch.arange(5))
+    torch.testing.assert_close(block(x, mask), block(x, mask, check_input=False), rtol=0, atol=0)
+    expected = model(ids)
+
+    def refuse(*args):
+        raise AssertionError("GPT's pass checked a block's input")
+
+    monkeypatch.setattr(gpt.GPTBlock, "_check_input", refuse)
+    torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ((HOSTILE, 4, -5), ValueError, "max_new_tokens must be a whole number >= 0, got -5"),
+        ((HOSTILE, -20, 30), ValueError, "prompt_length must be a whole number >= 0, got -20"),
+        ((HOSTILE, 1, 1.5), ValueError, r"max_new_tokens must be a whole number >= 0, got 1\.5"),
+        ((HOSTILE, float("nan"), 1), ValueError, "prompt_length must be .* got nan"),
+        ((HOSTILE, 1, True), ValueError, "max_new_tokens must be .* got True"),
+        ((HOSTILE, "4", 1), ValueError, "prompt_length must be .* got '4'"),
+        ((HOSTILE, 1, None), ValueError, "max_new_tokens must be .* got None"),
+        ((None, 1, 1), TypeError, "config must be a GPTConfig, got NoneType"),
+        (({"context_length": 16}, 1, 1), TypeError, "config must be a GPTConfig, got dict"),
+        ((HOSTILE, 10, 7), ValueError, "10 prompt tokens \\+ 7 new ones do not fit .* of 16"),
+    ],
+)
+def test_check_room_names_what_is_not_a_count_or_does_not_fit(arguments, error, message):
+    """It checked nothing: negative, fractional, NaN and True counts passed as room to write."""
+    with pytest.raises(error, match=message):
+        gpt.check_room(*arguments)
+    gpt.check_room(HOSTILE, 10, 6)  # exactly the context
+
+
+def test_a_pass_refused_for_its_logits_leaves_the_caches_as_they_were_and_names_the_weight():
+    """The refused pass grew the caches by its 4 positions, and the next pass blamed them:
+    'caches[0].keys hold NaN or inf, which no layer makes', though layer 0's NaN W_k made them."""
+    torch.manual_seed(0)
+    model = GPT(HOSTILE).eval()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    caches = model.new_caches()
+    model(ids[:, :2], caches)
+    held = [(cache.keys, cache.values) for cache in caches]
+    with torch.no_grad():
+        model.blocks[0].attention.W_k.weight.fill_(float("nan"))
+    named = r"the model's weights make them \(blocks\.0\.attention\.W_k\.weight holds NaN"
+    for newest in (ids[:, 2:], ids[:, 3:]):
+        with pytest.raises(ValueError, match=named):
+            model(newest, caches)
+        assert all(
+            cache.keys is keys and cache.values is values
+            for cache, (keys, values) in zip(caches, held, strict=True)
+        )
+    empty = model.new_caches()
+    with pytest.raises(ValueError, match=named):
+        model(ids, empty)
+    assert all(len(cache) == 0 and cache.keys is None for cache in empty)
