@@ -235,12 +235,27 @@ def _without(view: dict, key: str) -> dict:
         ),
         (lambda v: {**v, "title": 5}, ValueError, "its 'title' must be text, got 5"),
         (lambda v: {**v, "strokes": "abc"}, TypeError, "strokes must be a list of strokes"),
+        (
+            lambda v: {**v, "title": "a\ud800"},
+            ValueError,
+            "its 'title' must be text, got 'a\\ud800': a str that encodes as UTF-8",
+        ),
+        (
+            lambda v: {**v, "problem": "\udfff"},
+            ValueError,
+            "its 'problem' must be text, got '\\udfff': a str that encodes as UTF-8",
+        ),
+        (
+            lambda v: {**v, "tokens": [{**v["tokens"][0], "label": "7\ud800"}]},
+            ValueError,
+            "its 'tokens' are not that",
+        ),  # matplotlib's font code refused each lone surrogate when the figure was drawn
     ],
     ids=["a list", "empty", "no pad", "no counts", "no tokens", "no guesses", "no strokes",
          "pad a number", "pad without cells", "counts 3 x 3", "counts ragged", "counts NaN",
          "counts 17", "attention short", "token without label", "guess cell 99",
          "probability text", "cells 0", "size text", "size 8192", "title a number",
-         "strokes text"],
+         "strokes text", "title surrogate", "problem surrogate", "label surrogate"],
 )  # fmt: skip
 def test_drawing_figure_names_what_a_view_must_hold(view, change, error, words):
     with pytest.raises(error, match=re.escape(words)):

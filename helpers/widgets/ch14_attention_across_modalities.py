@@ -923,7 +923,7 @@ def _check_view(view: object) -> tuple[int, int]:
     patches = (side // PATCH) ** 2
     if not isinstance(tokens, list) or not all(
         isinstance(token, dict)
-        and isinstance(token.get("label"), str)
+        and _is_text(token.get("label"))
         and _numbers(token.get("attention"), patches, 0, 1)
         for token in tokens
     ):
@@ -937,9 +937,24 @@ def _check_view(view: object) -> tuple[int, int]:
     ):
         raise ValueError(f"{VIEW}; its 'guesses' are not that, cells 0..{cells * cells - 1}")
     for key in ("title", "problem"):
-        if view.get(key) is not None and not isinstance(view[key], str):
-            raise ValueError(f"{VIEW}; its {key!r} must be text, got {validation.shown(view[key])}")
+        if view.get(key) is not None and not _is_text(view[key]):
+            raise ValueError(
+                f"{VIEW}; its {key!r} must be text, got {validation.shown(view[key])}: a str "
+                "that encodes as UTF-8 (no lone surrogates, which no font can draw)"
+            )
     return size, cells
+
+
+def _is_text(value: object) -> bool:
+    """Whether value is a str matplotlib can draw: one that encodes as UTF-8 (a lone surrogate
+    such as '\\ud800' does not, and matplotlib's font code refuses it)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _numbers(values: object, count: int, low: float, high: float, whole: bool = False) -> bool:
