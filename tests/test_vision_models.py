@@ -1,13 +1,14 @@
 """helpers.vision_models: chapter 14's three models, their training, the saved file, and what
 the shipped models do on test digits."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import vision_models
+from helpers import validation, vision_models
 from helpers.checkpoints import CheckpointError
 from helpers.vision import Canvases, Digits, load_digits, make_canvases
 from helpers.vision_models import (
@@ -254,6 +255,80 @@ def test_training_leaves_the_callers_random_numbers_and_threads_alone():
     train_vit(TINY["vit"])
     assert torch.equal(torch.rand(3), expected)
     assert torch.get_num_threads() == threads
+
+
+TRAINERS = {"vit": train_vit, "finder": train_finder, "reader": train_reader}
+
+
+def _same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
+    theirs = second.state_dict()
+    return all(torch.equal(value, theirs[key]) for key, value in first.state_dict().items())
+
+
+@pytest.mark.parametrize("switch_off", [torch.no_grad, torch.inference_mode], ids=str)
+@pytest.mark.parametrize("name", TRAINERS)
+def test_training_turns_gradients_on_inside_no_grad_and_inference_mode(name, switch_off):
+    expected = TRAINERS[name](TINY[name])["model"]
+    with switch_off():  # it crashed: "element 0 of tensors does not require grad"
+        trained = TRAINERS[name](TINY[name])["model"]
+        assert not torch.is_grad_enabled()
+    assert _same_weights(trained, expected)
+    assert not any(weight.is_inference() for weight in trained.parameters())
+
+
+@pytest.mark.parametrize("name", TRAINERS)
+def test_training_builds_float32_models_whatever_the_default_dtype(name):
+    expected = TRAINERS[name](TINY[name])["model"]
+    torch.set_default_dtype(torch.float64)
+    try:  # it was refused: "convert them with images.to(...)", which the caller cannot do
+        trained = TRAINERS[name](TINY[name])["model"]
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert _same_weights(trained, expected)
+
+
+@pytest.mark.parametrize("kind", [VitRecipe, FinderRecipe, ReaderRecipe])
+@pytest.mark.parametrize(
+    ("rates", "words"),
+    [
+        ({"learning_rate": 1e39}, r"learning_rate must be at most 1, got 1e\+39: AdamW moves"),
+        ({"learning_rate": 1.5}, "learning_rate must be at most 1, got 1.5"),
+        ({"weight_decay": 1e39}, r"weight_decay must be at most 1 / learning_rate = 333\.333"),
+        ({"learning_rate": 0.5, "weight_decay": 2.5}, r"at most 1 / learning_rate = 2, got 2\.5"),
+    ],
+    ids=["lr 1e39", "lr 1.5", "decay 1e39", "decay x lr 1.25"],
+)
+def test_a_learning_rate_or_weight_decay_adamw_cannot_train_with_is_refused(kind, rates, words):
+    with pytest.raises(ValueError, match=words):  # 1e39 overflowed inside AdamW; a decay of
+        kind(**rates)  # 1e39 trained until the loss was NaN and blamed the learning rate
+
+
+def test_the_largest_learning_rate_and_weight_decay_are_taken():
+    recipe = VitRecipe(learning_rate=validation.MOST_LEARNING_RATE, weight_decay=1.0)
+    assert (recipe.learning_rate, recipe.weight_decay) == (1.0, 1.0)
+
+
+class _Exploding(torch.optim.SGD):
+    """An optimizer whose one step makes every weight about 1e30: a divergence."""
+
+    def __init__(self, params, lr, weight_decay):
+        super().__init__(params, lr=1e30)
+
+
+@pytest.mark.parametrize("name", TRAINERS)
+def test_a_divergence_in_the_last_step_is_caught(monkeypatch, name):
+    monkeypatch.setattr(torch.optim, "AdamW", _Exploding)
+    one_step = dataclasses.replace(TINY[name], steps=1)  # the log holds a finite loss
+    with pytest.raises(ValueError, match=r"diverged in its last step \(1\): .* learning rate"):
+        TRAINERS[name](one_step)
+
+
+def test_the_reader_diverging_mid_training_is_named_a_divergence(monkeypatch):
+    monkeypatch.setattr(torch.optim, "AdamW", _Exploding)
+    two_steps = dataclasses.replace(TINY["reader"], steps=2)  # step 2's logits overflow
+    with pytest.raises(ValueError, match=r"diverged at step 2: .* learning rate 0\.003"):
+        train_reader(two_steps)
 
 
 def test_save_and_load_round_trip(tmp_path):
