@@ -91,20 +91,34 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
 
 def check_digits(digits: object, name: str = "digits") -> Digits:
     """digits itself if it is Digits as load_digits makes them: images (N, 1, 8, 8) of finite
-    floating-point pixels and labels (N,) integers 0..9; otherwise an error naming what is wrong."""
+    floating-point pixels and labels (N,) int64 0..9; otherwise an error naming what is wrong."""
+    check_digit_labels(digits, name)
+    check_pixels(digits.images, f"{name}.images", "(N, 1, 8, 8)")
+    return digits
+
+
+def check_digit_labels(digits: object, name: str = "digits") -> Digits:
+    """check_digits without reading the pixels (a model reads those of the batch it is given):
+    digits is Digits whose images are a tensor (N, 1, 8, 8) and whose labels are (N,) int64 0..9,
+    one per image, as F.cross_entropy takes them."""
     if not isinstance(digits, Digits):
         raise TypeError(f"{name} must be Digits (load_digits()), got {type(digits).__name__}")
     images, labels = digits.images, digits.labels
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
         raise ValueError(f"{name}.images must be a tensor (N, 1, 8, 8), got {got}")
-    check_pixels(images, f"{name}.images", "(N, 1, 8, 8)")
+    _dense(images, f"{name}.images", "pixels (N, 1, 8, 8)")
     if not isinstance(labels, torch.Tensor) or labels.shape != (len(images),):
         got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
         raise ValueError(
             f"{name}.labels must be a tensor ({len(images)},), one per image, got {got}"
         )
     _check_labels(labels, f"{name}.labels", lowest=0)
+    if labels.dtype != torch.int64:
+        raise ValueError(
+            f"{name}.labels must be int64 digit labels, as load_digits makes them and "
+            f"F.cross_entropy takes them, got {labels.dtype}: convert them with .long()"
+        )
     return digits
 
 
@@ -120,13 +134,19 @@ def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
 
 
 def _dense(values: object, name: str, what: str) -> torch.Tensor:
-    """values itself if it is a tensor laid out densely (a meta one passes: what is computed
-    from it is meta too)."""
+    """values itself if it is a tensor laid out densely, of at most LARGEST_TENSOR numbers (a
+    meta one passes, of any size: what is computed from it is meta too)."""
     validation.tensor(values, name, what)
     if values.layout != torch.strided:
         raise ValueError(
             f"{name} must be a dense tensor of {what}, got a {values.layout} one: convert it "
             "with .to_dense()"
+        )
+    if not values.is_meta and values.numel() > LARGEST_TENSOR:  # expand() makes them for free
+        raise ValueError(
+            f"{name} hold {values.numel():,} numbers (shape {tuple(values.shape)}), more than "
+            f"the 2^28 = {LARGEST_TENSOR:,} (1 GiB of float32) these helpers read or "
+            "build at once: pass fewer at a time"
         )
     return values
 
@@ -290,7 +310,8 @@ def make_canvases(
 ) -> Canvases:
     """`count` canvases of grid x grid cells of 8 x 8 pixels, each holding digits_per_canvas
     images of `source` (a number, or a (fewest, most) range) in random cells, the rest black.
-    distinct: no two digits of a canvas share a label (so "find the seven" has one answer)."""
+    distinct: no two digits of a canvas share a label (so "find the seven" has one answer).
+    At most MOST_PLACED_DIGITS digits in all (count x the most per canvas): each is placed alone."""
     check_digits(source, "source")
     count = validation.whole_number(count, "count")
     grid = validation.whole_number(grid, "grid")
@@ -301,6 +322,7 @@ def make_canvases(
         f"{validation.shown(count)} canvases of {validation.shown(size)} pixels across",
     )
     fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
+    check_placed_digits(count, most)
     _check_source(source, most, distinct)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
@@ -317,6 +339,20 @@ def make_canvases(
             ] = source.images[choice]
             digits[index, cell] = source.labels[choice]
     return Canvases(images, digits, grid)
+
+
+MOST_PLACED_DIGITS = 40_000  # digits make_canvases places in one call, one at a time, 40-90 µs
+# each here: about 3 s; 10,000 canvases of the reader's 1..4 digits
+
+
+def check_placed_digits(count: int, most: int, name: str = "count") -> None:
+    """count canvases of up to `most` digits each hold at most MOST_PLACED_DIGITS digits."""
+    if count * most > MOST_PLACED_DIGITS:
+        raise ValueError(
+            f"{name} must be at most {MOST_PLACED_DIGITS // most:,} canvases of up to {most} "
+            f"digits, got {validation.shown(count)}: make_canvases places at most "
+            f"{MOST_PLACED_DIGITS:,} digits in one call, one at a time (about 3 s)"
+        )
 
 
 def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple[int, int]:

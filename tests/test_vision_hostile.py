@@ -16,7 +16,9 @@ from helpers import validation, vision_models
 from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
+    LARGEST_TENSOR,
     MAX_INK,
+    MOST_PLACED_DIGITS,
     Canvases,
     Digits,
     cell_patches,
@@ -753,7 +755,9 @@ def test_ints_too_large_to_print_are_refused_by_name(models, call):
 def test_a_batch_too_large_for_memory_is_refused_before_the_forward_pass():
     models = load_vision_models()
     huge = torch.zeros(1, 1, 8, 8).expand(2**24, -1, -1, -1)  # a view: no memory yet
-    with pytest.raises(ValueError, match="a batch of 16,777,216 images would make embeddings"):
+    with pytest.raises(
+        ValueError, match="a batch of 16,777,216 images would make images or embeddings"
+    ):
         models["vit"](huge)
 
 
@@ -825,11 +829,15 @@ def test_a_training_steps_arguments_are_checked_at_the_door(models, call, error,
         call(models)
 
 
-@pytest.mark.parametrize("build", [finder_test_set, reader_test_set])
-def test_a_test_set_too_slow_to_build_is_refused_at_once(build):
+@pytest.mark.parametrize(
+    ("build", "most"),
+    [(finder_test_set, vision_models.FINDER_DIGITS), (reader_test_set, ReaderRecipe().most)],
+)
+def test_a_test_set_too_slow_to_build_is_refused_at_once(build, most):
+    largest = MOST_PLACED_DIGITS // most
     start = time.perf_counter()
-    with pytest.raises(ValueError, match="count must be at most 10,000 canvases"):
-        build(vision_models.MOST_TEST_CANVASES + 1)
+    with pytest.raises(ValueError, match=f"count must be at most {largest:,} canvases of up to"):
+        build(largest + 1)
     assert time.perf_counter() - start < 1
 
 
@@ -842,3 +850,197 @@ def test_a_canvas_grid_too_large_to_print_is_named():
 def test_a_patch_size_too_large_is_refused_for_an_empty_image():
     with pytest.raises(ValueError, match="a patch of size an int too large to print"):
         patchify(torch.zeros(1, 0, 0, 0), 10**5000)
+
+
+# A fifth hostile pass
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (torch.Tensor.int, r"labels must be int64 digit labels, .* got torch.int32: .*\.long\(\)"),
+        (torch.Tensor.short, "int64 digit labels, .* got torch.int16"),
+        (lambda labels: labels.to(torch.int8), "int64 digit labels, .* got torch.int8"),
+        (torch.Tensor.float, "must be integer digit labels, got torch.float32"),
+        (lambda labels: labels[:, None], r"labels must be a tensor \(359,\), one per image"),
+        (lambda labels: labels[:10], r"labels must be a tensor \(359,\), one per image, got \(10,"),
+        (lambda labels: torch.where(labels == 3, 10, labels), r"lie in 0..9, got 0..10"),
+        (lambda labels: torch.where(labels == 3, -1, labels), r"lie in 0..9, got -1..9"),
+    ],
+    ids=["int32", "int16", "int8", "float", "2-d", "10 labels", "label 10", "label -1"],
+)
+def test_a_training_step_checks_the_labels_at_the_door(models, test_digits, change, words):
+    """vit_loss checked Digits by type only: torch refused these labels from deep inside, or
+    (10 labels, label 10 or -1) trained on a wrong loss without a word."""
+    digits = Digits(test_digits.images, change(test_digits.labels))
+    with pytest.raises(ValueError, match=words):
+        vit_loss(models["vit"], VitRecipe(batch_size=4), digits, torch.Generator())
+    with pytest.raises(ValueError, match=words):
+        check_digits(digits)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda m, d: check_pixels(torch.zeros(1).expand(2**40)), "images hold 1,099,511,627,776"),
+        (
+            lambda m, d: ink_counts(torch.zeros(1, 1, dtype=torch.bool).expand(2**20, 2**20)),
+            r"bitmap hold 1,099,511,627,776 numbers \(shape \(1048576, 1048576\)\)",
+        ),
+        (
+            lambda m, d: check_digits(
+                Digits(
+                    torch.zeros(1, 1, 8, 8).expand(2**34, -1, -1, -1),
+                    torch.zeros(1, dtype=torch.long).expand(2**34),
+                )
+            ),
+            "digits.images hold 1,099,511,627,776 numbers",
+        ),
+        (
+            lambda m, d: vit_attention_entropy(
+                m["vit"], torch.zeros(1, 1, 8, 8).expand(2**34, -1, -1, -1)
+            ),
+            "a batch of 17,179,869,184 images would make images or embeddings",
+        ),
+        (
+            lambda m, d: evaluate_vit(
+                m["vit"],
+                Digits(
+                    torch.zeros(1, 1, 8, 8).expand(2**34, -1, -1, -1),
+                    torch.zeros(1, dtype=torch.long).expand(2**34),
+                ),
+            ),
+            "digits.images hold 1,099,511,627,776 numbers",
+        ),
+        (
+            lambda m, d: patchify(torch.zeros(1, 1, 8, 8).expand(2**34, -1, -1, -1), 4),
+            "images hold 1,099,511,627,776 numbers",
+        ),
+        (
+            lambda m, d: evaluate_vit(
+                VisionTransformer(32, 2, 1, 8),
+                Digits(
+                    torch.zeros(1, 1, 8, 8).expand(2**22, -1, -1, -1),
+                    torch.zeros(1, dtype=torch.long).expand(2**22),
+                ),
+            ),
+            "digits of 4,194,304 images would make images or embeddings",
+        ),  # 2^28 pixels, read and copied to float64 (2 GiB) before the model refused them
+    ],
+    ids=["check_pixels", "ink_counts", "check_digits", "entropy", "evaluate_vit", "patchify",
+         "evaluate_vit float64 copy"],
+)  # fmt: skip
+def test_expanded_tensors_beyond_memory_are_refused_before_anything_is_copied(
+    models, test_digits, call, words
+):
+    """expand() makes a tensor of 2^40 numbers in no memory: isfinite, min, reshape or .double()
+    then tried to allocate terabytes."""
+    with pytest.raises(ValueError, match=words):
+        call(models, test_digits)
+
+
+def test_a_vit_recipes_batch_beyond_memory_is_refused_before_indexing(test_digits):
+    """VitRecipe took batch_size 2^31 - 1, and vit_loss allocated 4-16 GiB of indices and images
+    before the model refused the batch."""
+    with pytest.raises(ValueError, match="batch_size 16,777,216 would make images or embeddings"):
+        VitRecipe(batch_size=2**24)
+    with pytest.raises(ValueError, match="batch_size 2,147,483,647 would make images or"):
+        VitRecipe(batch_size=2**31 - 1)
+    largest = LARGEST_TENSOR // 128  # 4 patches x d_model 32 numbers of embedding per image
+    assert VitRecipe(batch_size=largest).batch_size == largest
+    small_recipe = VitRecipe(d_model=4, num_heads=1, batch_size=2**22)  # 64 pixels per image
+    with pytest.raises(ValueError, match="recipe.batch_size 4,194,304 would make images or"):
+        vit_loss(VisionTransformer(32, 2, 1, 8), small_recipe, test_digits, torch.Generator())
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda d: make_canvases(d, 400_000, 1, 1),
+            "count must be at most 40,000 canvases of up to 1 digits, got 400000",
+        ),
+        (
+            lambda d: make_canvases(d, 100, 1024, 32, distinct=False),
+            "count must be at most 39 canvases of up to 1024 digits",
+        ),
+        (lambda d: FinderRecipe(batch_size=20_000), "batch_size must be at most 13,333 canvases"),
+        (lambda d: FinderRecipe(batch_size=400_000), "batch_size must be at most 13,333"),
+        (lambda d: ReaderRecipe(batch_size=10_001), "batch_size must be at most 10,000 canvases"),
+        (
+            lambda d: ReaderRecipe(most=9, batch_size=5000),
+            "batch_size must be at most 4,444 canvases of up to 9 digits",
+        ),
+        (
+            lambda d: FinderRecipe(d_model=2048, batch_size=5000),
+            "batch_size 5,000 would make images or embeddings",
+        ),
+    ],
+    ids=["400,000 canvases", "grid 32", "finder 20,000", "finder 400,000", "reader 10,001",
+         "reader of 9", "finder d_model 2048"],
+)  # fmt: skip
+def test_canvases_too_slow_to_build_are_refused_at_once(test_digits, call, words):
+    """make_canvases places one digit at a time (40-90 us each): 400,000 canvases ran for
+    minutes, and so did a training step of 20,000."""
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=words):
+        call(test_digits)
+    assert time.perf_counter() - start < 1
+
+
+def test_the_largest_canvas_batches_are_taken():
+    finder_most = MOST_PLACED_DIGITS // vision_models.FINDER_DIGITS
+    assert FinderRecipe(batch_size=finder_most).batch_size == finder_most
+    reader_most = MOST_PLACED_DIGITS // ReaderRecipe().most
+    assert ReaderRecipe(batch_size=reader_most).batch_size == reader_most
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda d: finder_loss(DigitFinder(8, 0, 8, 1), FinderRecipe(), d, torch.Generator()),
+            r"the model's grid must have at least 3 cells \(its training canvases hold 3 digits\)"
+            r", got a grid of 1 x 1",
+        ),
+        (
+            lambda d: reader_loss(
+                CanvasReader(8, 2, 1, 1, 8, 1), ReaderRecipe(), d, torch.Generator()
+            ),
+            r"at least 4 cells \(the recipe's canvases hold up to most = 4 digits\), got a grid",
+        ),
+    ],
+    ids=["finder", "reader"],
+)
+def test_a_model_grid_too_small_for_its_training_canvases_is_named(test_digits, call, words):
+    """A 1-cell finder was told 'digits_per_canvas must be ... within 1..1, got 3', an argument
+    its caller never passed."""
+    with pytest.raises(ValueError, match=words):
+        call(test_digits)
+
+
+def test_evaluate_finder_refuses_a_digit_in_two_cells(models, test_digits):
+    """The word's digit in cells 0 and 8 scored accuracy 0 or 1 by the cell passed."""
+    seven = test_digits.images[test_digits.labels == 7][0, 0]
+    images = torch.zeros(1, 1, 24, 24)
+    images[0, 0, :8, :8] = images[0, 0, 16:, 16:] = seven
+    digits = torch.full((1, 9), -1)
+    digits[0, 0] = digits[0, 8] = 7
+    twice = Canvases(images, digits, 3)
+    for cell in (0, 8):
+        with pytest.raises(ValueError, match=r"distinct digits .* a canvas with \[7, 7\]"):
+            evaluate_finder(models["finder"], twice, torch.tensor([7]), torch.tensor([cell]))
+
+
+def test_row_entropy_has_finite_gradients_where_a_weight_is_0_and_the_same_values():
+    """xlogy(w, w) has a NaN gradient at w = 0: a one-hot row, or a softmax that underflows."""
+    scores = torch.tensor([[0.0, 0.0, -1e4], [3.0, -200.0, 1.0]], requires_grad=True)
+    weights = torch.softmax(scores, -1)  # the first row's last weight underflows to 0
+    assert (weights == 0).any()
+    row_entropy(weights).sum().backward()
+    assert scores.grad.isfinite().all()
+    one_hot = torch.tensor([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0]], requires_grad=True)
+    row_entropy(one_hot).sum().backward()
+    assert one_hot.grad.isfinite().all()
+    rows = torch.softmax(torch.randn(64, 9, generator=torch.Generator().manual_seed(0)) * 30, -1)
+    assert torch.equal(row_entropy(rows), -torch.special.xlogy(rows, rows).sum(-1))
