@@ -33,7 +33,6 @@ from helpers.checkpoints import (
 )
 from helpers.gpt import (
     GPT,
-    LARGEST_TENSOR,
     GPTConfig,
     ReadPrompt,
     check_forward_size,
@@ -67,6 +66,8 @@ from helpers.translation import (
 SEPARATOR = "<sep>"
 LOSS_OVER = ("answer", "sequence")
 FRAMING = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}  # ids that frame a sequence
+# the integer dtypes whose ids torch compares and orders (not uint16..uint64: no min or max)
+ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 def check_separator(separator_id: object) -> int:
@@ -127,7 +128,7 @@ class Recipe:
     num_heads: int = 4  # 64 dimensions per head, as chapter 09
     num_layers: int = 7  # 7.61M parameters, chapter 09's 3 + 3 layers have 7.59M
     d_ff: int = 1024  # 4 x d_model, as chapter 09
-    context_length: int = 128  # the longest training sequence has 69 tokens
+    context_length: int = 128  # the longest training sequence has 69 tokens (see below)
     dropout: float = 0.1  # chapter 09's
     epochs: int = 6  # what fits in about 90 minutes of a 2-core CPU (see data/README.md)
     max_tokens: int = 3000  # chapter 09's batches: the same pairs, the same 428 steps an epoch
@@ -157,6 +158,12 @@ class Recipe:
 
 
 RECIPE = Recipe()
+# tokens in the longest training sequence, <bos> English <sep> French <eos>, with chapter 08's
+# tokenizer (a test counts them again): a model trained on them reads all but the last, 68
+LONGEST_TRAINING_SEQUENCE = 69
+# the most bytes prefix_lm_mask builds (a bool a byte): 1,024 rows of the recipe's context, 16 MiB;
+# a larger mask is a mistyped size, and building it takes a few times its bytes and seconds
+MOST_MASK_BYTES = 1024 * RECIPE.context_length**2
 # name -> what its loss covers: the French answer only, or the whole sequence (English too)
 MODELS = {"decoder-only": "answer", "decoder-only-lm": "sequence"}
 TIED_COPY = "output.weight"  # the same matrix as tokens.weight, stored once
@@ -219,11 +226,21 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
     check_tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
-    if sequences.is_floating_point() or sequences.is_complex() or sequences.dtype == torch.bool:
-        raise ValueError(f"sequences must hold integer token ids, got {sequences.dtype}")
+    if sequences.dtype not in ID_DTYPES:
+        raise ValueError(
+            f"sequences must hold integer token ids ({', '.join(map(str, ID_DTYPES))}), got "
+            f"{sequences.dtype}"
+        )
     if sequences.numel() and sequences.min() < 0:
         raise ValueError(f"sequences must hold ids >= 0, got {sequences.min().item()}")
     separator_id = check_separator(separator_id)
+    largest = torch.iinfo(sequences.dtype).max
+    if separator_id > largest:  # torch would compare it wrapped: 300 as int8 is 44
+        raise ValueError(
+            f"separator_id {validation.shown(separator_id)} does not fit in the sequences' "
+            f"{sequences.dtype} (at most {largest:,}): compared with them it would be read as "
+            f"another id; store the sequences as int64"
+        )
     if not isinstance(over, str) or over not in LOSS_OVER:
         raise ValueError(f"over must be one of {LOSS_OVER}, got {over!r}")
     targets = sequences[:, 1:]  # position t predicts token t + 1
@@ -249,10 +266,12 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
             f"{tuple(prompt_lengths.shape)}"
         )
     rows = max(len(prompt_lengths), 1)  # torch builds a size x size mask even for no rows
-    if rows * size * size > LARGEST_TENSOR:
+    if rows * size * size > MOST_MASK_BYTES:  # bool: a byte an entry
         raise ValueError(
-            f"a mask of {rows:,} x {shown_count(size)} x {shown_count(size)} would hold more "
-            f"than {LARGEST_TENSOR:,} entries: size is the length of one sequence"
+            f"a mask of {rows:,} x {shown_count(size)} x {shown_count(size)} would take "
+            f"{shown_count(rows * size * size)} bytes, more than {MOST_MASK_BYTES:,} "
+            f"({MOST_MASK_BYTES // 2**20} MiB, 1,024 rows of this chapter's "
+            f"{RECIPE.context_length} positions): size is the length of one sequence"
         )
     if ((prompt_lengths < 0) | (prompt_lengths > size)).any():
         raise ValueError(
@@ -473,6 +492,18 @@ def check_recipe(recipe: object) -> Recipe:
     return recipe
 
 
+def check_training_context(context_length: int, name: str) -> None:
+    """Refuse, before any data is read, a context too short for the training sequences: the
+    model reads each of them but its last token."""
+    needed = LONGEST_TRAINING_SEQUENCE - 1
+    if context_length < needed:
+        raise ValueError(
+            f"{name} is {context_length}, but the longest training sequence has "
+            f"{LONGEST_TRAINING_SEQUENCE} tokens (<bos> English <sep> French <eos>), of which "
+            f"the model reads all but the last: a context_length of at least {needed} trains"
+        )
+
+
 def model_path(name: str) -> Path:
     check_name(name, MODELS)
     return DATA_DIR / f"{name}.pt"
@@ -487,6 +518,13 @@ def training_loss(
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     targets = loss_targets(sequences, separator_id, over).long()  # (B, T - 1)
+    if sequences.shape[1] - 1 > model.config.context_length:
+        raise ValueError(
+            f"sequences of {sequences.shape[1]} tokens do not fit the model: it reads all but "
+            f"the last, {sequences.shape[1] - 1} positions, more than its context of "
+            f"{model.config.context_length}; train a model whose context_length is at least "
+            f"{sequences.shape[1] - 1}"
+        )
     if over == "answer":
         has_answer = (sequences == separator_id).any(1) | (sequences == PAD_ID).all(1)
         if not has_answer.all():
@@ -499,6 +537,7 @@ def training_loss(
         raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")
     features = model.features(sequences[:, :-1])  # (B, T - 1, d_model)
     logits = model.output(features[scored])  # (scored positions, V)
+    model.check_finite_logits(logits)
     if logits.dtype in (torch.float16, torch.bfloat16):  # autocast's products: a float32 loss
         logits = logits.float()
     loss = F.cross_entropy(logits, targets[scored], label_smoothing=label_smoothing)
@@ -520,6 +559,7 @@ def train_decoder_only(
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     check_recipe(recipe)
+    check_training_context(model.config.context_length, "the model's context_length")
     check_tokenizer(tokenizer)
     if tokenizer.get_vocab_size() > model.config.vocab_size:
         raise ValueError(
@@ -549,10 +589,10 @@ def check_training_device(device: object) -> torch.device:
         )
     try:
         torch.empty(0, device=device)
-    except (AssertionError, RuntimeError, NotImplementedError) as error:
-        reason = str(error).splitlines()[0][:120]
+    except Exception:  # torch says so in many ways: RuntimeError, ModuleNotFoundError for hpu
+        seen = f" (torch sees {torch.cuda.device_count()} GPUs)" if device.type == "cuda" else ""
         raise ValueError(
-            f"device {str(device)!r} is not available on this machine ({reason}); use 'cpu'"
+            f"device {str(device)!r} is not available on this machine{seen}; use 'cpu'"
         ) from None
     return device
 
@@ -598,11 +638,25 @@ def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
 
 
 def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dict) -> None:
-    """Float16 weights, the tied matrix once; the configuration; <sep>'s id; the history."""
+    """Float16 weights, the tied matrix once; the configuration; <sep>'s id; the history, as
+    load_translator checks it (its loss_over names the model)."""
+    path = savable_path(path)
     if not isinstance(model, DecoderOnlyTranslator):
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     if not isinstance(history, dict):
         raise TypeError(f"history must be a dict, got {type(history).__name__}")
+    named = {covered: name for name, covered in MODELS.items()}  # what the loss covered -> model
+    over = history.get("loss_over")
+    if not isinstance(over, str) or over not in named:
+        raise CheckpointError(
+            f"cannot save {path}: its history's loss_over must say what the loss covered, one "
+            f"of {list(LOSS_OVER)} (it names the model), found "
+            f"{validation.shown(over) if 'loss_over' in history else 'none'}"
+        )
+    try:
+        check_history(path, history, named[over])
+    except CheckpointError as error:
+        raise CheckpointError(f"cannot save {error}") from None
     weights = {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
     contents = {
         "config": asdict(model.config),
@@ -610,7 +664,10 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
         "weights": weights,
         "history": history,
     }
-    save_checkpoint(path, contents)
+    try:
+        save_checkpoint(path, contents)
+    except OSError as error:
+        raise CheckpointError(f"cannot save {path}: {error.strerror or error}") from None
 
 
 def load_translator(
@@ -675,6 +732,7 @@ def check_history(path: Path, history: object, name: str) -> None:
     """A history as training writes it for the model `name`, or a CheckpointError naming the
     key: one loss (>= 0) and one validation BLEU (0..100) per epoch, finite; the seconds
     (>= 0); the device, a text; and what the loss covered, the one `name` says."""
+    check_name(name, MODELS)
     if not isinstance(history, dict):
         raise CheckpointError(
             f"{path}: its history should be a dict, found {type(history).__name__}"
@@ -730,6 +788,7 @@ def train_and_save(
     deadline keeps what it finished). device None: a GPU if torch sees one."""
     check_name(name, MODELS)
     check_recipe(recipe)
+    check_training_context(recipe.context_length, "recipe.context_length")
     device = check_training_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     path = savable_path(model_path(name) if path is None else path)
     check_deadline(deadline_minutes)

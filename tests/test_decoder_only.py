@@ -664,8 +664,9 @@ def test_build_sequences_takes_tuples_and_numpy_ids():
 @pytest.mark.parametrize(
     ("sequences", "separator_id", "over", "message"),
     [
-        (SEQUENCES.float(), 20, "answer", "integer token ids, got torch.float32"),
-        (SEQUENCES.bool(), 20, "answer", "integer token ids, got torch.bool"),
+        (SEQUENCES.float(), 20, "answer", r"integer token ids \(.*\), got torch.float32"),
+        (SEQUENCES.bool(), 20, "answer", r"integer token ids \(.*\), got torch.bool"),
+        (SEQUENCES.to(torch.uint16), 20, "answer", r"integer token ids \(.*\), got torch.uint16"),
         (SEQUENCES - 10, 20, "answer", "ids >= 0, got -10"),
         (SEQUENCES, "x", "answer", "separator_id must be a whole number"),
         (SEQUENCES, 20.0, "answer", "separator_id must be a whole number"),
@@ -770,7 +771,7 @@ def test_weights_that_float16_cannot_hold_are_not_saved(tmp_path):
     with pytest.raises(
         CheckpointError, match="refuses checkpoint.weights.norm.weight, which would"
     ):
-        do.save_translator(tmp_path / "big.pt", model, {"loss_over": "answer"})
+        do.save_translator(tmp_path / "big.pt", model, {**HISTORY, "loss_over": "answer"})
     assert not (tmp_path / "big.pt").exists()
 
 
@@ -842,15 +843,17 @@ def test_a_history_that_load_translator_would_refuse_is_never_saved(tmp_path, hi
     refused: the file could never be read back."""
     model = do.build_translator(30, 20, TINY)
     path = tmp_path / "nan.pt"
-    with pytest.raises(CheckpointError, match=r"refuses checkpoint\.history\..*inf, NaN"):
-        do.save_translator(path, model, {**history, "loss_over": "answer"})
+    with pytest.raises(CheckpointError, match="cannot save .*its history's (loss|valid_bleu)"):
+        do.save_translator(path, model, {**HISTORY, **history, "loss_over": "answer"})
     assert not path.exists() and not checksum_path(path).exists()
 
 
 def test_a_history_that_cannot_be_read_back_is_never_saved(tmp_path):
     model = do.build_translator(30, 20, TINY)
     with pytest.raises(CheckpointError, match="which load_checkpoint reads back .*print"):
-        do.save_translator(tmp_path / "x.pt", model, {"log": print, "loss_over": "answer"})
+        do.save_translator(
+            tmp_path / "x.pt", model, {**HISTORY, "log": print, "loss_over": "answer"}
+        )
     assert not (tmp_path / "x.pt").exists()
 
 
@@ -1163,3 +1166,146 @@ def test_the_shipped_histories_pass_the_check():
         path = do.model_path(name)
         if path.exists():
             do.check_history(path, torch.load(path, weights_only=True)["history"], name)
+
+
+# --- a sixth hostile pass ------------------------------------------------------------------
+
+HISTORY_SAVED = {**HISTORY, "loss_over": "answer"}  # as training writes it
+
+
+@pytest.mark.parametrize(
+    ("dtype", "separator_id"),
+    [(torch.int8, 300), (torch.uint8, 8000), (torch.int16, 70000), (torch.int32, 2**32 + 5)],
+)
+def test_a_separator_the_sequences_dtype_cannot_hold_is_refused_not_wrapped(dtype, separator_id):
+    """torch compared <sep> in the sequences' dtype: in int8, 300 is 44, and the token 44 was
+    read as <sep> (uint8 8000 -> 64, int16 70000 -> 4464, int32 2^32 + 5 -> 5)."""
+    wrapped = torch.tensor(separator_id).to(dtype).item()
+    sequences = torch.tensor([[tr.BOS_ID, 7, wrapped, 9, tr.EOS_ID]]).to(dtype)
+    message = f"separator_id {separator_id} does not fit in the sequences' {dtype}"
+    with pytest.raises(ValueError, match=message):
+        do.loss_targets(sequences, separator_id)
+    model = tiny_translator(vocab_size=50, separator_id=20)
+    with pytest.raises(ValueError, match=message):
+        do.training_loss(model, sequences, separator_id, "answer", 0.0)
+
+
+@pytest.mark.parametrize("dtype", do.ID_DTYPES)
+def test_loss_targets_reads_a_separator_that_fits_in_every_id_dtype(dtype):
+    targets = do.loss_targets(SEQUENCES.to(dtype), 20)
+    assert targets.dtype == dtype
+    assert torch.equal(targets.long(), do.loss_targets(SEQUENCES, 20))
+
+
+def test_the_training_loss_refuses_nan_logits_a_weight_makes():
+    """It went through features and the output layer, past GPT.forward's check, and returned
+    a NaN loss for a model with a NaN norm weight."""
+    model = tiny_translator(vocab_size=30, separator_id=20)
+    with torch.no_grad():
+        model.norm.weight[0] = float("nan")
+    with pytest.raises(ValueError, match=r"logits hold NaN .* \(norm\.weight holds NaN or inf\)"):
+        do.training_loss(model, SEQUENCES, 20, "answer", 0.0)
+
+
+def test_the_longest_training_sequence_is_the_one_stored(tokenizer):
+    pairs = tr.load_pairs("train")
+    english = tokenizer.encode_batch([e for e, _ in pairs])
+    french = tokenizer.encode_batch([f for _, f in pairs])
+    longest = max(len(e.ids) + len(f.ids) for e, f in zip(english, french, strict=True)) + 3
+    assert longest == do.LONGEST_TRAINING_SEQUENCE  # <bos>, <sep>, <eos> and the two sentences
+    assert do.RECIPE.context_length >= longest - 1
+
+
+def test_a_context_too_short_for_the_training_sequences_is_refused_before_any_data(
+    monkeypatch, tokenizer
+):
+    """Recipe(context_length=4) ran 77 s reading the data, then failed at the first batch with
+    'ids: 17 positions do not fit in the context of 4: keep the last 4'."""
+    needed = do.LONGEST_TRAINING_SEQUENCE - 1
+    monkeypatch.setattr(do, "load_pairs", lambda split: pytest.fail("the data was read"))
+    monkeypatch.setattr(do, "load_tokenizer_with_separator", lambda: pytest.fail("it began"))
+    short = dataclasses.replace(TINY, context_length=needed - 1)
+    message = f"is {needed - 1}, but the longest training sequence has {needed + 1} tokens"
+    with pytest.raises(ValueError, match=f"recipe.context_length {message}"):
+        do.train_and_save("decoder-only", short, device="cpu")
+    model = do.build_translator(8001, 8000, short)
+    with pytest.raises(ValueError, match=f"the model's context_length {message}"):
+        do.train_decoder_only(model, tokenizer, short)
+    do.check_training_context(needed, "context_length")  # the model reads all but the last
+
+
+def test_the_training_loss_names_sequences_longer_than_the_context_without_cutting_them():
+    model = tiny_translator(vocab_size=30, separator_id=20, context_length=4)
+    with pytest.raises(ValueError, match="sequences of 7 tokens do not fit") as caught:
+        do.training_loss(model, SEQUENCES, 20, "answer", 0.0)
+    assert "context_length is at least 6" in str(caught.value)
+    assert "keep the last" not in str(caught.value)
+
+
+@pytest.mark.parametrize("device", ["mps", "xla", "hpu"])
+def test_a_device_torch_has_no_backend_for_is_named_without_torchs_internals(device):
+    """'mps' and 'xla' quoted "Could not run 'aten::empty.memory_format'..."; 'hpu' raised
+    ModuleNotFoundError: No module named 'torch.hpu'."""
+    with pytest.raises(ValueError) as caught:
+        do.check_training_device(device)
+    assert str(caught.value) == f"device '{device}' is not available on this machine; use 'cpu'"
+
+
+@pytest.mark.parametrize("path", ["/tmp/a\0b.pt", "/proc/version"])
+def test_train_and_save_refuses_a_path_it_cannot_write_before_anything_else(monkeypatch, path):
+    """Both passed the path check: only the deadline (-1) was complained about."""
+    monkeypatch.setattr(do, "load_tokenizer_with_separator", lambda: pytest.fail("it began"))
+    with pytest.raises(CheckpointError, match="cannot save"):
+        do.train_and_save("decoder-only", TINY, device="cpu", path=path, deadline_minutes=-1)
+    with pytest.raises(CheckpointError, match="cannot save"):
+        do.save_translator(path, do.build_translator(30, 20, TINY), HISTORY_SAVED)
+
+
+def test_save_translator_names_the_path_of_a_write_the_system_refuses(monkeypatch, tmp_path):
+    """An OSError came through bare ('[Errno 5] Input/output error'), naming no file."""
+
+    def full_disk(path, contents):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(do, "save_checkpoint", full_disk)
+    path = tmp_path / "model.pt"
+    with pytest.raises(CheckpointError, match=f"cannot save {path}: No space left on device"):
+        do.save_translator(path, do.build_translator(30, 20, TINY), HISTORY_SAVED)
+
+
+@pytest.mark.parametrize(
+    ("history", "message"),
+    [
+        ({}, "loss_over must say what the loss covered, one of .* found none"),
+        ({**HISTORY_SAVED, "loss_over": "everything"}, "loss_over .* found 'everything'"),
+        ({**HISTORY_SAVED, "loss_over": ["answer"]}, r"loss_over .* found \['answer'\]"),
+        ({**HISTORY_SAVED, "valid_bleu": [500]}, "valid_bleu should hold .* 0..100, found 500"),
+        ({**HISTORY_SAVED, "loss": [1.0, 2.0]}, "valid_bleu should be a list of one number per"),
+        ({"loss_over": "sequence"}, "lacks loss, valid_bleu, seconds, device"),
+    ],
+)
+def test_save_translator_refuses_a_history_load_translator_would_refuse(tmp_path, history, message):
+    """{}, loss_over='everything' and valid_bleu=[500, 1] were saved, and never loaded."""
+    path = tmp_path / "model.pt"
+    with pytest.raises(CheckpointError, match=f"cannot save {path}: its history.*{message}"):
+        do.save_translator(path, do.build_translator(30, 20, TINY), history)
+    assert not path.exists() and not checksum_path(path).exists()
+
+
+@pytest.mark.parametrize("name", ["x", None, ["decoder-only"]])
+def test_check_history_names_a_model_name_outside_the_models(name):
+    """It raised KeyError: 'x' (or TypeError: unhashable type: 'list')."""
+    with pytest.raises(ValueError, match=r"name must be one of \['decoder-only'"):
+        do.check_history("model.pt", HISTORY_SAVED, name)
+
+
+def test_prefix_lm_mask_builds_at_most_16_mib():
+    """Its cap of 2^31 entries let size 15,000 through: 225 MB of mask, 0.6 GB and 18 s."""
+    assert do.MOST_MASK_BYTES == 2**24  # the 16 MiB its message states
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="1 x 15,000 x 15,000 would take 225,000,000 bytes"):
+        do.prefix_lm_mask(torch.tensor([0]), 15000)
+    with pytest.raises(ValueError, match="more than 16,777,216 .*16 MiB"):
+        do.prefix_lm_mask(torch.zeros(1025, dtype=torch.long), 128)
+    assert time.perf_counter() - started < 1
+    assert do.prefix_lm_mask(torch.zeros(1024, dtype=torch.long), 128).shape == (1024, 128, 128)
