@@ -206,3 +206,27 @@ def test_a_prompt_that_fills_the_context_says_there_is_no_room_to_write():
     lines = [line.get_text() for line in explorer._sample_lines[1:]]
     no_room = "(no room left: the prompt fills the model's context of 8 tokens)"
     assert lines == [f"{i}. {no_room}" for i in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("name", ["layer", "head", "top_k", "task"])
+def test_a_menu_set_to_nothing_clears_the_earlier_results(explorer, name):
+    """The title said '⚠ choose a value for layer' over the previous samples, prompt line, bars
+    and tokens, as if they were the answer to it."""
+    kept = explorer.controls[name].value
+    explorer.controls[name].value = None
+    assert explorer.state == {"error": f"choose a value for {name}"}
+    assert explorer.figure.axes[0].get_title() == f"⚠ choose a value for {name}"
+    texts = [
+        *explorer._sample_lines,
+        *explorer._token_labels,
+        *explorer._value_labels,
+        *explorer._key_labels,
+    ]
+    assert [text.get_text() for text in texts] == [""] * len(texts)
+    assert all(bar.get_width() == 0 for bar in (*explorer._model_bars, *explorer._sampled_bars))
+    assert all(bar.get_height() == 0 for bar in explorer._attention_bars)
+    shown = bytes(explorer.image.value)
+    explorer.redraw_background()
+    assert explorer.render_png() == shown  # the picture is the emptied figure
+    explorer.controls[name].value = kept
+    assert len(explorer.state["samples"]) == 3 and explorer._sample_lines[1].get_text()

@@ -302,7 +302,7 @@ class DecoderOnlyExplorer(Explorer):
             found = self._read(task, prompt)
             written = self._sample(task, prompt, temperature, top_k, top_p, seed)
         except ValueError as problem:
-            self._show_problem(problem)
+            self.show_error(self.figure.axes[0], problem)
             return
         logits = found["logits"]
         if temperature == 0:  # greedy: all the mass on the most likely token
@@ -497,7 +497,9 @@ class DecoderOnlyExplorer(Explorer):
             parse_math=False,
         )
 
-    def _show_problem(self, problem: Exception) -> None:
+    def show_error(self, ax, problem: Exception | str) -> None:
+        """The problem as the title, over emptied panels: no earlier samples, bars or prompt
+        stay beside it (the base class calls this too, for a menu set to nothing)."""
         self.state = {"error": str(problem)}
         for bar in (*self._model_bars, *self._sampled_bars):
             bar.set_width(0)
@@ -508,9 +510,9 @@ class DecoderOnlyExplorer(Explorer):
             text.set_text("")
         self._cut_line.set_visible(False)
         self._cut_label.set_visible(False)
-        for ax in self.figure.axes:
-            ax.set_title("")
-        self.show_error(self.figure.axes[0], problem)
+        for each in self.figure.axes:
+            each.set_title("")
+        super().show_error(ax, problem)
 
 
 def _check_task(task: object) -> None:
