@@ -9,6 +9,7 @@ import io
 import math
 import os
 import pickle
+import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -48,25 +49,42 @@ def sha256(path: str | Path) -> str:
 
 
 def savable_path(path: object) -> Path:
-    """A file path whose folder exists: checked by save_checkpoint, and by a training run
-    before its minutes of work."""
+    """A file path in a folder this process can write, whose checksum file can be written
+    beside it: checked by save_checkpoint, and by a training run before its minutes of work."""
     path = as_path(path)
     if _kind(path, "cannot save") == "folder":
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
-    if _kind(path.parent, "cannot save") != "folder":
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    checksum = checksum_path(path)
+    if _kind(checksum, "cannot save") == "folder":
+        raise CheckpointError(
+            f"cannot save {path}: its checksum would go to {checksum}, which is a folder"
+        )
+    folder = _kind(path.parent, "cannot save")
+    if folder != "folder":
+        found = "is a file, not a folder" if folder == "file" else "does not exist"
+        raise CheckpointError(f"cannot save {path}: the folder {path.parent} {found}")
+    try:  # a file made and removed at once: permissions alone miss a read-only file system
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as error:
+        raise CheckpointError(
+            f"cannot save {path}: the folder {path.parent} cannot be written to ({error.strerror})"
+        ) from None
+    for existing in (path, checksum):
+        if _kind(existing, "cannot save") == "file" and not os.access(existing, os.W_OK):
+            raise CheckpointError(f"cannot save {path}: {existing} cannot be written to")
     return path
 
 
 def _kind(path: Path, doing: str) -> str:
     """ "folder", "file" or "missing"; a path the system cannot look up (a name too long, a
-    file where a folder should be) is a CheckpointError that says why."""
+    file where a folder should be, a NUL byte) is a CheckpointError that says why."""
+    shown = f"{str(path)[:60]}... ({len(str(path))} characters)" if len(str(path)) > 80 else path
+    if "\0" in str(path):  # the system reads a name up to its first NUL byte
+        raise CheckpointError(f"{doing} {ascii(str(shown))}: a file name holds no NUL byte (\\x00)")
     try:
         return "folder" if path.is_dir() else "file" if path.is_file() else "missing"
     except OSError as error:
-        shown = (
-            f"{str(path)[:60]}... ({len(str(path))} characters)" if len(str(path)) > 80 else path
-        )
         raise CheckpointError(f"{doing} {shown}: {error.strerror}") from None
 
 
@@ -299,6 +317,17 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
             f"{path}: its weight {key} should be a tensor, found "
             f"{validation.shown(weights[key]):.60} ({type(weights[key]).__name__})"
         )
+    misfit = weights_misfit(model, weights)
+    if misfit:
+        raise CheckpointError(f"{path}: {misfit}")
+    model.load_state_dict(weights)
+
+
+def weights_misfit(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> str:
+    """What keeps weights, a dict of tensors named by text, from loading into model as they
+    are, or "": a weight missing, unexpected or of the wrong shape, or two weights the model
+    ties to one tensor (a GPT's tokens.weight and output.weight) that differ, of which
+    load_state_dict would keep the last one read."""
     expected = {key: tuple(value.shape) for key, value in model.state_dict().items()}
     missing = sorted(set(expected) - set(weights))
     unexpected = sorted(set(weights) - set(expected))
@@ -313,5 +342,22 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
         if names
     ]
     if problems:
-        raise CheckpointError(f"{path}: its weights do not fit its config ({'; '.join(problems)})")
-    model.load_state_dict(weights)
+        return f"its weights do not fit its config ({'; '.join(problems)})"
+    for first, *others in _tied_keys(model):
+        for other in others:
+            common = torch.promote_types(weights[first].dtype, weights[other].dtype)
+            if not torch.equal(weights[first].to(common), weights[other].to(common)):
+                return (
+                    f"its weights {first} and {other} differ, but the model ties them to one "
+                    f"tensor: loading would keep only one of them"
+                )
+    return ""
+
+
+def _tied_keys(model: torch.nn.Module) -> list[list[str]]:
+    """The names of the model's weights that are one tensor, for each tensor named more than
+    once (a GPT's [['tokens.weight', 'output.weight']])."""
+    names: dict[int, list[str]] = {}
+    for key, value in model.state_dict(keep_vars=True).items():
+        names.setdefault(id(value), []).append(key)
+    return [keys for keys in names.values() if len(keys) > 1]

@@ -383,3 +383,40 @@ def test_checksumming_a_name_too_long_or_empty_is_named(tmp_path):
         sha256(tmp_path / ("a" * 5000))
     with pytest.raises(ValueError, match="path must name a file, got '.'"):
         checksum_path("")
+
+
+def _tied_pair() -> torch.nn.Module:
+    pair = torch.nn.Sequential(torch.nn.Linear(2, 2, bias=False), torch.nn.Linear(2, 2))
+    pair[1].weight = pair[0].weight
+    return pair
+
+
+def test_weights_that_a_model_ties_to_one_tensor_must_be_equal():
+    """A GPT's output.weight, tied to tokens.weight, silently overwrote the embedding."""
+    model = _tied_pair()
+    weights = {key: value.clone() for key, value in model.state_dict().items()}
+    load_weights(model, weights, "model.pt")  # equal: loads
+    weights["1.weight"] = weights["0.weight"] + 1.0
+    with pytest.raises(CheckpointError, match=r"its weights 0.weight and 1.weight differ, but th"):
+        load_weights(model, weights, "model.pt")
+    assert not torch.equal(model[0].weight, weights["1.weight"])
+
+
+def test_a_path_that_cannot_be_written_is_named_before_anything_is_written(tmp_path):
+    """A NUL byte ('embedded null byte'), a file where the folder should be ('does not exist'),
+    a checksum path that is a folder (IsADirectoryError after the checkpoint was written) and
+    an unwritable folder (FileNotFoundError) failed only at the write."""
+    (tmp_path / "notes.txt").write_text("a file")
+    (tmp_path / "clash.pt.sha256").mkdir()
+    cases = {
+        str(tmp_path / "a\0b.pt"): "a file name holds no NUL byte",
+        tmp_path / "notes.txt" / "x.pt": "notes.txt is a file, not a folder",
+        tmp_path / "clash.pt": "its checksum would go to " + str(tmp_path / "clash.pt.sha256"),
+    }
+    if Path("/proc").is_dir():
+        cases[Path("/proc/x.pt")] = "the folder /proc cannot be written to"
+    for path, words in cases.items():
+        with pytest.raises(CheckpointError) as raised:
+            save_checkpoint(path, {"x": torch.zeros(1)})
+        assert words in str(raised.value), str(raised.value)
+    assert not (tmp_path / "clash.pt").exists()
