@@ -7,6 +7,7 @@ silences heads (zeroed_heads, logits_with_heads_zeroed).
 """
 
 import contextlib
+import io
 import math
 import numbers
 import time
@@ -28,13 +29,16 @@ from helpers.checkpoints import (
     load_weights,
     savable_path,
     save_checkpoint,
+    weights_misfit,
 )
-from helpers.gpt import GPT, GPTConfig
+from helpers.gpt import GPT, GPTConfig, check_forward_size
 
 # The task
 
 LARGEST_ID = 2**63 - 1  # int64
-MOST_BYTES = 2**32  # 4 GiB at the peak of one call: more is a mistake in a size, not a batch
+MOST_BYTES = 2**31  # 2 GiB at the peak of one call: chapter 13's largest, measure of chapter
+# 12's language model on 64 sequences, counts 0.95 GiB (_measure_bytes); more is a mistake in a
+# size, not a batch
 
 
 def _check_generator(generator: object, optional: bool = True) -> None:
@@ -74,7 +78,7 @@ def _check_bytes(call: str, peak: int, **sizes: int) -> None:
         asked = ", ".join(f"{name} {validation.shown(size)}" for name, size in sizes.items())
         raise ValueError(
             f"{call} would allocate {validation.shown(peak)} bytes at its peak, more than "
-            f"2^32 (4 GiB): {asked}"
+            f"2^{MOST_BYTES.bit_length() - 1} ({MOST_BYTES // 2**30} GiB): {asked}"
         )
 
 
@@ -85,7 +89,7 @@ def _check_weights(weights: object) -> torch.Tensor:
     """Attention weights (..., n, n): square in their last two dims, each row (a query's weights
     over the keys) in 0..1 and summing to 1. Raw scores, or weights scaled or shifted, would give
     a score that means nothing (5.0 for raw scores of 5)."""
-    validation.tensor(weights, "weights", "(..., n, n)")
+    validation.dense_tensor(weights, "weights", "(..., n, n)")
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights must be (..., n, n), one row of key weights per query, got shape "
@@ -135,7 +139,13 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
             f"heads must be an iterable of (layer, head) pairs such as [(0, 1)], got {heads!r:.80}"
         )
     config, pairs = model.config, []
+    most = config.num_layers * config.num_heads
     for pair in heads:
+        if len(pairs) == most:  # an endless iterator would be read forever
+            raise ValueError(
+                f"heads holds more than the model's {config.num_layers} x {config.num_heads} = "
+                f"{most} heads: name each (layer, head) at most once"
+            )
         if isinstance(pair, torch.Tensor | np.ndarray) and pair.ndim == 1:
             pair = tuple(pair)  # a row of a tensor or array of pairs
         if isinstance(pair, str | bytes) or not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -162,12 +172,14 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
 
 def _zeroing_hook(zeroed_columns: torch.Tensor):
     """A forward pre-hook for W_o: its input, the merged heads (B, n, d_model), with the
-    zeroed columns set to 0 (one new tensor; the caller's stays as it was)."""
+    zeroed columns set to 0 (one new tensor; the caller's stays as it was). The hook carries
+    its columns, by which measure recognises it."""
 
     def hook(module, inputs):
         (merged, *rest) = inputs
         return (merged.masked_fill(zeroed_columns, 0.0), *rest)
 
+    hook.zeroed_columns = zeroed_columns
     return hook
 
 
@@ -195,6 +207,11 @@ class _ZeroedHeads(contextlib.AbstractContextManager):
         return entered
 
     def __exit__(self, *raised) -> bool | None:
+        if not self._open:
+            raise RuntimeError(
+                "zeroed_heads was left without being entered: use it as `with zeroed_heads(model, "
+                "heads):`, or call __enter__ before __exit__"
+            )
         return self._open.pop().__exit__(*raised)
 
 
@@ -287,8 +304,12 @@ def measure(
     of the model, so the numbers do not depend on the thread count."""
     model, ids, length = _check_repeated(model, ids, length)
     pairs = _head_pairs(model, heads_zeroed)
-    exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
-    exact.load_state_dict(model.state_dict())  # copied into float64
+    _check_no_hooks(model)
+    batch, positions = ids.shape
+    _check_bytes(
+        "measure", _measure_bytes(model.config, batch, positions), rows=batch, positions=positions
+    )
+    exact = _float64_copy(model)
     with _zeroing(exact, pairs):
         logits = exact(ids)  # (B, 2 * length, vocab): GPT refuses logits that overflow
     targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
@@ -307,6 +328,55 @@ def measure(
     }
 
 
+def _float64_copy(model: GPT) -> GPT:
+    """A plain GPT of the model's config holding its weights in float64, in eval mode, or a
+    ValueError naming the weights that do not fit one (a layer replaced, a weight added)."""
+    exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
+    misfit = weights_misfit(exact, model.state_dict())
+    if misfit:
+        raise ValueError(
+            f"measure computes on a float64 copy of the model in a plain GPT of its config: "
+            f"{misfit}"
+        )
+    exact.load_state_dict(model.state_dict())
+    return exact
+
+
+def _check_no_hooks(model: GPT) -> None:
+    """No forward hooks on the model: measure's float64 copy would not run them."""
+    for name, module in model.named_modules():
+        hooks = [*module._forward_pre_hooks.values(), *module._forward_hooks.values()]
+        if any(hasattr(hook, "zeroed_columns") for hook in hooks):
+            raise ValueError(
+                "the model has heads zeroed by an open zeroed_heads block: measure computes on "
+                "a float64 copy of its weights, which the block does not reach; pass the heads "
+                "as measure(model, ids, length, heads_zeroed=[(layer, head), ...]) instead"
+            )
+        if hooks:
+            raise ValueError(
+                f"the model's {name or 'top module'} has forward hooks: measure computes on a "
+                f"float64 copy of its weights, where they would not run; remove them first"
+            )
+
+
+def _measure_bytes(config: GPTConfig, batch: int, n: int) -> int:
+    """An upper bound of the bytes measure holds at its peak on ids (batch, n), all float64:
+    the copy of the weights; every layer's attention maps (B, heads, n, n), which the copy
+    keeps, and in the last layer five more of that shape (the scores, two masked fills, the
+    softmax, the weights) and two boolean masks; the logits, their log-softmax, a copy and the
+    boolean checks (B, n, vocab), about four of them; ten tensors of the residual stream (B, n,
+    d_model) and two of the feed-forward layer (B, n, d_ff). Measured: the peak is 0.5 to 0.9
+    of it (chapter 12's language model on 64 sequences of 48: 687 MiB of 0.95 GiB)."""
+    maps = config.num_heads * n * n
+    feed_forward = 0 if config.attention_only else 2 * config.d_ff
+    per_row = (
+        8 * (config.num_layers + 5) * maps
+        + 2 * maps
+        + 8 * n * (4 * config.vocab_size + 10 * config.d_model + feed_forward)
+    )
+    return 8 * config.parameter_count() + batch * per_row
+
+
 def blank_model(config: GPTConfig) -> GPT:
     """A GPT of this config to load weights into, built without drawing from torch's global
     generator: its initial weights are overwritten, and the caller's random numbers stay theirs."""
@@ -319,6 +389,11 @@ def blank_model(config: GPTConfig) -> GPT:
 
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 MOST_LOGITS = 2**31  # in one batch: 8 GiB of float32, more is a mistake in a size
+MOST_STEPS = 100_000  # 40 times the recipe's 2,500, which train the two-layer model in about a
+# minute on one core: more would train for hours
+LARGEST_LEARNING_RATE = 1.0  # AdamW moves each weight by about the learning rate a step: 1 is
+# already 50 times the 0.02 the weights start at
+MOST_FILE_BYTES = 16 * 2**20  # what one file in data/ may hold
 
 
 @dataclass(frozen=True)
@@ -358,6 +433,24 @@ class Recipe:
                         f"{validation.shown(value)}"
                     )
             object.__setattr__(self, field.name, value)
+        if self.steps > MOST_STEPS:
+            raise ValueError(
+                f"steps must be at most {MOST_STEPS:,} (the recipe's {Recipe.steps:,} take about "
+                f"a minute): got {validation.shown(self.steps)}"
+            )
+        if self.learning_rate > LARGEST_LEARNING_RATE:
+            raise ValueError(
+                f"learning_rate must be at most {LARGEST_LEARNING_RATE:g}: AdamW moves each "
+                f"weight by about the learning rate a step (the recipe's is "
+                f"{Recipe.learning_rate:g}), got {self.learning_rate:g}"
+            )
+        if self.learning_rate * self.weight_decay >= 1:
+            raise ValueError(
+                f"learning_rate x weight_decay must be below 1, got {self.learning_rate:g} x "
+                f"{self.weight_decay:g}: AdamW multiplies every weight by 1 - learning_rate x "
+                f"weight_decay each step, which would zero it or flip its sign (the recipe's "
+                f"weight_decay is {Recipe.weight_decay:g})"
+            )
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
@@ -487,7 +580,7 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     "previous_token" ((rows, layers, heads) tensors). snapshots: the weights every
     recipe.snapshot_every steps, {step: state_dict}. Runs on one thread, so a rerun is
     bit-identical on the same machine."""
-    model_config(recipe, num_layers)  # checked before the minutes of training
+    _check_trainable(recipe, [num_layers])  # before the minutes of training
     progress = validation.flag(progress, "progress")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -496,6 +589,76 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
             return _train(num_layers, recipe, progress)
     finally:
         torch.set_num_threads(threads)
+
+
+def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
+    """Refuse, before anything is trained, a recipe whose training would fail or whose file
+    would not fit in data/: for each number of layers, its model (model_config), a training
+    batch through it (helpers.gpt's size guard, which training would meet at its first step)
+    and measure on the held-out sequences; then the file train_and_save writes for them all."""
+    configs = [model_config(recipe, layers) for layers in layer_counts]
+    for config in configs:
+        check_forward_size(
+            config, recipe.batch_size, recipe.context_length, recipe.context_length, "a batch"
+        )
+        _check_bytes(
+            "measure on the held-out sequences",
+            _measure_bytes(config, recipe.eval_batch, 2 * recipe.eval_length),
+            eval_batch=recipe.eval_batch,
+            eval_length=recipe.eval_length,
+        )
+    saved = _saved_bytes(recipe, configs)
+    if saved > MOST_FILE_BYTES:
+        snapshots = recipe.steps // recipe.snapshot_every + 1
+        raise ValueError(
+            f"this recipe's models, logs and {snapshots:,} snapshots of each would take "
+            f"{saved:,} bytes, more than the {MOST_FILE_BYTES:,} (16 MB) a file in data/ may "
+            f"hold: fewer steps or a larger snapshot_every (the recipe's is "
+            f"{Recipe.snapshot_every}), or a smaller model"
+        )
+
+
+def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
+    """The bytes of the file train_and_save writes for models of these configs, counted before
+    training: the file written with blank models' weights, logs of the recipe's rows and one
+    snapshot each, and what one more snapshot each adds to it (cloned weights, as training
+    keeps them) for every further snapshot."""
+    steps = list(range(0, recipe.steps + 1, recipe.log_every))
+    kept = list(range(0, recipe.steps + 1, recipe.snapshot_every))
+    models = {config.num_layers: blank_model(config) for config in configs}
+    logs = {
+        config.num_layers: {
+            "step": steps,
+            **{key: [float(row) for row in range(len(steps))] for key in LOG_RANGES},
+            **{
+                key: torch.zeros(len(steps), config.num_layers, config.num_heads)
+                for key in LOG_SCORES
+            },
+        }
+        for config in configs
+    }
+
+    def written(snapshots: int) -> int:  # each state_dict() names its weights anew, as in _train
+        kept_weights = {
+            layers: {
+                step: {key: value.clone() for key, value in model.state_dict().items()}
+                for step in kept[:snapshots]
+            }
+            for layers, model in models.items()
+        }
+        weights = {layers: model.state_dict() for layers, model in models.items()}
+        contents = {"recipe": asdict(recipe), "weights": weights, "logs": logs}
+        return _written_bytes({**contents, "snapshots": kept_weights})
+
+    one = written(1)
+    return one + (len(kept) - 1) * (written(2) - one)
+
+
+def _written_bytes(contents: object) -> int:
+    """The bytes torch.save writes for contents."""
+    written = io.BytesIO()
+    torch.save(contents, written)
+    return written.tell()
 
 
 def _seeded(seed: int) -> torch.Generator:
@@ -565,8 +728,7 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -
     """Train the one-layer and the two-layer model with one recipe and save both, their logs
     and their snapshots in one checksummed file. Returns {name: seconds of training}."""
     path = savable_path(path)
-    for layers in MODEL_LAYERS.values():
-        model_config(recipe, layers)  # both checked before the first one trains
+    _check_trainable(recipe, MODEL_LAYERS.values())  # both, before the first one trains
     results = {
         name: train_model(layers, recipe, progress=True) for name, layers in MODEL_LAYERS.items()
     }
@@ -590,7 +752,9 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
     for key in ("weights", "logs", "snapshots"):
         if not isinstance(saved[key], dict) or set(saved[key]) != set(MODEL_LAYERS):
             found = (
-                sorted(saved[key]) if isinstance(saved[key], dict) else type(saved[key]).__name__
+                sorted(saved[key], key=str)
+                if isinstance(saved[key], dict)
+                else type(saved[key]).__name__
             )
             raise CheckpointError(
                 f"{path}: its {key} should name {sorted(MODEL_LAYERS)}, found {found}"
@@ -624,7 +788,7 @@ def load_models(path: str | Path = SAVED_MODELS) -> dict[str, GPT]:
 def _saved_recipe(path: Path, found: object) -> Recipe:
     expected = {field.name for field in fields(Recipe)}
     if not isinstance(found, dict) or set(found) != expected:
-        got = sorted(found) if isinstance(found, dict) else type(found).__name__
+        got = sorted(found, key=str) if isinstance(found, dict) else type(found).__name__
         raise CheckpointError(f"{path}: its recipe should hold {sorted(expected)}, found {got}")
     try:
         return Recipe(**found)
@@ -692,6 +856,11 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
     expected = (len(steps), config.num_layers, config.num_heads)
     for key in LOG_SCORES:
         scores = log[key]
+        if isinstance(scores, torch.Tensor):  # nested: no shape; meta, sparse, float8: no values
+            try:
+                validation.dense_tensor(scores, f"its log's {key}", "(rows, layers, heads)")
+            except ValueError as problem:
+                raise CheckpointError(f"{where}: {problem}") from None
         if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != expected:
             found = (
                 tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
@@ -700,11 +869,10 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
                 f"{where}: its log's {key} should be a (rows, layers, heads) = {expected} tensor, "
                 f"found {found}"
             )
-        if scores.layout != torch.strided or scores.is_meta or not scores.is_floating_point():
-            found = "on the meta device" if scores.is_meta else f"{scores.dtype}, {scores.layout}"
+        if not scores.is_floating_point():
             raise CheckpointError(
                 f"{where}: its log's {key} should be an ordinary dense floating-point tensor, "
-                f"found one {found}"
+                f"found one {scores.dtype}"
             )
         outside = ~((scores >= 0) & (scores <= 1))
         if outside.any():

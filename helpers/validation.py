@@ -69,6 +69,23 @@ def tensor(value: object, name: str, shape: str) -> torch.Tensor:
     raise ValueError(f"{name} must be a torch.Tensor {shape}, got {type(value).__name__}")
 
 
+def dense_tensor(value: object, name: str, shape: str) -> torch.Tensor:
+    """value itself if it is a tensor whose numbers torch reads and computes with: strided (not
+    sparse, not nested), with values (not on the meta device), and not float8 (a storage
+    format: torch's cpu kernels neither compare nor sum it)."""
+    tensor(value, name, shape)
+    if value.is_meta or value.is_nested or value.layout != torch.strided:
+        kind = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
+        kind = "nested" if value.is_nested else kind
+        raise ValueError(f"{name} must be an ordinary dense tensor, got one {kind}")
+    if value.is_floating_point() and value.element_size() == 1:
+        raise ValueError(
+            f"{name} must be a tensor torch computes with, got {value.dtype}, a storage format: "
+            f"convert it with .float()"
+        )
+    return value
+
+
 def same_float_dtype(named_tensors: dict) -> None:
     """Every tensor is floating point, all of one dtype and on one device."""
     for name, value in named_tensors.items():
@@ -142,9 +159,10 @@ def flag(value: object, name: str) -> bool:
 
 
 def token_ids(
-    value: object, name: str, vocab_size: int, shape: str = "(B, n)", dim: int = 2
+    value: object, name: str, vocab_size: int | None, shape: str = "(B, n)", dim: int = 2
 ) -> torch.Tensor:
-    """An integer tensor of the given rank whose ids all lie in 0..vocab_size - 1."""
+    """An integer tensor of the given rank whose ids all lie in 0..vocab_size - 1 (any ids, if
+    vocab_size is None)."""
     tensor(value, name, shape)
     if value.dim() != dim:
         raise ValueError(f"{name} must be {shape}, got shape {tuple(value.shape)}")
@@ -154,9 +172,10 @@ def token_ids(
         raise ValueError(f"{name} must be int64 or int32 token ids, got {value.dtype}")
     if value.is_meta:
         raise ValueError(f"{name} is on the meta device: it has a shape but no ids to read")
-    if value.layout != torch.strided:
-        raise ValueError(f"{name} must be an ordinary dense tensor, got a {value.layout} one")
-    if value.numel() and (value.min() < 0 or value.max() >= vocab_size):
+    if value.is_nested or value.layout != torch.strided:
+        kind = "nested" if value.is_nested else value.layout
+        raise ValueError(f"{name} must be an ordinary dense tensor, got a {kind} one")
+    if vocab_size is not None and value.numel() and (value.min() < 0 or value.max() >= vocab_size):
         raise ValueError(
             f"{name} holds ids from {value.min().item()} to {value.max().item()}, outside the "
             f"vocabulary 0..{vocab_size - 1}"
@@ -179,30 +198,29 @@ def attention_weights(
     """value itself if it holds attention weights: a dense floating-point tensor whose rows (its
     last axis, one per query) lie in 0..1 and sum to 1, to the rounding of its dtype, or are all
     0 (a query with no key allowed, as helpers.attention.masked_softmax returns it)."""
-    tensor(value, name, shape)
+    dense_tensor(value, name, shape)
     if value.dim() == 0 or not value.is_floating_point():
         raise ValueError(
             f"{name} must be floating-point attention weights {shape}, got {value.dtype} of "
             f"shape {tuple(value.shape)}"
         )
-    if value.layout != torch.strided or value.is_meta:
-        kind = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
-        raise ValueError(f"{name} must be an ordinary dense tensor, got one {kind}")
+    # Reductions only, never a mask or a copy as large as the weights: an expanded view of a
+    # few numbers may stand for (n, n) weights that no mask of them would fit in memory.
     weights = value.detach()
-    if not weights.isfinite().all():
+    low, high = (weights.amin(), weights.amax()) if weights.numel() else (0, 0)  # NaN: NaN
+    if not (math.isfinite(low) and math.isfinite(high)):
         where = tuple((~weights.isfinite()).nonzero()[0].tolist())
         value = "NaN" if weights[where].isnan() else f"{weights[where].item()}"
         raise ValueError(
             f"{name} hold {value} (first at index {where}): attention weights are finite"
         )
-    outside = (weights < 0) | (weights > 1)
-    if outside.any():
-        where = tuple(outside.nonzero()[0].tolist())
+    if low < 0 or high > 1:
+        where = tuple(((weights < 0) | (weights > 1)).nonzero()[0].tolist())
         raise ValueError(
             f"{name} must be attention weights, each in 0..1, got {weights[where].item()!r} at "
             f"index {where}: raw scores become weights through a softmax over the keys"
         )
-    totals = weights.double().sum(-1)  # (...): one per query
+    totals = weights.sum(-1).double()  # (...): one per query, summed in the weights' dtype
     tolerance = max(1e-4, 8 * torch.finfo(value.dtype).eps)
     off = ((totals - 1).abs() > tolerance) & (totals != 0)
     if off.any():
