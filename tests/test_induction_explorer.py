@@ -4,7 +4,10 @@ left alone by every control. (Its drawing is tested in test_widgets.py, on the s
 models.)"""
 
 import copy
+import math
+import warnings
 
+import numpy as np
 import pytest
 import torch
 from test_widgets import tiny_induction_training
@@ -272,8 +275,31 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
             "head 2 is out of range for the two-layer model: each layer has 2 heads, 0..1",
         ),
         (lambda e: e.draw("two-layer", 7, 0, 0, "repeat", 0, ""), "step 7 is not a stored"),
+        (lambda e: e.snapshot("two-layer", None), "step must be a whole number >= 0, got None"),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 64, 10),
+            "a block of 24 and its copy, 48 positions, do not fit in the context of 10",
+        ),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 64, 0),
+            "context_length must be a whole number >= 1, got 0",
+        ),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 64, "48"),
+            "context_length must be a whole number >= 1, got '48'",
+        ),
     ],
-    ids=["snapshot step", "steps model", "draw layer", "draw head", "draw step"],
+    ids=[
+        "snapshot step",
+        "steps model",
+        "draw layer",
+        "draw head",
+        "draw step",
+        "snapshot None",
+        "repeat in a context of 10",
+        "repeat in a context of 0",
+        "repeat in a context of '48'",
+    ],
 )
 def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words):
     """KeyError and IndexError came out of snapshot, steps and draw."""
@@ -287,10 +313,20 @@ def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words)
     [
         (torch.tensor([1, 2, 1, 2]), "ids must be (1, n), one sequence, got shape (4,)"),
         (torch.tensor([[1, 2, 1, 2]] * 2), "ids must be (1, n), one sequence, got shape (2, 4)"),
-        ([[1, 2, 1, 2]], "ids must be a torch.Tensor (1, n), got list"),
+        ([[1, 2, 1, 2]], "ids must be a torch.Tensor (1, n), one sequence, got list"),
+        (
+            torch.tensor([[1.0, 2.0, 1.0, 2.0]]),
+            "ids must hold integer token ids, got torch.float32",
+        ),
+        (torch.tensor([[True, False, True, False]]), "integer token ids, got torch.bool"),
+        (torch.full((1, 4), math.nan), "ids must hold integer token ids, got torch.float32"),
+        (torch.zeros(1, 4, dtype=torch.int64, device="meta"), "ids is on the meta device"),
     ],
+    ids=["1-d", "two rows", "list", "floats", "bools", "NaN", "meta"],
 )
 def test_repeat_length_names_ids_that_are_not_one_sequence(ids, words):
+    """Float and bool ids were read as a block and its copy, an all-NaN row as none, and a
+    meta tensor reached torch's aten::equal."""
     with pytest.raises((TypeError, ValueError)) as raised:
         repeat_length(ids)
     assert words in str(raised.value), str(raised.value)
@@ -373,3 +409,78 @@ def test_reading_takes_int32_ids_as_its_check_does(explorer):
     found = explorer.reading("two-layer", step, ids.int())
     expected = explorer.reading("two-layer", step, ids)
     assert torch.equal(found["losses"], expected["losses"])
+
+
+# Regressions from a fifth hostile pass
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("seed", 3.0, "seed (repeat) must be a whole number; got 3.0"),
+        ("seed", np.float64(3.0), "seed (repeat) must be a whole number; got np.float64(3.0)"),
+        ("seed", np.float32(3.0), "seed (repeat) must be a whole number; got np.float32(3.0)"),
+        ("tokens", b"5 17", "typed tokens must be text (a str); got b'5 17'"),
+    ],
+)
+def test_a_control_refuses_what_it_would_convert(explorer, name, value, words):
+    """3.0 became the seed 3, and b'5 17' was decoded into typed tokens."""
+    from traitlets import TraitError
+
+    before = explorer.values()
+    with pytest.raises(TraitError) as raised:
+        explorer.controls[name].value = value
+    assert str(raised.value) == words
+    assert explorer.values() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("step", np.int64(0)), ("layer", np.int64(0)), ("head", np.int32(0)), ("seed", np.int64(7))],
+)
+def test_a_control_takes_numpys_whole_numbers_as_the_constructor_does(explorer, name, value):
+    """'training step must be one of 0, 10; got np.int64(0)' contradicted itself."""
+    explorer.controls[name].value = value
+    assert type(explorer.controls[name].value) is int and explorer.controls[name].value == value
+    assert "error" not in explorer.state and explorer.state.get(name, value) == value
+
+
+def _mixed_keys(key):
+    def change(training):
+        training[key] = {0: None, **training[key]}
+
+    return change
+
+
+@pytest.mark.parametrize("key", ["models", "snapshots", "logs"])
+def test_a_training_dict_with_keys_of_mixed_types_is_named(key):
+    """'<' not supported between instances of 'int' and 'str', while building the message."""
+    training = tiny_induction_training()
+    _mixed_keys(key)(training)
+    with pytest.raises(ValueError) as raised:
+        InductionExplorer(training=training)
+    assert f"training[{key!r}] must name ['one-layer', 'two-layer'], found [0, 'one-layer'" in str(
+        raised.value
+    )
+
+
+def test_a_snapshot_whose_tied_weights_differ_is_refused():
+    """Its output.weight overwrote the embedding it is tied to, and the explorer drew it."""
+    training = tiny_induction_training()
+    snapshot = training["snapshots"]["two-layer"][10]
+    snapshot["output.weight"] = snapshot["tokens.weight"] + 1.0
+    with pytest.raises(ValueError) as raised:
+        InductionExplorer(training=training)
+    assert "snapshot 10: its weights tokens.weight and output.weight differ" in str(raised.value)
+
+
+def test_a_log_of_second_copy_losses_all_zero_gets_an_axis_with_a_height():
+    """matplotlib warned: 'Attempting to set identical low and high ylims'."""
+    training = tiny_induction_training()
+    for log in training["logs"].values():
+        log["second_copy_loss"] = [0.0] * len(log["step"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        explorer = InductionExplorer(training=training)
+    low, high = explorer._log_ax.get_ylim()
+    assert low == 0 and high == pytest.approx(math.log(64))

@@ -245,7 +245,8 @@ class _NamesItsOptions:
         if value is None and self.traits()["index"].allow_none:
             return None
         options = list(self._options_values)
-        if any(type(option) is type(value) and option == value for option in options):
+        kind = int if isinstance(value, np.integer) else type(value)  # numpy's: the option itself
+        if any(type(option) is kind and option == value for option in options):
             return super()._validate_value(proposal)
         # True == 1 and 1.0 == 1, but neither is the option 1
         listed = ", ".join(shown(option) for option in options[:12])
@@ -290,12 +291,15 @@ class _TakesOnlyWhatItShows:
 
 
 class _WholeNumber(Int):
-    """An int, anything else refused by the control's own message (traitlets' names the widget
-    class, "The 'value' trait of an IntSlider instance", not the control)."""
+    """An int (or numpy's), anything else refused by the control's own message (traitlets'
+    names the widget class, "The 'value' trait of an IntSlider instance", not the control, and
+    casts a whole float such as 3.0 to 3)."""
 
     def validate(self, obj, value):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            obj.refuse(value)
         try:
-            return super().validate(obj, value)
+            return super().validate(obj, int(value))
         except TraitError:
             obj.refuse(value)
 
@@ -347,12 +351,9 @@ class _Words(Unicode):
     class, "The 'value' trait of a Text instance", not the control)."""
 
     def validate(self, obj, value):
-        try:
-            return super().validate(obj, value)
-        except TraitError:
-            raise TraitError(
-                f"{obj.description} must be text (a str); got {shown(value)}"
-            ) from None
+        if not isinstance(value, str):  # traitlets' Unicode decodes bytes
+            raise TraitError(f"{obj.description} must be text (a str); got {shown(value)}")
+        return super().validate(obj, value)
 
 
 class Text(widgets.Text):

@@ -164,7 +164,7 @@ class InductionExplorer(Explorer):
         self._log_ax = figure.add_subplot(grid[0, :])  # first: the base class's errors go here
         self._map_ax = figure.add_subplot(grid[1, 0])
         self._loss_ax = figure.add_subplot(grid[1, 1])
-        self._build_log()
+        self._build_log(math.log(vocab_size))
         self._heatmap = TokenHeatmap(self._map_ax, most, most, "Reds")
         figure.colorbar(self._heatmap.mesh, ax=self._map_ax, label="attention weight", shrink=0.8)
         marks = {"ls": "none", "marker": "o", "ms": 2.5, "alpha": 0.7}  # dots: the cells show
@@ -182,14 +182,14 @@ class InductionExplorer(Explorer):
         self._build_loss(math.log(vocab_size))
         return figure
 
-    def _build_log(self) -> None:
+    def _build_log(self, log_vocab: float) -> None:
         ax, logs = self._log_ax, self.training["logs"]
         for name, style in zip(MODEL_LAYERS, ("--", "-"), strict=True):
             ax.plot(logs[name]["step"], logs[name]["second_copy_loss"], ls=style, label=name)
         self._step_line = ax.axvline(0, color="black", lw=1)
         (self._step_dot,) = ax.plot([], [], "o", color="black", ms=5)
         top = max(max(logs[name]["second_copy_loss"]) for name in MODEL_LAYERS)
-        ax.set_ylim(0, top * 1.1)
+        ax.set_ylim(0, top * 1.1 if top else log_vocab)  # all 0: the axis still needs a height
         ax.set_xlabel("training step")
         ax.set_ylabel("second-copy loss")
         ax.legend(loc="lower left", fontsize=8)
@@ -243,6 +243,7 @@ class InductionExplorer(Explorer):
 
     def snapshot(self, model: str, step: int) -> GPT:
         """The model's weights at that step in a float64 copy in eval mode (built once)."""
+        validation.whole_number(step, "step", minimum=0)  # None would stand for the last step
         step = self._checked_choices(model, step, 0, 0)[0]
         key = (model, step)
         if key not in self._snapshots:
@@ -252,8 +253,15 @@ class InductionExplorer(Explorer):
         return self._snapshots[key]
 
     def sequence_ids(self, sequence: str, seed: int, tokens: str, vocab_size: int, context: int):
-        """(1, n) int64 ids: the seed's random block and its copy, or the typed tokens."""
+        """(1, n) int64 ids: the seed's random block and its copy, or the typed tokens; either
+        fits in the context."""
         if _sequence_name(sequence) == "repeat":
+            context = validation.whole_number(context, "context_length")
+            if 2 * REPEAT_LENGTH > context:
+                raise ValueError(
+                    f"a block of {REPEAT_LENGTH} and its copy, {2 * REPEAT_LENGTH} positions, do "
+                    f"not fit in the context of {context}"
+                )
             generator = torch.Generator().manual_seed(validation.seed(seed))
             return repeated_sequences(1, REPEAT_LENGTH, vocab_size, generator)
         return parse_tokens(tokens, vocab_size, context)
@@ -455,8 +463,8 @@ def _check_ids(ids: object, config) -> None:
 
 def repeat_length(ids: torch.Tensor) -> int | None:
     """length if ids (1, n) are a block of length >= 2 followed by its copy, else None."""
-    validation.tensor(ids, "ids", "(1, n)")
-    if ids.dim() != 2 or ids.shape[0] != 1:
+    validation.token_ids(ids, "ids", None, "(1, n), one sequence")  # whole numbers, not NaN
+    if ids.shape[0] != 1:
         raise ValueError(f"ids must be (1, n), one sequence, got shape {tuple(ids.shape)}")
     n = ids.shape[1]
     length = n // 2
@@ -534,8 +542,10 @@ def _checked_training(training: object) -> dict:
         )
     names = sorted(MODEL_LAYERS)
     for key in ("models", "snapshots", "logs"):
-        if not isinstance(training[key], dict) or sorted(training[key]) != names:
-            found = sorted(training[key]) if isinstance(training[key], dict) else training[key]
+        if not isinstance(training[key], dict) or sorted(training[key], key=str) != names:
+            found = (
+                sorted(training[key], key=str) if isinstance(training[key], dict) else training[key]
+            )
             raise ValueError(f"training[{key!r}] must name {names}, found {found!r:.80}")
     for name in names:
         model = training["models"][name]
