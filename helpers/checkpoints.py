@@ -23,6 +23,10 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, damaged, or not what it should be."""
 
 
+MOST_CHECKPOINT_BYTES = 2**25  # twice the 16 MB a file of this series may take
+MOST_CHECKSUM_BYTES = 4096  # a sha256sum line is 64 hex digits, two spaces and the file's name
+
+
 def as_path(path: object, name: str = "path") -> Path:
     """path as a Path, if it is one or a str (bytes and numbers are refused by name)."""
     if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
@@ -55,6 +59,9 @@ def savable_path(path: object) -> Path:
     if _kind(path, "cannot save") == "folder":
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
     checksum = checksum_path(path)
+    for written in (path, checksum):  # writing to a pipe would wait for a reader forever
+        if _kind(written, "cannot save") == "other":
+            raise CheckpointError(f"cannot save {path}: {written} {NOT_REGULAR}")
     if _kind(checksum, "cannot save") == "folder":
         raise CheckpointError(
             f"cannot save {path}: its checksum would go to {checksum}, which is a folder"
@@ -76,14 +83,20 @@ def savable_path(path: object) -> Path:
     return path
 
 
+NOT_REGULAR = "is not a regular file (a device, a pipe or a socket)"
+
+
 def _kind(path: Path, doing: str) -> str:
-    """ "folder", "file" or "missing"; a path the system cannot look up (a name too long, a
-    file where a folder should be, a NUL byte) is a CheckpointError that says why."""
+    """ "folder", "file", "other" (a device, a pipe, a socket) or "missing"; a path the
+    system cannot look up (a name too long, a file where a folder should be, a NUL byte) is a
+    CheckpointError that says why."""
     shown = f"{str(path)[:60]}... ({len(str(path))} characters)" if len(str(path)) > 80 else path
     if "\0" in str(path):  # the system reads a name up to its first NUL byte
         raise CheckpointError(f"{doing} {ascii(str(shown))}: a file name holds no NUL byte (\\x00)")
     try:
-        return "folder" if path.is_dir() else "file" if path.is_file() else "missing"
+        if path.is_dir() or path.is_file():
+            return "folder" if path.is_dir() else "file"
+        return "other" if path.exists() else "missing"
     except OSError as error:
         raise CheckpointError(f"{doing} {shown}: {error.strerror}") from None
 
@@ -198,9 +211,16 @@ def _read(path: Path, fix: str) -> object:
         )
     try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
+            entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise CheckpointError(f"{path} is a damaged zip archive ({error}); {fix}") from None
+    names = [entry.filename for entry in entries]
+    packed = [entry.filename for entry in entries if entry.compress_type != zipfile.ZIP_STORED]
+    if packed:  # a few kilobytes could unpack to gigabytes inside torch.load
+        raise CheckpointError(
+            f"{path} is not a checkpoint torch.save wrote: its entry {packed[0]} is compressed, "
+            f"which torch.save never does; {fix}"
+        )
     if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
         raise CheckpointError(
             f"{path} is a zip archive torch.save did not write: it holds no data.pkl, the record "
@@ -220,6 +240,11 @@ def _read(path: Path, fix: str) -> object:
 def _recorded_checksum(path: Path) -> str:
     """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex"),
     after a UTF-8 byte-order mark, if an editor wrote one."""
+    if path.stat().st_size > MOST_CHECKSUM_BYTES:
+        raise CheckpointError(
+            f"{path} holds {path.stat().st_size:,} bytes, not a checksum (a sha256sum line is "
+            f"under {MOST_CHECKSUM_BYTES:,})"
+        )
     try:
         text = path.read_bytes().decode("utf-8-sig").strip()
     except UnicodeDecodeError:
@@ -245,7 +270,17 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     if kind == "missing":
         raise CheckpointError(f"{path} does not exist: {fix}")
-    if _kind(checksum_path(path), "cannot read") != "file":
+    if kind == "other":
+        raise CheckpointError(f"{path} {NOT_REGULAR}, not a checkpoint file")
+    if path.stat().st_size > MOST_CHECKPOINT_BYTES:
+        raise CheckpointError(
+            f"{path} holds {path.stat().st_size:,} bytes, more than any checkpoint of this "
+            f"series ({MOST_CHECKPOINT_BYTES:,}); {fix}"
+        )
+    checksum_kind = _kind(checksum_path(path), "cannot read")
+    if checksum_kind == "other":
+        raise CheckpointError(f"{path}: its checksum file {checksum_path(path)} {NOT_REGULAR}")
+    if checksum_kind != "file":
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
     if sha256(path) != _recorded_checksum(checksum_path(path)):
         raise CheckpointError(

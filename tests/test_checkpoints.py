@@ -420,3 +420,60 @@ def test_a_path_that_cannot_be_written_is_named_before_anything_is_written(tmp_p
             save_checkpoint(path, {"x": torch.zeros(1)})
         assert words in str(raised.value), str(raised.value)
     assert not (tmp_path / "clash.pt").exists()
+
+
+# Files no checkpoint can be: pipes and devices, oversized checksum files, packed archives
+
+
+def _with_checksum(path: Path) -> Path:
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are a POSIX feature")
+def test_a_pipe_is_refused_for_saving_and_loading_without_waiting_for_a_reader(tmp_path):
+    pipe = tmp_path / "pipe.pt"
+    os.mkfifo(pipe)
+    with pytest.raises(CheckpointError, match=r"cannot save .*pipe.pt is not a regular file"):
+        save_checkpoint(pipe, {"x": 1})
+    with pytest.raises(CheckpointError, match=r"pipe.pt is not a regular file .*, not a"):
+        load_checkpoint(pipe, ("x",), "make it")
+    os.mkfifo(checksum_path(tmp_path / "kept.pt"))
+    with pytest.raises(CheckpointError, match=r"kept.pt.sha256 is not a regular file"):
+        save_checkpoint(tmp_path / "kept.pt", {"x": 1})
+
+
+@pytest.mark.skipif(not Path("/dev/null").exists(), reason="a POSIX device")
+def test_a_device_is_named_as_one_not_as_missing():
+    with pytest.raises(CheckpointError, match=r"/dev/null is not a regular file"):
+        load_checkpoint("/dev/null", ("x",), "make it")
+
+
+def test_a_checksum_file_too_long_to_be_one_is_refused_without_reading_it(copy):
+    with open(checksum_path(copy), "r+b") as file:
+        file.truncate(400 * 2**20)  # sparse: 400 MiB that take no disk
+    with pytest.raises(CheckpointError, match=r"holds 419,430,400 bytes, not a checksum"):
+        load_date_model(copy)
+
+
+def test_a_file_larger_than_any_checkpoint_is_refused_before_its_checksum(tmp_path):
+    path = tmp_path / "large.pt"
+    with open(path, "wb") as file:
+        file.truncate(2**26)
+    checksum_path(path).write_text(f"{'0' * 64}  large.pt\n")
+    with pytest.raises(CheckpointError, match=r"holds 67,108,864 bytes, more than any checkpoint"):
+        load_checkpoint(path, ("x",), "make it")
+
+
+def _repacked(source: Path, target: Path, compression: int) -> Path:
+    """source's entries written to target with another compression, with its checksum."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", compression) as new:
+        for entry in old.infolist():
+            new.writestr(entry.filename, old.read(entry.filename))
+    return _with_checksum(target)
+
+
+def test_a_compressed_archive_is_refused_before_torch_unpacks_it(copy, tmp_path):
+    packed = _repacked(copy, tmp_path / "packed.pt", zipfile.ZIP_DEFLATED)
+    with pytest.raises(CheckpointError, match=r"is compressed, which torch.save never does"):
+        load_checkpoint(packed, ("weights",), "make date-model")
