@@ -1479,3 +1479,212 @@ def test_where_a_score_reads_is_told_only_of_a_weighted_sum_of_the_weights(run_c
     verdict, out = run_checker(check_previous_token_score, previous_squared)
     assert verdict is False and "it reads" not in out, out
     assert out.count("(the mean over the queries t = 1..n-1 of weights[..., t, t - 1])") > 0, out
+
+
+# Regressions from a fifth learner's pass: answers that return NaN made the first two checkers
+# raise IndexError; answers that got the general hint, or the input's dtype for the logits'
+
+
+def previous_from_query_2_on(weights):
+    below = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)
+    return below[..., 1:].mean(-1)  # BUG: query 1 left out; for n = 2 an empty slice, NaN
+
+
+def previous_two_keys_back(weights):
+    return torch.diagonal(weights, offset=-2, dim1=-2, dim2=-1).mean(-1)  # n = 2: empty, NaN
+
+
+def previous_all_nan(weights):
+    return torch.full(weights.shape[:-2], float("nan"), dtype=weights.dtype) + 0 * weights.sum(
+        (-2, -1)
+    )
+
+
+def previous_of_the_first_matrix(weights):
+    n = weights.shape[-1]
+    first = weights.reshape(-1, n, n)[0].diagonal(-1).mean()  # BUG: the first matrix's only
+    return first.expand(weights.shape[:-2])
+
+
+def previous_over_every_query_divided_by_n_minus_1(weights):
+    n = weights.shape[-1]  # BUG: t = 0 reads key -1, the last key (0, so the values agree)
+    return sum(weights[..., t, t - 1] for t in range(n)) / (n - 1)
+
+
+def induction_from_the_third_query_of_the_copy(weights, length):
+    queries = torch.arange(length, 2 * length)
+    return weights[..., queries, queries - length + 1][..., 2:].mean(-1)  # length 2: NaN
+
+
+def induction_times_nan(weights, length):
+    return weights[..., 0, 0] * float("nan")
+
+
+def induction_over_the_whole_first_block(weights, length):
+    return weights[..., length:, :length].sum(-1).mean(-1) / length
+
+
+def induction_with_default_dims_on_the_copy(weights, length):
+    return torch.diagonal(weights[..., length:, :], offset=1)[..., :length].mean(-1)
+
+
+def zeroing_in_batch_row_0_only(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def zero(merged):
+        merged[0, :, columns] = 0.0  # BUG: the other sequences keep the head
+        return merged
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def zeroing_at_the_last_position_only(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def zero(merged):
+        merged[:, -1, columns] = 0.0  # BUG: every earlier position keeps the head
+        return merged
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def zeroing_one_column_too_many(model, ids, layer, head):
+    d = _d_head(model)
+
+    def zero(merged):
+        merged[..., head * d : (head + 1) * d + 1] = 0.0  # BUG: one column of the next head
+        return merged
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def removing_W_o_bias_instead(model, ids, layer, head):
+    def hook(module, inputs, output):
+        return output - module.bias  # BUG: the bias goes, every head stays
+
+    handle = model.blocks[layer].attention.W_o.register_forward_hook(hook)
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+def keeping_only_the_head(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+
+    def zero(merged):
+        kept = torch.zeros_like(merged)
+        kept[..., columns] = merged[..., columns]  # BUG: the other heads zeroed instead
+        return kept
+
+    return _with_pre_hook(model, ids, layer, zero)
+
+
+def returning_float64_logits(model, ids, layer, head):
+    return logits_with_head_zeroed(model, ids, layer, head).double()
+
+
+REFUSED_AFTER_A_FIFTH_PASS = [
+    (
+        "previous-token score",
+        previous_from_query_2_on,
+        "NaN at index (0,) (the score is NaN and its gradient reaches no weight: a mean over an "
+        "empty selection is NaN (0 / 0)",
+    ),
+    ("previous-token score", previous_two_keys_back, "a mean over an empty selection is NaN"),
+    ("previous-token score", previous_all_nan, "NaN at index () (the score is NaN"),
+    (
+        "previous-token score",
+        previous_of_the_first_matrix,
+        "every matrix gets the first matrix's score: one score per (n, n) matrix",
+    ),
+    (
+        "previous-token score",
+        previous_over_every_query_divided_by_n_minus_1,
+        "(it reads weights[..., 0, 5], above the diagonal: key t - 1 = -1 for t = 0 is the last "
+        "key",
+    ),
+    (
+        "induction score",
+        induction_from_the_third_query_of_the_copy,
+        "a mean over an empty selection is NaN (0 / 0), as when a diagonal or a slice of it "
+        "holds no entry for n = 4",
+    ),
+    (
+        "induction score",
+        induction_times_nan,
+        "the score is NaN although the weights it reads, (query, key) = (0, 0), are numbers",
+    ),
+    (
+        "induction score",
+        induction_over_the_whole_first_block,
+        "averages the copy's queries over the whole first block",
+    ),
+    (
+        "induction score",
+        induction_with_default_dims_on_the_copy,
+        "shape (5, 10), expected (2, 3) (its last axis has the n = 10 keys of each matrix, not "
+        "the leading dims: torch.diagonal's default dims are 0 and 1",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_in_batch_row_0_only,
+        "zeroes head 1 in batch row 0 only (W_o's input[0, :, 4:8])",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_at_the_last_position_only,
+        "zeroes head 1 at the last position only (W_o's input[:, -1, 4:8])",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_one_column_too_many,
+        "zeroes the columns 4:9, one column wider than head 1's 4:8",
+    ),
+    (
+        "logits with a head zeroed",
+        removing_W_o_bias_instead,
+        "removes W_o's bias and zeroes no head",
+    ),
+    (
+        "logits with a head zeroed",
+        keeping_only_the_head,
+        "keeps only head 1 and zeroes the other heads of layer 0",
+    ),
+    (
+        "logits with a head zeroed",
+        returning_float64_logits,
+        "dtype torch.float64, expected torch.float32 (keep the model's dtype: the logits come in "
+        "the dtype of its weights",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_FIFTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_FIFTH_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_wrong_answer_found_by_a_fifth_learners_pass_is_named_in_every_case(
+    exercise, answer, words, run_checker
+):
+    """No case falls back on the general hint (the whole first block was named only where it
+    reads at most 12 weights), nor on the input's dtype, which for the logits are int64 ids."""
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is False and words in out, out
+    hint = {"previous-token score": "of weights[..., t, t - 1])", "induction score": "+ 1])"}
+    failures = out.splitlines()[1:]
+    assert not any(line.endswith(hint.get(exercise, "zeroed)")) for line in failures), out
+    assert "the input's dtype" not in out, out
+
+
+def test_the_whole_first_block_and_the_default_dims_are_named_in_every_case(run_checker):
+    for answer, words in (
+        (induction_over_the_whole_first_block, "over the whole first block"),
+        (induction_with_default_dims_on_the_copy, "torch.diagonal's default dims are 0 and 1"),
+    ):
+        verdict, out = run_checker(check_induction_score, answer)
+        failures = out.splitlines()[1:]
+        assert failures and all(words in line for line in failures), out

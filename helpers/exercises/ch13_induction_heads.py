@@ -58,17 +58,6 @@ def _stripe(weights: torch.Tensor, offset: int) -> torch.Tensor:
     return torch.diagonal(weights, offset=offset, dim1=-2, dim2=-1)
 
 
-def _with_default_dims(weights: torch.Tensor, offset: int, first: int = 0) -> torch.Tensor | None:
-    """What torch.diagonal(weights, offset) (dims 0 and 1, its defaults) then [..., first:]
-    .mean(-1) returns, for weights with leading dims; None where that raises."""
-    if weights.dim() < 3:
-        return None
-    try:
-        return torch.diagonal(weights, offset)[..., first:].mean(-1)
-    except RuntimeError:
-        return None
-
-
 DEFAULT_DIMS = (
     "torch.diagonal's default dims are 0 and 1, here the leading dims: pass dim1=-2, dim2=-1 "
     "for the diagonal of each (n, n) matrix"
@@ -82,6 +71,7 @@ LEADING_DIMS = (
     "the mean runs over the leading (batch, head) dims too: keep one score per (n, n) matrix, "
     "shape weights.shape[:-2], by averaging over the queries only (dim=-1)"
 )
+FIRST_MATRIX_ONLY = "every matrix gets the first matrix's score: one score per (n, n) matrix"
 KEY_AFTER = (
     "the induction head's key is t - length + 1, the token that followed the earlier occurrence"
 )
@@ -112,11 +102,15 @@ def _listed(entries: dict) -> str:
 
 
 def _seen(learner: Callable) -> tuple[Callable, dict]:
-    """learner, and a dict that holds the weights it was given and what it returned."""
+    """learner, and a dict that holds the weights it was given, what it returned, and the
+    gradient that reached the weights when the checker compared gradients (a second backward
+    pass through the learner's graph could fail: its saved tensors are freed)."""
     seen = {}
 
     def call(weights, *rest):
-        seen["weights"], seen["got"] = weights, None
+        seen.update(weights=weights, got=None, gradient=None)
+        if weights.requires_grad:
+            weights.register_hook(lambda gradient: seen.update(gradient=gradient))
         seen["got"] = learner(weights, *rest)
         return seen["got"]
 
@@ -131,6 +125,8 @@ def _what_it_reads(seen: dict, reference: Callable, weights: torch.Tensor, rule:
     expected = reference(weights)
     if not (isinstance(got, torch.Tensor) and got.requires_grad and got.shape == expected.shape):
         return None
+    if torch.isnan(got.detach()).any():
+        return _where_the_nan_comes_from(got, given, rule)
     error = (got.detach().double() - expected.double()).abs()
     if not error.numel() or error.max() <= 1e-6:
         return None
@@ -155,13 +151,80 @@ def _what_it_reads(seen: dict, reference: Callable, weights: torch.Tensor, rule:
     )
 
 
+def _where_the_nan_comes_from(got: torch.Tensor, given: torch.Tensor, rule: str) -> str:
+    """Why the learner's score is NaN at its first NaN: the weights are numbers, so either it
+    averages nothing (its gradient reaches no weight) or its computation makes the NaN."""
+    index = tuple(torch.nonzero(torch.isnan(got.detach()))[0].tolist())
+    try:
+        (gradient,) = torch.autograd.grad(got[index], given, allow_unused=True)
+    except RuntimeError:  # a graph autograd cannot run back through
+        return f"the score is NaN; {rule}"
+    reached = [] if gradient is None else gradient[index].nonzero().tolist()
+    n = given.shape[-1]
+    if not reached:
+        return (
+            f"the score is NaN and its gradient reaches no weight: a mean over an empty "
+            f"selection is NaN (0 / 0), as when a diagonal or a slice of it holds no entry for "
+            f"n = {n}; {rule}"
+        )
+    entries = ", ".join(f"({t}, {k})" for t, k in reached[:4])
+    return (
+        f"the score is NaN although the weights it reads, (query, key) = {entries}, are numbers: "
+        f"the NaN comes from the computation (a nan constant, 0 / 0, inf - inf); {rule}"
+    )
+
+
 def _name_what_it_reads(failures: list, hint: str, seen: dict, reference: Callable, weights, rule):
     """Replace the general hint of a value failure that no mistake named by where the answer
     reads the weights, where that can be told."""
-    if failures and failures[-1].endswith(f" ({hint})"):
+    if failures[-1].endswith(f" ({hint})"):
         reading = _what_it_reads(seen, reference, weights, rule)
         if reading is not None:
             failures[-1] = f"{failures[-1][: -len(hint) - 3]} ({reading})"
+
+
+def _name_a_key_after_the_query(failures: list, seen: dict, key: Callable, text: str):
+    """Name, after a gradient failure, a weight read above the diagonal (a key after its query,
+    0 under the causal mask, so the values agree): a negative key index wraps around to the
+    last keys. key(t): the key query t should read; text: that key, in words."""
+    gradient = seen.get("gradient")
+    if "the values are right but the gradient" not in failures[-1] or gradient is None:
+        return
+    if not gradient.triu(1).any():
+        return
+    *_, t, k = torch.nonzero(gradient.triu(1))[0].tolist()
+    n, wrapped = gradient.shape[-1], key(t)
+    if wrapped < 0 and wrapped % n == k:
+        which = "the last key" if wrapped == -1 else f"key {k}, counted from the end"
+        why = f"{text} = {wrapped} for t = {t} is {which}, 0 under the causal mask"
+    else:
+        why = "a key after the query, 0 under the causal mask"
+    failures[-1] += (
+        f" (it reads weights[..., {t}, {k}], above the diagonal: {why}, so the values agree "
+        f"while the gradient reaches it)"
+    )
+
+
+def _name_the_leading_dims_used_as_the_matrix(failures: list, seen: dict, weights):
+    """Name DEFAULT_DIMS after a shape failure no mistake named, where the answer's shape is
+    what a diagonal over the leading dims gives: as many axes as the leading dims, the last
+    one the n keys."""
+    got, leading, n = seen.get("got"), weights.shape[:-2], weights.shape[-1]
+    if (
+        failures[-1].endswith(f", expected {tuple(leading)}")
+        and isinstance(got, torch.Tensor)
+        and got.dim() == len(leading) >= 1
+        and got.shape[-1] == n
+    ):
+        failures[-1] += (
+            f" (its last axis has the n = {n} keys of each matrix, not the leading dims: "
+            f"{DEFAULT_DIMS})"
+        )
+
+
+def _first_matrix_only(scores: torch.Tensor) -> torch.Tensor:
+    """The first (n, n) matrix's score, given to every matrix: scores (..., queries)."""
+    return scores.reshape(-1, scores.shape[-1])[0].mean().expand(scores.shape[:-1])
 
 
 PREVIOUS_HINT = "the mean over the queries t = 1..n-1 of weights[..., t, t - 1]"
@@ -207,6 +270,7 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
         ].mean(-1),
         "the sum over the queries: the score is their mean": below.sum(-1),
         LEADING_DIMS: below.mean(),
+        FIRST_MATRIX_ONLY: _first_matrix_only(below),
         **lower_precision_mistakes(lambda w: _stripe(w, -1).mean(-1), weights, "weights"),
     }
     mistakes[
@@ -219,9 +283,6 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
             "divides by n - 2: the queries t = 1..n-1 are n - 1 of them, so the mean divides "
             "by n - 1 (or take .mean(-1) of the n - 1 weights below the diagonal)"
         ] = below.sum(-1) / (n - 2)
-    default_dims = _with_default_dims(weights, -1)
-    if default_dims is not None:
-        mistakes[DEFAULT_DIMS] = default_dims
     return mistakes
 
 
@@ -238,7 +299,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
-        passed += run_case(
+        case_passed = run_case(
             name,
             answers,
             (weights,),
@@ -250,14 +311,18 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             forbidden={"helpers.induction.previous_token_score": previous_token_score},
             names=("weights",),
         )
-        _name_what_it_reads(
-            failures,
-            PREVIOUS_HINT,
-            seen,
-            previous_token_score,
-            weights,
-            "query t reads key t - 1, for the n - 1 queries t = 1..n-1",
-        )
+        passed += case_passed
+        if not case_passed:
+            _name_what_it_reads(
+                failures,
+                PREVIOUS_HINT,
+                seen,
+                previous_token_score,
+                weights,
+                "query t reads key t - 1, for the n - 1 queries t = 1..n-1",
+            )
+            _name_a_key_after_the_query(failures, seen, lambda t: t - 1, "key t - 1")
+            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
     return report(failures, passed)
 
 
@@ -301,6 +366,10 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
         "of the second copy": copy_queries.sum(-1) / n,
         "the sum over the queries: the score is their mean": copy_queries.sum(-1),
         LEADING_DIMS: copy_queries.mean(),
+        FIRST_MATRIX_ONLY: _first_matrix_only(copy_queries),
+        "averages the copy's queries over the whole first block, weights[..., length:, "
+        ":length] (keys 0..length-1): each query t reads one key, t - length + 1, the token "
+        "after the earlier occurrence of its own": weights[..., length:, :length].mean((-2, -1)),
         NOTHING_BEFORE_THE_QUERY: torch.zeros_like(copy_queries[..., 0]),
         f"reads key t - length + 2, one after the token to copy: {KEY_AFTER}": too_far.mean(-1),
         f"reads key t - length + 2, one after the token to copy (for the queries t = length.."
@@ -323,9 +392,6 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
         "the queries start at t = length + 1, one late: the copy's first query, t = length, "
         "counts too": copy_queries[..., 1:].mean(-1),
     }
-    default_dims = _with_default_dims(weights, 1 - length, first=1)
-    if default_dims is not None:
-        mistakes[DEFAULT_DIMS] = default_dims
     return mistakes
 
 
@@ -350,7 +416,7 @@ def check_induction_score(learner_score: Callable) -> bool:
         def reference(w, length=length):
             return induction_score(w, length)
 
-        passed += run_case(
+        case_passed = run_case(
             name,
             learner,
             (weights,),
@@ -362,15 +428,21 @@ def check_induction_score(learner_score: Callable) -> bool:
             forbidden={"helpers.induction.induction_score": induction_score},
             names=("weights",),
         )
-        _name_what_it_reads(
-            failures,
-            INDUCTION_HINT,
-            seen,
-            reference,
-            weights,
-            f"query t of the copy, t = length..2*length-1 ({length}..{2 * length - 1} here), reads "
-            f"key t - length + 1, the token after the earlier occurrence of its own",
-        )
+        passed += case_passed
+        if not case_passed:
+            _name_what_it_reads(
+                failures,
+                INDUCTION_HINT,
+                seen,
+                reference,
+                weights,
+                f"query t of the copy, t = length..2*length-1 ({length}..{2 * length - 1} here), "
+                f"reads key t - length + 1, the token after the earlier occurrence of its own",
+            )
+            _name_a_key_after_the_query(
+                failures, seen, lambda t, length=length: t - length + 1, "key t - length + 1"
+            )
+            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
     return report(failures, passed)
 
 
@@ -484,6 +556,22 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         attention(edited).W_q.weight[rows] = 0.0
         attention(edited).W_q.bias[rows] = 0.0
 
+    def zero_output_bias_only(edited):
+        attention(edited).W_o.bias.zero_()
+
+    def zero_merged_heads_at(where: tuple):
+        """An edit that zeroes W_o's input (B, T, d_model) at `where` only."""
+
+        def edit(edited):
+            def hook(module, inputs):
+                merged = inputs[0].clone()
+                merged[where] = 0.0
+                return (merged,)
+
+            attention(edited).W_o.register_forward_pre_hook(hook)
+
+        return edit
+
     output_not_input = (
         f"head {head}'s output is W_o's INPUT, columns {columns} of the merged heads "
         f"(W_o.weight[:, {columns}]), which W_o mixes into every output column"
@@ -532,11 +620,33 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         f"zeroes the columns {head}::{config.num_heads}, every num_heads-th one: the heads sit "
         f"side by side in W_o's input, not interleaved; head {head} is the block {columns}, "
         f"head*d_head:(head+1)*d_head": _edited_logits(model, ids, zero_interleaved_columns),
+        f"removes W_o's bias and zeroes no head: the bias belongs to no head and stays; zero "
+        f"head {head}'s output, columns {columns} of W_o's input": _edited_logits(
+            model, ids, zero_output_bias_only
+        ),
         "returns probabilities (softmax): return the logits themselves": logits.softmax(-1),
         "returns log-probabilities (log_softmax): return the logits themselves": (
             logits.log_softmax(-1)
         ),
     }
+    batch, positions = ids.shape
+    if batch > 1:
+        mistakes[
+            f"zeroes head {head} in batch row 0 only (W_o's input[0, :, {columns}]): zero it in "
+            f"every sequence of the batch, [..., {columns}]"
+        ] = _edited_logits(model, ids, zero_merged_heads_at((0, slice(None), rows)))
+    if positions > 1:
+        mistakes[
+            f"zeroes head {head} at the last position only (W_o's input[:, -1, {columns}]): zero "
+            f"it at every position of every sequence, [..., {columns}]"
+        ] = _edited_logits(model, ids, zero_merged_heads_at((slice(None), -1, rows)))
+    if config.num_heads > 2:
+        mistakes[
+            f"keeps only head {head} and zeroes the other heads of layer {layer}: zero head "
+            f"{head}'s columns {columns} alone, and leave the others as they are"
+        ] = logits_with_heads_zeroed(
+            model, ids, [(layer, other) for other in range(config.num_heads) if other != head]
+        )
     if config.num_layers > 1:
         mistakes[
             f"zeroes head {head} in every layer: only in layer {layer}, model.blocks[{layer}]"
@@ -567,6 +677,15 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
             f"{head}'s shifted by {shift:+d}: head h is the columns h*d_head:(h+1)*d_head of "
             f"W_o's input, here {columns}"
         ] = _with_columns_zeroed(model, ids, layer, shifted)
+    for start, stop in ((0, 1), (-1, 0), (0, -1), (1, 0)):  # one column more or fewer
+        block = slice(rows.start + start, rows.stop + stop)
+        if block.start >= 0 and block.stop <= config.d_model:
+            size = "wider" if block.stop - block.start > d_head else "narrower"
+            mistakes[
+                f"zeroes the columns {block.start}:{block.stop}, one column {size} than head "
+                f"{head}'s {columns}: a slice a:b stops before b, so head h is the d_head = "
+                f"{d_head} columns h*d_head:(h+1)*d_head of W_o's input"
+            ] = _with_columns_zeroed(model, ids, layer, block)
     for width in range(1, config.d_model // (head + 1) + 1):  # blocks inside W_o's input
         if width != d_head and (head, width) != (0, config.d_model):  # (not the whole layer)
             block = f"{head * width}:{(head + 1) * width}"
@@ -882,7 +1001,7 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             return logits_with_heads_zeroed(model, i, [(layer, head)])
 
         right = reference(ids)
-        passed += run_case(
+        case_passed = run_case(
             name,
             _watched(answers, model, layer, head),
             (ids,),
@@ -894,8 +1013,23 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             forbidden=forbidden,
             names=("ids",),
         )
+        passed += case_passed
+        if not case_passed:
+            _name_the_models_dtype(failures)
     passed += _left_as_it_came_when_the_forward_pass_fails(answers, failures, forbidden)
     return report(failures, passed)
+
+
+INPUTS_DTYPE = " (keep the input's dtype)"  # the framework's words: the input here is int ids
+
+
+def _name_the_models_dtype(failures: list[str]) -> None:
+    """The logits' dtype is the model's, not that of the input, which holds int64 ids."""
+    if failures[-1].endswith(INPUTS_DTYPE):
+        failures[-1] = (
+            f"{failures[-1][: -len(INPUTS_DTYPE)]} (keep the model's dtype: the logits come in "
+            f"the dtype of its weights, with no conversion of the model or of the logits)"
+        )
 
 
 def _left_as_it_came_when_the_forward_pass_fails(
