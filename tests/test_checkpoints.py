@@ -459,9 +459,9 @@ def test_a_checksum_file_too_long_to_be_one_is_refused_without_reading_it(copy):
 def test_a_file_larger_than_any_checkpoint_is_refused_before_its_checksum(tmp_path):
     path = tmp_path / "large.pt"
     with open(path, "wb") as file:
-        file.truncate(2**26)
+        file.truncate(2**28)
     checksum_path(path).write_text(f"{'0' * 64}  large.pt\n")
-    with pytest.raises(CheckpointError, match=r"holds 67,108,864 bytes, more than any checkpoint"):
+    with pytest.raises(CheckpointError, match=r"holds 268,435,456 bytes, more than any checkpoint"):
         load_checkpoint(path, ("x",), "make it")
 
 
