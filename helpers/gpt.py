@@ -68,15 +68,25 @@ class GPTConfig:
                 f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
                 f"{self.d_model // self.num_heads}, must be even"
             )
-        if self.parameter_count() > LARGEST_MODEL:
+        if self.position == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"sinusoidal positions come in sin/cos pairs: d_model must be even, got "
+                f"{self.d_model}"
+            )
+        # the sinusoid table is built in float64 (its angles, itself, then its float32 copy):
+        # 16 bytes a number while it is made, as much as four float32 parameters
+        if self.parameter_count() + 4 * self.sinusoid_count() > LARGEST_MODEL:
             sizes = ", ".join(
                 f"{name}={shown_count(getattr(self, name))}"
                 for name in ("vocab_size", "context_length", "d_model", "d_ff", "num_layers")
             )
+            table = self.sinusoid_count()
+            table = f" and a sinusoid table of {shown_count(table)} numbers" if table else ""
             raise ValueError(
-                f"this config asks for {shown_count(self.parameter_count())} parameters, more "
-                f"than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32): a size "
-                f"is mistyped ({sizes})"
+                f"this config asks for {shown_count(self.parameter_count())} parameters{table}, "
+                f"more than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32, a "
+                f"table number counting as 4 while it is built in float64): a size is mistyped "
+                f"({sizes})"
             )
         validation.layer_count(self.num_layers, "num_layers")
 
@@ -88,6 +98,11 @@ class GPTConfig:
         ffn = 0 if self.attention_only else 2 * d * self.d_ff + self.d_ff + d + 2 * d
         tables = (self.vocab_size + (self.position == "learned") * self.context_length) * d
         return tables + self.num_layers * (attention + ffn) + 2 * d  # and the last LayerNorm
+
+    def sinusoid_count(self) -> int:
+        """The numbers of GPT(self)'s fixed sinusoid table (position "sinusoidal"), which is
+        no parameter: context_length x d_model, or 0."""
+        return (self.position == "sinusoidal") * self.context_length * self.d_model
 
 
 class GPTBlock(nn.Module):

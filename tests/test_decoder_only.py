@@ -1309,3 +1309,15 @@ def test_prefix_lm_mask_builds_at_most_16_mib():
         do.prefix_lm_mask(torch.zeros(1025, dtype=torch.long), 128)
     assert time.perf_counter() - started < 1
     assert do.prefix_lm_mask(torch.zeros(1024, dtype=torch.long), 128).shape == (1024, 128, 128)
+
+
+def test_a_file_whose_sinusoid_table_is_too_large_to_build_is_refused(tmp_path):
+    """A sixth hostile pass: position 'sinusoidal' with context_length 2^24 made
+    load_translator build a 16 GiB table (a RuntimeError, not a CheckpointError)."""
+    path = crafted(
+        tmp_path, config=lambda c: {**c, "position": "sinusoidal", "context_length": 2**24}
+    )
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError, match="its config is not a model's .* sinusoid table"):
+        do.load_translator("decoder-only", path)
+    assert time.perf_counter() - started < 5

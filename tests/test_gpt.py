@@ -817,3 +817,23 @@ def test_a_pass_refused_for_its_logits_leaves_the_caches_as_they_were_and_names_
     with pytest.raises(ValueError, match=named):
         model(ids, empty)
     assert all(len(cache) == 0 and cache.keys is None for cache in empty)
+
+
+# After a sixth hostile pass over chapter 12.
+
+
+def test_a_sinusoid_table_too_large_to_build_is_refused_by_the_config():
+    """GPT() built the (2^26, 32) table in float64, 8 GiB, for a config of 5,000 parameters."""
+    sizes = {"context_length": 2**26, "d_model": 32, "num_heads": 4, "position": "sinusoidal"}
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="a sinusoid table of 2,147,483,648 numbers, more than"):
+        GPTConfig(**{**dataclasses.asdict(CONFIG), **sizes})
+    assert time.perf_counter() - started < 1  # counted, not built
+    assert dataclasses.replace(CONFIG, position="sinusoidal").sinusoid_count() == 16 * 16
+    assert CONFIG.sinusoid_count() == 0
+
+
+def test_an_odd_width_with_sinusoidal_positions_is_refused_by_the_config():
+    """The config took d_model 33; GPT() refused it later, in helpers.positional."""
+    with pytest.raises(ValueError, match="sin/cos pairs: d_model must be even, got 33"):
+        dataclasses.replace(CONFIG, d_model=33, num_heads=3, position="sinusoidal")
