@@ -48,6 +48,7 @@ from helpers.translation import (
     DATA_DIR,
     EOS_ID,
     PAD_ID,
+    VOCAB_SIZE,
     beam_search,
     check_beam_size,
     check_device,
@@ -146,15 +147,27 @@ class Recipe:
         validation.whole_number(self.warmup_steps, "warmup_steps", minimum=0)
         validation.probability(self.dropout, "dropout")
         validation.probability(self.label_smoothing, "label_smoothing")
-        validation.positive_number(self.learning_rate, "learning_rate")
-        validation.positive_number(self.weight_decay, "weight_decay", allow_zero=True)
+        validation.adamw_rates(self.learning_rate, self.weight_decay)
         validation.flag(self.bfloat16, "bfloat16")
         validation.seed(self.seed)
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model ({validation.shown(self.d_model)}) must be divisible by num_heads "
-                f"({validation.shown(self.num_heads)})"
-            )
+        config = self.model_config()  # the sizes, counted before anything is built
+        # a batch holds about max_tokens positions (B rows x T tokens) in one forward pass
+        check_forward_size(
+            config, 1, self.max_tokens, self.context_length, "max_tokens (tokens in a batch)"
+        )
+
+    def model_config(self, vocab_size: int = VOCAB_SIZE + 1) -> GPTConfig:
+        """The GPT this recipe trains, for a vocabulary of vocab_size tokens (chapter 08's
+        and <sep> by default)."""
+        return GPTConfig(
+            vocab_size=vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            num_layers=self.num_layers,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+        )
 
 
 RECIPE = Recipe()
@@ -473,17 +486,7 @@ class DecoderOnlyTranslator(GPT):
 
 
 def build_translator(vocab_size: int, separator_id: int, recipe: Recipe = RECIPE):
-    check_recipe(recipe)
-    config = GPTConfig(
-        vocab_size=vocab_size,
-        context_length=recipe.context_length,
-        d_model=recipe.d_model,
-        num_heads=recipe.num_heads,
-        num_layers=recipe.num_layers,
-        d_ff=recipe.d_ff,
-        dropout=recipe.dropout,
-    )
-    return DecoderOnlyTranslator(config, separator_id)
+    return DecoderOnlyTranslator(check_recipe(recipe).model_config(vocab_size), separator_id)
 
 
 def check_recipe(recipe: object) -> Recipe:
@@ -495,6 +498,7 @@ def check_recipe(recipe: object) -> Recipe:
 def check_training_context(context_length: int, name: str) -> None:
     """Refuse, before any data is read, a context too short for the training sequences: the
     model reads each of them but its last token."""
+    context_length = validation.whole_number(context_length, name)
     needed = LONGEST_TRAINING_SEQUENCE - 1
     if context_length < needed:
         raise ValueError(

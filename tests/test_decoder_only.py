@@ -1321,3 +1321,30 @@ def test_a_file_whose_sinusoid_table_is_too_large_to_build_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="its config is not a model's .* sinusoid table"):
         do.load_translator("decoder-only", path)
     assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"learning_rate": 5.0}, "learning_rate must be at most 1"),
+        ({"learning_rate": 1e9}, "learning_rate must be at most 1"),
+        ({"weight_decay": 1e6}, "weight_decay must be at most 1 / learning_rate"),
+        ({"num_layers": 10**6}, "this config asks for .* parameters"),
+        ({"d_model": 2**40}, "this config asks for .* parameters"),
+        ({"context_length": 2**40}, "this config asks for .* parameters"),
+        ({"max_tokens": 10**5000}, r"max_tokens \(tokens in a batch\): 1 rows x about 10\^5000"),
+    ],
+)
+def test_a_recipe_no_training_could_follow_is_named_when_it_is_made(changes, message):
+    """A sixth hostile pass: each of these recipes was accepted, to fail (or diverge) only
+    when the model was built or trained."""
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(do.RECIPE, **changes)
+    assert do.RECIPE.model_config(30) == do.build_translator(30, 20).config
+
+
+@pytest.mark.parametrize("context_length", ["68", None, float("nan"), 68.0])
+def test_a_training_context_that_is_not_a_count_is_named(context_length):
+    """'68' raised TypeError comparing a str with an int; None too; NaN passed."""
+    with pytest.raises(ValueError, match="context_length must be a whole number >= 1, got"):
+        do.check_training_context(context_length, "context_length")
