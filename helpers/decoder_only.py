@@ -268,14 +268,10 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
     prompt (its first prompt_lengths[b] positions) may also read the whole prompt."""
     size = validation.whole_number(size, "size")
     check_tensor(prompt_lengths, "prompt_lengths", "(B,)")
-    if (
-        prompt_lengths.dim() != 1
-        or prompt_lengths.is_floating_point()
-        or prompt_lengths.is_complex()
-        or prompt_lengths.dtype == torch.bool
-    ):
+    if prompt_lengths.dim() != 1 or prompt_lengths.dtype not in ID_DTYPES:
         raise ValueError(
-            f"prompt_lengths must be whole numbers (B,), got {prompt_lengths.dtype} "
+            f"prompt_lengths must be whole numbers (B,) of one of "
+            f"{', '.join(map(str, ID_DTYPES))}, got {prompt_lengths.dtype} "
             f"{tuple(prompt_lengths.shape)}"
         )
     rows = max(len(prompt_lengths), 1)  # torch builds a size x size mask even for no rows
@@ -286,12 +282,13 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
             f"({MOST_MASK_BYTES // 2**20} MiB, 1,024 rows of this chapter's "
             f"{RECIPE.context_length} positions): size is the length of one sequence"
         )
-    if ((prompt_lengths < 0) | (prompt_lengths > size)).any():
+    lengths = prompt_lengths.long()  # compared with size in int64: 128 as int8 would wrap
+    if ((lengths < 0) | (lengths > size)).any():
         raise ValueError(
-            f"prompt_lengths must lie in 0..{size}, got {validation.shown(prompt_lengths.tolist())}"
+            f"prompt_lengths must lie in 0..{size}, got {validation.shown(lengths.tolist())}"
         )
-    positions = torch.arange(size, device=prompt_lengths.device)
-    in_prompt = positions[None, :] < prompt_lengths[:, None]  # (B, size)
+    positions = torch.arange(size, device=lengths.device)
+    in_prompt = positions[None, :] < lengths[:, None]  # (B, size)
     both_in_prompt = in_prompt[:, :, None] & in_prompt[:, None, :]  # (B, queries, keys)
     return causal_mask(size, prompt_lengths.device)[None] | both_in_prompt
 
@@ -539,7 +536,7 @@ def training_loss(
     scored = targets != PAD_ID
     if not scored.any():
         raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")
-    features = model.features(sequences[:, :-1])  # (B, T - 1, d_model)
+    features = model.features(sequences[:, :-1].long())  # (B, T - 1, d_model); any ID_DTYPES
     logits = model.output(features[scored])  # (scored positions, V)
     model.check_finite_logits(logits)
     if logits.dtype in (torch.float16, torch.bfloat16):  # autocast's products: a float32 loss

@@ -1348,3 +1348,28 @@ def test_a_training_context_that_is_not_a_count_is_named(context_length):
     """'68' raised TypeError comparing a str with an int; None too; NaN passed."""
     with pytest.raises(ValueError, match="context_length must be a whole number >= 1, got"):
         do.check_training_context(context_length, "context_length")
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+def test_prefix_lm_mask_compares_lengths_with_the_size_in_int64(dtype):
+    """A sixth hostile pass: int8 lengths [5] with size 128 were refused as outside 0..128
+    (128 wrapped to -128 in int8), and uint8 ones likewise at size 256."""
+    size = 128 if dtype == torch.int8 else 256
+    lengths = torch.tensor([5, 0], dtype=dtype)
+    assert torch.equal(do.prefix_lm_mask(lengths, size), do.prefix_lm_mask(lengths.long(), size))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_prefix_lm_mask_names_the_unsigned_lengths_torch_cannot_compare(dtype):
+    """They reached torch's 'lt_cpu not implemented for UInt16'; loss_targets refuses them too."""
+    with pytest.raises(ValueError, match=f"prompt_lengths must be whole numbers .* got {dtype}"):
+        do.prefix_lm_mask(torch.tensor([3], dtype=dtype), 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int8, torch.uint8])
+def test_the_training_loss_takes_every_dtype_loss_targets_takes(dtype):
+    """It refused int16, int8 and uint8 sequences, which loss_targets takes, as 'ids must be
+    int64 or int32 token ids'."""
+    model = tiny_translator(30, 20)
+    loss, scored = do.training_loss(model, SEQUENCES.to(dtype), 20, "answer", 0.0)
+    assert (loss, scored) == do.training_loss(model, SEQUENCES, 20, "answer", 0.0)
