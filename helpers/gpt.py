@@ -81,12 +81,16 @@ class GPTConfig:
                 for name in ("vocab_size", "context_length", "d_model", "d_ff", "num_layers")
             )
             table = self.sinusoid_count()
-            table = f" and a sinusoid table of {shown_count(table)} numbers" if table else ""
+            table = (
+                f" and a sinusoid table of {shown_count(table)} numbers (each counted as 4: it "
+                f"is built in float64)"
+                if table
+                else ""
+            )
             raise ValueError(
                 f"this config asks for {shown_count(self.parameter_count())} parameters{table}, "
-                f"more than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32, a "
-                f"table number counting as 4 while it is built in float64): a size is mistyped "
-                f"({sizes})"
+                f"more than {LARGEST_MODEL:,} ({LARGEST_MODEL * 4 // 2**30} GiB of float32): a "
+                f"size is mistyped ({sizes})"
             )
         validation.layer_count(self.num_layers, "num_layers")
 
@@ -130,7 +134,7 @@ class GPTBlock(nn.Module):
     ) -> torch.Tensor:
         """x (B, n, d_model); mask (n, cached + n) or None for one new position after a cache.
         check_input False: x is what GPT's own pass made from ids it checked."""
-        if check_input:
+        if validation.flag(check_input, "check_input"):
             self._check_input(x, cache)
         x = self.attention_residual(x, lambda h: self.attention(h, h, h, mask=mask, cache=cache))
         return x if self.ffn is None else self.ffn_residual(x, self.ffn)
@@ -189,7 +193,7 @@ class GPT(nn.Module):
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`, in
         tensors of at most LARGEST_TENSOR numbers; name: what the caller calls them."""
         start = validation.whole_number(start, "start (positions already cached)", minimum=0)
-        if validation.tensor(ids, name, "(B, T)").dim() == 2:  # sized before it is read
+        if validation.dense_tensor(ids, name, "(B, T)").dim() == 2:  # sized before it is read
             if start + ids.shape[1] > self.config.context_length:
                 raise ValueError(
                     f"{name}: {shown_count(start + ids.shape[1])} positions do not fit in the "
@@ -227,6 +231,16 @@ class GPT(nn.Module):
         """Refuse logits this model made that hold NaN or +inf, naming what made them: a
         weight, one of the caches' `cached` positions held before the pass, or weights too
         large for the logits' dtype."""
+        if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+            raise TypeError(
+                f"logits must be a floating-point tensor, got {validation.shown(logits)}"
+            )
+        if caches is not None and not isinstance(caches, list | tuple):
+            raise TypeError(
+                f"caches must be the list of caches the pass read, or None, got "
+                f"{validation.shown(caches)}"
+            )
+        cached = validation.whole_number(cached, "cached", minimum=0)
         if logits.isnan().any() or logits.isposinf().any():
             if caches is None:
                 raise ValueError(f"logits hold NaN or +inf: {_culprit(self, logits.dtype)}")
@@ -340,6 +354,12 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
                 )
     held = "the caches held only finite numbers: " if caches else ""
     name, weight = max(weights.items(), key=lambda item: item[1].abs().max().item())
+    if weight.abs().max() <= 1:
+        return (
+            f"{held}yet the model's weights are finite and small (at most "
+            f"{weight.abs().max().item():.3g}, in {name}), so its own passes make finite logits "
+            f"in {dtype}: were these logits made by another model or changed after the pass?"
+        )
     return (
         f"{held}the model's weights make them: the logits overflow to inf or NaN in {dtype}, "
         f"the weights being too large for it (up to {weight.abs().max().item():.3g}, in {name})"

@@ -839,3 +839,43 @@ def test_an_odd_width_with_sinusoidal_positions_is_refused_by_the_config():
     """The config took d_model 33; GPT() refused it later, in helpers.positional."""
     with pytest.raises(ValueError, match="sin/cos pairs: d_model must be even, got 33"):
         dataclasses.replace(CONFIG, d_model=33, num_heads=3, position="sinusoidal")
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
+def test_nested_ids_are_named_before_their_shape_is_read():
+    """GPT(nested ids) reached torch's 'NestedTensorImpl doesn't support sizes'."""
+    ids = torch.nested.nested_tensor([torch.zeros(3, dtype=torch.long), torch.zeros(2).long()])
+    with pytest.raises(ValueError, match="ids must be an ordinary dense tensor, got one nested"):
+        small_gpt()(ids)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([1.0],), r"logits must be a floating-point tensor, got \[1.0\]"),
+        ((torch.zeros(1, 1, 11, dtype=torch.long),), "logits must be a floating-point tensor"),
+        ((torch.zeros(1, 1, 11), "x"), "caches must be the list of caches the pass read"),
+    ],
+)
+def test_check_finite_logits_names_what_is_not_logits_or_caches(arguments, message):
+    """A list of logits and caches 'x' raised AttributeError."""
+    with pytest.raises(TypeError, match=message):
+        small_gpt().check_finite_logits(*arguments)
+
+
+def test_nan_logits_of_a_model_of_small_weights_are_not_blamed_on_their_size():
+    """The message said 'the weights being too large for it (up to 0.0757)'."""
+    torch.manual_seed(0)
+    model = GPT(CONFIG)
+    assert max(weight.abs().max() for weight in model.state_dict().values()) <= 1
+    with pytest.raises(ValueError, match="finite and small .* another model") as caught:
+        model.check_finite_logits(torch.full((1, 1, 11), float("nan")))
+    assert "too large" not in str(caught.value)
+
+
+@pytest.mark.parametrize("check_input", ["", "False", 0, None])
+def test_a_blocks_check_input_must_be_a_flag(check_input):
+    """'' skipped the checks (falsy), and a NaN input passed through unnamed."""
+    block = gpt.GPTBlock(CONFIG)
+    with pytest.raises(ValueError, match="check_input must be True or False"):
+        block(torch.full((1, 2, 16), float("nan")), None, None, check_input)
