@@ -4,6 +4,7 @@ prompt's reading, the samples of a setting) and holds draw() to what its menus o
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -139,6 +140,14 @@ def test_draw_is_held_to_what_the_menus_offer(explorer, values, message):
     drew the last head for head 0."""
     with pytest.raises(ValueError, match=message):
         explorer.draw(**{**explorer.values(), **values})
+
+
+def test_draw_takes_numpys_whole_numbers_for_a_layer_and_a_head(explorer):
+    """np.int64(2) was refused by _check_view as 'layer must be one of 1..2, got 2'."""
+    explorer.draw(**{**explorer.values(), "layer": 2, "head": 1})
+    expected = explorer.state["attention"]
+    explorer.draw(**{**explorer.values(), "layer": np.int64(2), "head": np.int32(1)})
+    assert torch.equal(explorer.state["attention"], expected)
 
 
 @pytest.mark.parametrize(

@@ -1485,6 +1485,15 @@ def test_a_number_set_from_code_is_refused_rather_than_cast_or_clamped(
     assert control.value == before and type(control.value) is type(before)
 
 
+@pytest.mark.parametrize("kind", ["FloatSlider", "FloatLogSlider"])
+@pytest.mark.parametrize("number", [np.float32(0.75), np.float64(0.5), np.int64(1)], ids=repr)
+def test_a_float_control_takes_numpys_real_numbers_as_floats(kind, number):
+    """np.float32(0.75) was refused as 'must be a number a float can hold'."""
+    control = getattr(helpers.widgets.base, kind)(description="temperature", min=-1, max=1)
+    control.value = number
+    assert control.value == float(number) and type(control.value) is float
+
+
 @pytest.mark.parametrize("wrong", [1.5, None, 5, True], ids=repr)
 def test_a_text_control_set_from_code_to_something_else_names_the_control(wrong):
     """traitlets' message named the widget class: "The 'value' trait of a Text instance"."""

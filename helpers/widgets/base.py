@@ -3,6 +3,7 @@ its PNG), one_torch_thread, and the small pieces more than one chapter's explore
 
 import contextlib
 import io
+import numbers
 from collections.abc import Iterator
 
 import ipywidgets as widgets
@@ -317,14 +318,15 @@ class IntText(_TakesOnlyWhatItShows, widgets.IntText):
 
 
 class _RealNumber(Float):
-    """A float, or an int taken as one; not a bool (traitlets' Float takes True as 1.0), nor an
-    int too large for a float; refused by the control's name (traitlets' message names the
-    widget class, and an int of thousands of digits raised OverflowError)."""
+    """A real number (an int, a float, numpy's) taken as a float; not a bool (traitlets'
+    Float takes True as 1.0), nor an int too large for a float; refused by the control's name
+    (traitlets' message names the widget class, and an int of thousands of digits raised
+    OverflowError)."""
 
     def validate(self, obj, value):
         try:
-            if not isinstance(value, bool):
-                return super().validate(obj, value)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                return super().validate(obj, float(value))  # numpy's floats too (np.float32)
         except (TraitError, OverflowError):
             pass
         raise TraitError(

@@ -293,7 +293,7 @@ class DecoderOnlyExplorer(Explorer):
         return self._samples[key]
 
     def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
-        self._check_view(task, layer, head)
+        layer, head = self._check_view(task, layer, head)
         top_k = None if isinstance(top_k, str) and top_k == "off" else top_k
         try:
             top_p = None if _checked_top_p(top_p) == 1 else top_p
@@ -331,17 +331,23 @@ class DecoderOnlyExplorer(Explorer):
         self._draw_distribution()
         self._draw_attention(layer, head)
 
-    def _check_view(self, task: object, layer: object, head: object) -> None:
-        """The menus offer only these; draw() called directly is held to them too."""
+    def _check_view(self, task: object, layer: object, head: object) -> tuple[int, int]:
+        """(layer, head) as ints, if they are what the menus offer (numpy's whole numbers
+        too); draw() called directly is held to them as well."""
         config = self.model(task).config
         for name, value, count in (
             ("layer", layer, config.num_layers),
             ("head", head, config.num_heads),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= count:
+            if (
+                isinstance(value, bool | np.bool_)
+                or not isinstance(value, numbers.Integral)
+                or not 1 <= value <= count
+            ):
                 raise ValueError(
                     f"{name} must be one of 1..{count}, got {validation.shown(value):.40}"
                 )
+        return int(layer), int(head)
 
     def render_png(self) -> bytes:
         """Only the panels whose look changed are drawn anew (a new seed changes the title and
