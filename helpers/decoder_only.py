@@ -355,6 +355,11 @@ class DecoderOnlyTranslator(GPT):
         for index, row in enumerate(source.tolist()):
             ends = [i for i, token in enumerate(row) if token in (EOS_ID, PAD_ID)]
             english = row[: ends[0]] if ends else row
+            if any(token != PAD_ID for token in row[len(english) + 1 :]):
+                raise ValueError(
+                    f"source row {index} holds tokens after its {FRAMING[row[len(english)]]} at "
+                    f"position {len(english)}: a row is English, then <eos>, then <pad> only"
+                )
             if not english:
                 raise ValueError(f"source row {index} holds no English token: nothing to translate")
             if self.separator_id in english or BOS_ID in english:

@@ -510,13 +510,15 @@ def _nucleus(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
 @dataclass(frozen=True)
 class ReadPrompt:
     """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them,
-    the logits (B, V) of the last position, in float64, and the model that read them (a weak
-    reference: a reading keeps no model alive). Made by read_prompt."""
+    the logits (B, V) of the last position, in float64, the model that read them (a weak
+    reference: a reading keeps no model alive) and its weights' versions then (torch counts
+    each in-place change of a tensor). Made by read_prompt."""
 
     ids: torch.Tensor
     caches: tuple[KeyValueCache, ...]
     logits: torch.Tensor
     model: weakref.ReferenceType
+    versions: tuple[int, ...]
 
 
 @torch.no_grad()
@@ -534,7 +536,13 @@ def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
         logits = model(ids, caches)[:, -1].double()  # (B, V)
     finally:
         model.train(was_training)
-    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model))
+    versions = _weight_versions(model)
+    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model), versions)
+
+
+def _weight_versions(model: GPT) -> tuple[int, ...]:
+    """Each weight's and buffer's version: torch adds one at every in-place change."""
+    return tuple(tensor._version for tensor in model.state_dict(keep_vars=True).values())
 
 
 @torch.no_grad()
@@ -625,6 +633,12 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
         raise ValueError(
             "read is another model's reading of these ids (read_prompt(other, ids)): its caches "
             "and logits are that model's; use read_prompt(model, ids) with this model"
+        )
+    if read.versions != _weight_versions(model):
+        raise ValueError(
+            "read is the model's reading of these ids before its weights were changed (a "
+            "training step, a load or an in-place edit since): its caches and logits are the "
+            "old weights'; read them again with read_prompt(model, ids)"
         )
 
 

@@ -1373,3 +1373,17 @@ def test_the_training_loss_takes_every_dtype_loss_targets_takes(dtype):
     model = tiny_translator(30, 20)
     loss, scored = do.training_loss(model, SEQUENCES.to(dtype), 20, "answer", 0.0)
     assert (loss, scored) == do.training_loss(model, SEQUENCES, 20, "answer", 0.0)
+
+
+@pytest.mark.parametrize(
+    "row", [[5, tr.PAD_ID, 6, tr.EOS_ID], [5, tr.EOS_ID, 6, 7], [5, 6, tr.EOS_ID, tr.EOS_ID]]
+)
+def test_a_source_row_with_tokens_after_its_end_is_named(row):
+    """A sixth hostile pass: prompts and translate_ids dropped the tokens after the first
+    <pad> or <eos> without a word."""
+    model = tiny_translator(30, 20)
+    source = torch.tensor([[5, 6, tr.EOS_ID, tr.PAD_ID], row])
+    for call in (model.prompts, model.translate_ids):
+        with pytest.raises(ValueError, match="source row 1 holds tokens after its <"):
+            call(source)
+    assert model.prompts(source[:1]) == [[tr.BOS_ID, 5, 6, 20]]

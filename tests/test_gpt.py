@@ -879,3 +879,17 @@ def test_a_blocks_check_input_must_be_a_flag(check_input):
     block = gpt.GPTBlock(CONFIG)
     with pytest.raises(ValueError, match="check_input must be True or False"):
         block(torch.full((1, 2, 16), float("nan")), None, None, check_input)
+
+
+def test_a_reading_made_before_the_weights_changed_in_place_is_refused():
+    """generate(..., read=...) wrote from the old weights' caches and logits without a word."""
+    model, ids = small_gpt(), prompt(1, 3)
+    read = read_prompt(model, ids)
+    assert torch.equal(generate(model, ids, 5, 0, read=read), generate(model, ids, 5, 0))
+    with torch.no_grad():
+        model.tokens.weight.mul_(0.5)
+    with pytest.raises(ValueError, match="before its weights were changed"):
+        generate(model, ids, 5, 0, read=read)
+    assert torch.equal(
+        generate(model, ids, 5, 0, read=read_prompt(model, ids)), generate(model, ids, 5, 0)
+    )
