@@ -356,7 +356,7 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
     name, weight = max(weights.items(), key=lambda item: item[1].abs().max().item())
     if weight.abs().max() <= 1:
         return (
-            f"{held}yet the model's weights are finite and small (at most "
+            f"{held}the model's weights are finite and small (at most "
             f"{weight.abs().max().item():.3g}, in {name}), so its own passes make finite logits "
             f"in {dtype}: were these logits made by another model or changed after the pass?"
         )
