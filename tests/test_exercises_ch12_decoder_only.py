@@ -16,6 +16,7 @@ from helpers.decoder_only import prefix_lm_mask as helpers_prefix_lm_mask
 from helpers.exercises import check_answer_loss, check_prefix_lm_mask, check_top_p_filter
 from helpers.exercises.ch12_decoder_only import (
     EXACT,
+    FLOAT64_NEAR_EDGE,
     NEAR_EDGE,
     answer_loss_cases,
     prefix_mask_cases,
@@ -620,18 +621,20 @@ def test_a_right_answer_written_another_way_is_accepted(exercise, answer, run_ch
     ids=lambda case: case[0] if isinstance(case, str) else "",
 )
 def test_no_top_p_case_lies_within_rounding_of_a_cumulative_probability(name, logits, top_p):
-    """A float32 answer and the float64 reference then keep the same tokens: a cumulative
-    probability either lies far from top_p (NEAR_EDGE / 2, where float32 rounds a sum of 1000
-    probabilities to about 1e-6 at most) or, in the exact-boundary cases, equals it in float32
-    and float64 alike."""
-    for dtype in (torch.float32, torch.float64):
+    """An answer in the logits' dtype (or in float64) and the reference then keep the same
+    tokens: a cumulative probability either lies far from top_p (NEAR_EDGE / 2 in a float32
+    case, where float32 rounds a sum of 1000 probabilities to about 1e-6 at most;
+    FLOAT64_NEAR_EDGE / 2 in a float64 case, where float64 rounds to about 1e-15) or, in the
+    exact-boundary cases, equals it in float32 and float64 alike."""
+    margin = NEAR_EDGE if logits.dtype == torch.float32 else FLOAT64_NEAR_EDGE
+    for dtype in (logits.dtype, torch.float64):
         ordered = logits.to(dtype).softmax(-1).sort(dim=-1, descending=True).values
         total = ordered.cumsum(-1)
         if name.startswith(EXACT):
             assert (total - ordered == top_p).any(-1).all(), name  # some token's mass before
         elif top_p < 1:
-            assert ((total - top_p).abs() > NEAR_EDGE / 2).all() and (
-                (total - ordered - top_p).abs() > NEAR_EDGE / 2
+            assert ((total - top_p).abs() > margin / 2).all() and (
+                (total - ordered - top_p).abs() > margin / 2
             ).all()
 
 
@@ -969,6 +972,7 @@ def test_the_top_p_prompt_and_docstrings_state_what_the_cases_hold():
         assert "1000" in text and "100" in text and "underflows to 0" in text
         assert "dtype" in text and "top_p = 1" in text
         assert "hundreds of tokens" in text and "1e-4" in text and "float16" in text
+        assert "float64" in text and "1e-9" in text and "closer than float32" in text
         assert "stays -inf" in text.replace("`", "")
     assert "without gradients" in your_turn and "without requires_grad" in checker
 
@@ -1372,6 +1376,200 @@ def test_a_row_given_another_rows_prompt_length_is_the_row_reported(run_checker)
     ids=lambda value: getattr(value, "__name__", ""),
 )
 def test_a_loss_mistake_of_a_fifth_pass_is_named_in_every_case(answer, words, run_checker):
+    verdict, out = run_checker(check_answer_loss, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(answer_loss_cases()), out
+    assert all(words in line for line in failures), out
+
+
+# Regressions from a sixth learner's pass: probabilities in float32 for float64 logits were
+# judged Correct (no edge lay closer to top_p than float32 tells apart); a threshold on each
+# probability was told "the cumulative sum is over the sorted logits" where the two coincided in
+# one case; one softmax over the flattened batch, row 0's nucleus for every row, NaN from -inf
+# times 0, and four loss mistakes and one mask mistake got the general hint
+
+
+def top_p_with_probabilities_in_float32(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.float().softmax(-1).sort(-1, descending=True)  # BUG: float32
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+
+def top_p_keeping_each_token_of_probability_at_least_1_minus_top_p(logits, top_p):
+    probabilities = logits.softmax(-1)
+    keep = probabilities >= 1 - top_p  # BUG: a threshold on each token, not a running sum
+    keep |= probabilities == probabilities.amax(-1, keepdim=True)
+    return logits.masked_fill(~keep, NEG_INF)
+
+
+def top_p_over_the_flattened_batch(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.flatten().softmax(-1).sort(descending=True)  # BUG: one row
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep.view_as(logits), NEG_INF)
+
+
+def top_p_with_row_0s_nucleus_for_every_row(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits[0].softmax(-1).sort(descending=True)  # BUG: row 0 only
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep[None], NEG_INF)
+
+
+def top_p_multiplying_by_the_keep_mask(logits, top_p):
+    keep = top_p_filter(logits, top_p) > NEG_INF
+    return logits * keep + torch.where(keep, 0.0, NEG_INF)  # BUG: -inf * 0 is NaN
+
+
+def top_p_adding_logits_minus_logits(logits, top_p):
+    return top_p_filter(logits, top_p) + (logits - logits)  # BUG: -inf - -inf is NaN
+
+
+def prefix_with_the_longest_prompt_for_every_row(prompt_lengths, size):
+    longest = prompt_lengths.max().expand(len(prompt_lengths))  # BUG: one length for all
+    return prefix_lm_mask(longest, size)
+
+
+def _answer_mask(sequences, separator_id):
+    """(B, T - 1): the positions whose target comes after <sep>, pads left out."""
+    return _targets_after(sequences, separator_id) != 0
+
+
+def answer_loss_on_unshifted_targets(logits, sequences, separator_id):
+    scored = _answer_mask(sequences, separator_id)
+    return F.cross_entropy(logits[scored], sequences[:, :-1][scored])  # BUG: not shifted
+
+
+def answer_loss_with_row_0s_mask(logits, sequences, separator_id):
+    scored = _answer_mask(sequences, separator_id)[:1].expand(len(sequences), -1)  # BUG: row 0
+    return F.cross_entropy(logits[scored], sequences[:, 1:][scored])
+
+
+def answer_loss_divided_by_every_non_pad_target(logits, sequences, separator_id):
+    scored = _answer_mask(sequences, separator_id)
+    losses = F.cross_entropy(logits.mT, sequences[:, 1:], reduction="none")
+    return (losses * scored).sum() / (sequences[:, 1:] != 0).sum()  # BUG: the English counted
+
+
+def answer_loss_slicing_the_logits_again(logits, sequences, separator_id):
+    scored = _answer_mask(sequences, separator_id)[:, :-1]
+    sliced = logits[:, :-1]  # BUG: the logits are (B, T - 1, V) already
+    return F.cross_entropy(sliced[scored], sequences[:, 1:-1][scored])
+
+
+IN_FLOAT32 = "computed in float32: float64 logits need float64 probabilities"
+NAN_FROM_INF = "-inf x 0 is NaN: use masked_fill or where"
+FLATTENED = "one softmax over the whole batch, flattened"
+ROW_0 = "row 0's nucleus is used for every row"
+SORTED_LOGITS = "the cumulative sum is over the sorted logits"
+REFUSED_AFTER_A_SIXTH_PASS = [
+    ("top-p filter", top_p_with_probabilities_in_float32, IN_FLOAT32),
+    (
+        "top-p filter",
+        top_p_keeping_each_token_of_probability_at_least_1_minus_top_p,
+        "-inf already in the logits (after top-k = 5), top_p = 0.65: at index (0, 5) got -inf, "
+        "expected 1.88 (row 0 keeps 1 of its tokens, the nucleus holds 3",
+    ),
+    ("top-p filter", top_p_over_the_flattened_batch, FLATTENED),
+    ("top-p filter", top_p_with_row_0s_nucleus_for_every_row, ROW_0),
+    ("top-p filter", top_p_multiplying_by_the_keep_mask, NAN_FROM_INF),
+    ("top-p filter", top_p_adding_logits_minus_logits, NAN_FROM_INF),
+    (
+        "prefix-LM mask",
+        prefix_with_the_longest_prompt_for_every_row,
+        "every row uses the batch's longest prompt",
+    ),
+    (
+        "answer loss",
+        answer_loss_on_unshifted_targets,
+        "position t predicts token t + 1: targets are sequences[:, 1:]",
+    ),
+    ("answer loss", answer_loss_with_row_0s_mask, "row 0's mask is used for every row"),
+    (
+        "answer loss",
+        answer_loss_divided_by_every_non_pad_target,
+        "divided by every target that is not <pad>, the English's included",
+    ),
+    ("answer loss", answer_loss_slicing_the_logits_again, "the logits are sliced again"),
+]
+
+WRONG += REFUSED_AFTER_A_SIXTH_PASS  # tests/test_exercises.py names each
+
+
+def test_probabilities_in_float32_fail_only_where_an_edge_lies_1e_9_from_top_p(run_checker):
+    """Judged Correct while every float64 case kept its edges further from top_p than float32
+    rounds: now one lies FLOAT64_NEAR_EDGE (1e-9) from it."""
+    verdict, out = run_checker(check_top_p_filter, top_p_with_probabilities_in_float32)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == 1, out
+    assert f"nucleus edges {FLOAT64_NEAR_EDGE:g} from top_p" in _case_of(failures[0])
+    assert IN_FLOAT32 in failures[0], failures
+
+
+def test_a_float64_case_has_an_edge_closer_to_top_p_than_float32_tells_apart():
+    near = [
+        (logits, top_p)
+        for _, logits, top_p in top_p_cases()
+        if logits.dtype == torch.float64
+        and top_p < 1
+        and (_distances_to_top_p(logits, top_p) < 1.01 * FLOAT64_NEAR_EDGE).any()
+    ]
+    assert near and all(
+        not torch.equal(top_p_with_probabilities_in_float32(lg, p), top_p_filter(lg, p))
+        for lg, p in near
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "its_own"),
+    [
+        (top_p_on_the_logits, SORTED_LOGITS),
+        (top_p_over_the_flattened_batch, FLATTENED),
+        (top_p_with_row_0s_nucleus_for_every_row, ROW_0),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_way_of_computing_the_nucleus_is_named_in_every_case_and_no_other_way(
+    answer, its_own, run_checker
+):
+    """Each of these names how the answer computes every nucleus: it is named wherever the
+    answer fails, and the other ways, which coincide with it in some cases, are not."""
+    verdict, out = run_checker(check_top_p_filter, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert its_own in line, line
+        assert not any(way in line for way in {SORTED_LOGITS, FLATTENED, ROW_0} - {its_own})
+
+
+def test_a_way_of_computing_that_fits_one_case_only_is_not_named(run_checker):
+    """A threshold on each probability keeps the same tokens as the sum of the sorted logits
+    where -inf is in the logits, and was told so there; the answer that does sum the sorted
+    logits fits that diagnosis in every case."""
+    verdict, out = run_checker(
+        check_top_p_filter, top_p_keeping_each_token_of_probability_at_least_1_minus_top_p
+    )
+    assert verdict is False, out
+    for way in (SORTED_LOGITS, FLATTENED, ROW_0):
+        assert way not in out, out
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (answer, words)
+        for exercise, answer, words in REFUSED_AFTER_A_SIXTH_PASS
+        if exercise == "answer loss"
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_loss_mistake_of_a_sixth_pass_is_named_in_every_case(answer, words, run_checker):
     verdict, out = run_checker(check_answer_loss, answer)
     failures = out.splitlines()[1:]
     assert verdict is False and len(failures) == len(answer_loss_cases()), out

@@ -94,9 +94,19 @@ def _kept_by_order(
     return torch.zeros_like(keep).scatter(-1, order, keep)
 
 
-NEAR_EDGE = 1e-4  # the closest a cumulative probability comes to top_p outside the exact cases
+NEAR_EDGE = 1e-4  # the closest a cumulative probability comes to top_p in the float32 cases
+FLOAT64_NEAR_EDGE = 1e-9  # the closest in the float64 cases: float32 cannot tell it apart
 EXACT = "exact boundary"  # in the names of the cases where the nucleus reaches top_p exactly
 FAR_BELOW = " and one far below them per row (logit -300 or -200)"
+
+
+def _edges_near(distance: float, dtype: torch.dtype) -> torch.Tensor:
+    """(2, 3) logits whose nucleus at top_p = 0.7 has its edge `distance` below top_p in row 0
+    (it needs the third token) and `distance` above it in row 1 (two tokens reach it)."""
+    return torch.tensor(
+        [[0.35, 0.35 - distance, 0.3 + distance], [0.35 + distance, 0.35, 0.3 - distance]],
+        dtype=dtype,
+    ).log()
 
 
 def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
@@ -104,10 +114,13 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
     cases, rows of 4 or 8 tied tokens and one far below them (probability e^-200 / size or
     less, 0 in float32, too small to change a sum of the others in float64), every cumulative
     probability is a multiple of 1/8 and exact in any precision, so a nucleus reaches top_p
-    exactly; in the others none lies within NEAR_EDGE / 2 of top_p, and in one a nucleus's
-    edge lies NEAR_EDGE (1e-4) from it, where float16 (about 3 significant digits) keeps the
-    wrong tokens. Either way float32 and float64 answers keep the same tokens (their rounding
-    is below 1e-6 here), except at top_p = 1, where every token stays however its probability
+    exactly. In the other float32 cases none lies within NEAR_EDGE / 2 of top_p, and in one a
+    nucleus's edge lies NEAR_EDGE (1e-4) from it, where float16 (about 3 significant digits)
+    keeps the wrong tokens: float32 and float64 answers keep the same tokens there (their
+    rounding is below 1e-6). In the float64 cases none lies within FLOAT64_NEAR_EDGE / 2 of
+    top_p, and in one an edge lies FLOAT64_NEAR_EDGE (1e-9) from it, where float32 (about 7
+    significant digits) keeps the wrong tokens: only probabilities in float64 (rounding about
+    1e-15 here) keep the right ones. At top_p = 1 every token stays however its probability
     rounds."""
     generator = torch.Generator().manual_seed(120)
 
@@ -183,12 +196,13 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
         (
             f"nucleus edges {NEAR_EDGE:g} from top_p = 0.7, below it in row 0 and above it in "
             f"row 1: float16 cannot tell them apart",
-            torch.tensor(
-                [
-                    [0.35, 0.35 - NEAR_EDGE, 0.3 + NEAR_EDGE],
-                    [0.35 + NEAR_EDGE, 0.35, 0.3 - NEAR_EDGE],
-                ]
-            ).log(),
+            _edges_near(NEAR_EDGE, torch.float32),
+            0.7,
+        ),
+        (
+            f"float64, nucleus edges {FLOAT64_NEAR_EDGE:g} from top_p = 0.7, below it in row 0 "
+            f"and above it in row 1: float32 cannot tell them apart",
+            _edges_near(FLOAT64_NEAR_EDGE, torch.float64),
             0.7,
         ),
     ]
@@ -204,6 +218,33 @@ EVERY_TOKEN_AT_ONE = (
     "at top_p = 1 keep every token outright: a float32 running sum reaches 1.0 by rounding "
     "before the last tokens"
 )
+
+
+def _ways_of_computing(logits: torch.Tensor, top_p: float) -> dict:
+    """{diagnosis: what that mistake returns} for the mistakes that say how an answer computes
+    every nucleus, below top_p = 1 (at 1 every token stays, whatever the way). The checker names
+    one only where the answer returns it in every case where it differs from the right answer:
+    in one case alone it can coincide with another mistake (a threshold on each probability
+    with the sum of the sorted logits where -inf is in the logits, say)."""
+    if top_p >= 1:
+        return {}
+    ways = {
+        "the cumulative sum is over the sorted logits: sum the probabilities, softmax(logits), "
+        "instead": _kept_only(logits, _kept_by_order(logits, top_p))
+    }
+    if len(logits) > 1:
+        over_everything = logits.flatten().softmax(-1)[None]  # (1, B * V)
+        ways[
+            "one softmax over the whole batch, flattened: each row's probabilities are the "
+            "softmax over its own tokens, softmax(dim=-1) of the (B, V) logits, and each row "
+            "gets its own nucleus"
+        ] = _kept_only(logits, _kept_by_order(over_everything, top_p).view_as(logits))
+        ways[
+            "row 0's nucleus is used for every row: each row has its own probabilities, so its "
+            "own nucleus; sort and sum every row (dim=-1), and scatter each row's keep mask "
+            "back by its own order"
+        ] = _kept_only(logits, _kept_by_order(logits[:1].softmax(-1), top_p).expand_as(logits))
+    return ways
 
 
 def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
@@ -228,8 +269,7 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
     ascending = _kept_by_order(probabilities, top_p, False)
     mistakes = {
         short: _kept_only(logits, one_short),
-        "the cumulative sum is over the sorted logits: sum the probabilities, "
-        "softmax(logits), instead": _kept_only(logits, _kept_by_order(logits, top_p)),
+        **_ways_of_computing(logits, top_p),
         "the keep mask of the sorted tokens is taken back to token order with gather(-1, "
         "order): the way back is scatter(-1, order, keep)": _kept_only(
             logits, _kept_by_order(probabilities, top_p, back="gather")
@@ -264,6 +304,13 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
             "descending=True"
         ] = _kept_only(logits, ascending)
+    if top_p < 1 and logits.dtype == torch.float64:
+        mistakes[
+            "the probabilities are computed in float32: float64 logits need float64 "
+            "probabilities, since a cumulative probability may lie 1e-9 from top_p (in one "
+            "case), closer than float32 (about 7 significant digits) tells apart; compute them "
+            "in the logits' dtype"
+        ] = _kept_only(logits, _kept_by_order(logits.float().softmax(-1), top_p))
     if top_p < 1:  # at top_p = 1 a rounded running sum is named apart (_dropped_at_one)
         for low, digits in LOWER_PRECISIONS:
             mistakes[
@@ -275,6 +322,13 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
     mistakes.update(
         lower_precision_mistakes(lambda lg: _kept_only(lg, _nucleus(lg, top_p)), logits, "logits")
     )
+    ruled_out = logits == NEG_INF
+    if ruled_out.any():
+        mistakes[
+            "NaN where the logit is -inf already (a token cut by top-k): -inf x 0 is NaN: use "
+            "masked_fill or where to set the dropped tokens, not a product with the keep mask, "
+            "nor a difference such as logits - logits (-inf - -inf is NaN too)"
+        ] = _kept_only(logits, nucleus).masked_fill(ruled_out, math.nan)
     exps = logits.exp()
     if exps.isposinf().any():
         overflow = (
@@ -297,33 +351,32 @@ def _kept_only(logits: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(~kept, NEG_INF)
 
 
-def _name_the_kept_tokens(
-    failures: list, got: object, logits: torch.Tensor, top_p: float, expected: torch.Tensor
-) -> None:
-    """Add what is wrong with the kept tokens to a value failure no mistake explained."""
+def _what_the_kept_tokens_show(
+    got: object, logits: torch.Tensor, top_p: float, expected: torch.Tensor
+) -> str:
+    """What is wrong with the kept tokens, " (...)" to add to a value failure no mistake
+    explained; "" where the answer cannot be read."""
     if not _readable(got, logits):
-        return
+        return ""
     got = got.detach()
     already_out = logits == NEG_INF  # tokens the input itself rules out (after top-k, say)
     changed = got.double() != logits.double()
     fills = got[changed & got.isfinite() & ~already_out]
     revived = already_out & got.isfinite()
     if fills.numel() and fills.max() <= -1e3:
-        failures[-1] += (
+        return (
             f" (the dropped tokens hold {fills.max().item():.3g}, a large negative number, not "
             f"-inf: the prompt asks for -inf, the logit of a token that can never be drawn, "
             f"whatever the other logits are)"
         )
-        return
     if revived.any():
         row, token = revived.nonzero()[0].tolist()
-        failures[-1] += (
+        return (
             f" (row {row}'s token {token} is -inf in the input, a token already ruled out (cut "
             f"by top-k, say), and comes back as {got[row, token].item():.3g}: it must stay -inf, "
             f"also at top_p = 1, where every logit comes back as it came; nan_to_num or a clamp "
             f"of the logits replaces it)"
         )
-        return
     kept, nucleus = got > NEG_INF, expected > NEG_INF
     empty = (~kept.any(-1)).nonzero().flatten().tolist()
     probabilities = logits.double().softmax(-1)
@@ -337,51 +390,49 @@ def _name_the_kept_tokens(
         < 1e-6
     ]
     if empty:
-        failures[-1] += (
+        return (
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
         )
-    elif torch.equal(kept, nucleus):
-        failures[-1] += (
+    if torch.equal(kept, nucleus):
+        return (
             " (the right tokens are kept but their logits changed: return them exactly as they "
             "came, -inf at the others)"
         )
-    elif top_p >= 1 and (kept <= nucleus).all():
-        failures[-1] += f" ({_dropped_at_one(kept, nucleus, logits)})"
-    elif one_too_many:
+    if top_p >= 1 and (kept <= nucleus).all():
+        return f" ({_dropped_at_one(kept, nucleus, logits)})"
+    if one_too_many:
         row = one_too_many[0]
-        failures[-1] += (
+        return (
             f" (row {row} keeps {int(kept[row].sum())} tokens, one too many: the tokens before "
             f"its least likely one already reach top_p = {top_p} exactly. Keep a token while the "
             f"probability of the tokens before it is < top_p, not <= top_p)"
         )
-    elif (
+    if (
         extra.any()
         and (nucleus <= kept).all()
         and (probabilities[extra] == least.expand_as(extra)[extra]).all()
     ):
         row = extra.any(-1).nonzero()[0].item()
-        failures[-1] += (
+        return (
             f" (row {row} keeps every token tied with the least likely one of the nucleus, "
             f"{int(kept[row].sum())} tokens where {int(nucleus[row].sum())} already reach "
             f"top_p: the nucleus is the smallest such set, so keep only as many of the tied "
             f"tokens as it needs, any of them)"
         )
-    else:
-        row = (kept != nucleus).any(-1).nonzero()[0].item()
-        size, wanted = int(kept[row].sum()), int(nucleus[row].sum())
-        if size == wanted:
-            dropped = (nucleus[row] & ~kept[row]).nonzero()[0].item()
-            instead = (kept[row] & ~nucleus[row]).nonzero()[0].item()
-            failures[-1] += (
-                f" (row {row} keeps token {instead} instead of the more likely token {dropped}: "
-                f"the nucleus is made of the most likely tokens)"
-            )
-        else:
-            failures[-1] += (
-                f" (row {row} keeps {size} of its tokens, the nucleus holds {wanted}: the "
-                f"smallest set of most likely tokens whose probabilities sum to at least top_p)"
-            )
+    row = (kept != nucleus).any(-1).nonzero()[0].item()
+    size, wanted = int(kept[row].sum()), int(nucleus[row].sum())
+    if size == wanted:
+        dropped = (nucleus[row] & ~kept[row]).nonzero()[0].item()
+        instead = (kept[row] & ~nucleus[row]).nonzero()[0].item()
+        return (
+            f" (row {row} keeps token {instead} instead of the more likely token {dropped}: "
+            f"the nucleus is made of the most likely tokens)"
+        )
+    return (
+        f" (row {row} keeps {size} of its tokens, the nucleus holds {wanted}: the smallest set "
+        f"of most likely tokens whose probabilities sum to at least top_p)"
+    )
 
 
 def _dropped_at_one(kept: torch.Tensor, nucleus: torch.Tensor, logits: torch.Tensor) -> str:
@@ -404,8 +455,9 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     unchanged, in the logits' dtype (an -inf already there stays -inf, at top_p = 1 too). The
     nucleus: the smallest set of most likely tokens (by softmax(logits)) whose probabilities
     sum to at least top_p (a set that reaches it exactly is the nucleus: the next token goes);
-    a cumulative probability may lie 1e-4 from top_p, closer than float16 tells apart, so the
-    probabilities are computed in the logits' dtype. The most likely token always stays, and
+    a cumulative probability may lie 1e-4 from top_p, closer than float16 tells apart, and in
+    a float64 case 1e-9, closer than float32 tells apart, so the probabilities are computed in
+    the logits' dtype. The most likely token always stays, and
     top_p = 1 keeps every token, also one whose probability underflows to 0 and those a
     running sum of the sorted probabilities reaches only after it has rounded to 1. Where
     tokens of equal probability straddle the boundary, any of them may stay (the set must
@@ -415,6 +467,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     Each call returns within 5 s and leaves torch's grad mode, default dtype, random generator
     and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
+    naming_a_way, fits = [], {}  # fits: {way of computing: the answer returns it so far}
     for name, logits, top_p in top_p_cases():
         mistakes = _top_p_mistakes(logits, top_p)
         answers = {}
@@ -432,26 +485,51 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
             chosen = _nucleus_like(answers.get("got"), lg, p)
             return lg.masked_fill(~chosen, NEG_INF).detach()
 
+        atol = 1e-6 if logits.dtype == torch.float64 else 1e-5
+        wrong = wrong_only(mistakes, reference(logits, top_p))
         right = run_case(
             name,
             learner,
             (logits, top_p),
             reference,
             failures,
-            1e-6 if logits.dtype == torch.float64 else 1e-5,
-            mistakes=wrong_only(mistakes, reference(logits, top_p)),
+            atol,
+            mistakes=wrong,
             forbidden={"helpers.gpt.next_token_probabilities": next_token_probabilities},
             names=("logits", "top_p"),
         )
-        if (
+        got, expected = answers.get("got"), reference(logits, top_p)
+        ways = _ways_of_computing(logits, top_p)
+        for way, returns in ways.items():
+            if _readable(got, logits) and any(way in diagnosis for diagnosis in wrong):
+                fits[way] = fits.get(way, True) and torch.allclose(
+                    got.detach().double(), returns.double(), atol=atol, equal_nan=True
+                )
+        if not right and any(way in failures[-1] for way in ways):
+            naming_a_way.append((len(failures) - 1, got, logits, top_p, expected))
+        elif (
             not right
             and failures[-1].startswith(f"{name}: at index")
             and not any(diagnosis in failures[-1] for diagnosis in mistakes)
         ):
-            expected = reference(logits, top_p)
-            _name_the_kept_tokens(failures, answers.get("got"), logits, top_p, expected)
+            failures[-1] += _what_the_kept_tokens_show(got, logits, top_p, expected)
         passed += right
+    for index, got, logits, top_p, expected in naming_a_way:
+        for way in [way for way, fit in fits.items() if not fit and way in failures[index]]:
+            failures[index], nothing_named = _taken_out(failures[index], way)
+            if nothing_named:
+                failures[index] += _what_the_kept_tokens_show(got, logits, top_p, expected)
+                break
     return report(failures, passed)
+
+
+def _taken_out(failure: str, diagnosis: str) -> tuple[str, bool]:
+    """The failure without `diagnosis` among the mistakes it names (named_together joins them
+    with "; or "), and whether it names no other."""
+    for joined in (f"{diagnosis}; or ", f"; or {diagnosis}"):
+        if joined in failure:
+            return failure.replace(joined, ""), False
+    return failure.replace(f" ({diagnosis})", ""), True
 
 
 # 2. The prefix-LM mask
@@ -515,6 +593,9 @@ def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
         "prompt_lengths[b] positions": _prefix_mask_with(
             torch.full_like(prompt_lengths, first), size
         ),
+        "every row uses the batch's longest prompt, prompt_lengths.max(): row b's prompt is its "
+        "own prompt_lengths[b] positions, and a shorter prompt must not read the answer after "
+        "it": _prefix_mask_with(torch.full_like(prompt_lengths, prompt_lengths.max()), size),
     }
 
 
@@ -734,6 +815,19 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "the targets are the tokens the positions read, sequences[:, :-1], scored where they "
         "belong to the answer: position t's logits predict the NEXT token, so the targets are "
         "sequences[:, 1:]": F.cross_entropy(logits[answer_read], read[answer_read]),
+        "the targets are not shifted, sequences[:, :-1] on the right positions: position t "
+        "predicts token t + 1: targets are sequences[:, 1:]": F.cross_entropy(
+            logits[scored], read[scored]
+        ),
+        "row 0's mask is used for every row: each row's answer starts after its own <sep> and "
+        "ends at its own <eos>, so build the mask from each row's own tokens": mean_over(
+            scored[:1].expand_as(scored)
+        ),
+        "the logits are sliced again (logits[:, :-1]): they hold T - 1 positions already, one "
+        "per target of sequences[:, 1:], so slicing leaves out the last position's prediction "
+        "(the longest row's <eos>); slice the sequences only": mean_over(
+            scored & (torch.arange(targets.shape[1]) < targets.shape[1] - 1)
+        ),
         **lower_precision_mistakes(
             lambda lg: _answer_loss(lg, sequences, separator_id), logits, "logits"
         ),
@@ -748,6 +842,10 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "the sum over the scored positions is divided by the batch size B: divide by the "
         "number of scored positions, the tokens of every row's answer": (losses * scored).sum()
         / len(sequences),
+        "the sum over the scored positions is divided by every target that is not <pad>, the "
+        "English's included: divide by the number of scored positions only": (
+            (losses * scored).sum() / (targets != PAD_ID).sum()
+        ),
         "the sign is flipped (returns -loss): cross-entropy is MINUS the mean log-probability "
         "of the targets, a positive number": -_answer_loss(logits, sequences, separator_id),
         "label smoothing: the exercise's loss is the plain cross-entropy": F.cross_entropy(
