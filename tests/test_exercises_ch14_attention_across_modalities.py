@@ -984,7 +984,8 @@ def test_the_cases_are_what_the_docstrings_say():
     """Each checker's docstring (and the your-turn cell's) names the cases' sizes: these."""
     shapes = [images.shape for _, images, _ in patchify_cases()]
     assert {shape[1] for shape in shapes} == {1, 2, 3}  # C from 1 to 3
-    assert {p for _, _, p in patchify_cases()} == set(PATCH_SIZES) == {1, 2, 4}  # p from 1 to 4
+    # p from 1 to 4, every one of them (p = 3, a patch with a middle pixel, was never run)
+    assert {p for _, _, p in patchify_cases()} == set(PATCH_SIZES) == {1, 2, 3, 4}
     assert any(shape[2] != shape[3] for shape in shapes)  # H and W not always equal
     assert any(not images.is_contiguous() for _, images, _ in patchify_cases())
     assert {images.dtype for _, images, _ in patchify_cases()} == {torch.float32, torch.float64}
@@ -1515,3 +1516,77 @@ def test_an_answer_that_uses_torchs_random_generator_is_refused_and_the_state_pu
     assert verdict is False, out
     assert "reseeds or draws from torch's global random generator" in out, out
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+# Regressions from a sixth learner's pass: a patch flattened as (row, C, column), the batch axis
+# permuted in among the patches, a cols x rows grid, the flat index in the first half, and a
+# centre at (r + 1) * p / 2 got the general hint; p = 3, in the docstring's range, never ran
+
+
+def patchify_moving_the_channel_between_the_pixel_axes(images, p):
+    grid, batch, channels = _grid(images, p)  # (B, C, rows, p, cols, p)
+    patches = grid.movedim(1, 3).movedim(4, 2)  # BUG: (B, rows, cols, p, C, p)
+    return patches.reshape(batch, -1, channels * p * p)
+
+
+def patchify_with_the_batch_among_the_patches(images, p):
+    grid, batch, channels = _grid(images, p)
+    patches = grid.permute(2, 4, 0, 1, 3, 5)  # BUG: (rows, cols, B, C, p, p)
+    return patches.reshape(batch, -1, channels * p * p)
+
+
+def sinusoidal_2d_of_a_cols_by_rows_grid(rows, cols, d_model):
+    return sinusoidal_2d(cols, rows, d_model)  # BUG: the sizes swapped
+
+
+def sinusoidal_2d_with_the_flat_index_in_the_first_half(rows, cols, d_model):
+    _, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    by_index = sinusoidal_encoding(rows * cols, half)  # BUG: patch r * cols + c, not row r
+    return torch.cat([by_index, sinusoidal_encoding(cols, half)[col]], 1)
+
+
+def centroid_at_half_the_far_edge(weights, grid_size, p):
+    centres = _centres(grid_size, 1, weights.dtype, 1) * p / 2  # BUG: (r + 1) * p / 2
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+REFUSED_AFTER_A_SIXTH_PASS = [
+    (
+        "patchify",
+        patchify_moving_the_channel_between_the_pixel_axes,
+        "each patch is flattened in (row, C, column) order",
+    ),
+    (
+        "patchify",
+        patchify_with_the_batch_among_the_patches,
+        "the batch axis is permuted in among the patches (permute(2, 4, 0, 1, 3, 5)",
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_a_cols_by_rows_grid, "encodes a cols x rows grid"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_with_the_flat_index_in_the_first_half,
+        "the first half encodes the patch's index r * cols + c: it encodes the patch's row r",
+    ),
+    (
+        "attention centroid",
+        centroid_at_half_the_far_edge,
+        "places the patch in row r at (r + 1) * p / 2",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_SIXTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_SIXTH_PASS,
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_sixth_pass_mistake_is_named_on_every_case_it_fails(exercise, answer, words, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert words in line, line
+        assert not line.endswith(GENERAL_HINTS[exercise]), line

@@ -44,7 +44,7 @@ def _advise(failures: list, name: str, failure: str, words: str, advice: str) ->
 
 # 1. Patchify
 
-PATCH_SIZES = (1, 2, 4)  # the cases' patch sizes
+PATCH_SIZES = (1, 2, 3, 4)  # the cases' patch sizes
 
 
 def patchify_cases() -> list[tuple[str, torch.Tensor, int]]:
@@ -69,6 +69,7 @@ def patchify_cases() -> list[tuple[str, torch.Tensor, int]]:
         ),
         ("(2, 2, 4, 4), p = 4: one patch per image", images(2, 2, 4, 4), 4),
         ("(1, 2, 2, 3), p = 1: every pixel a patch", images(1, 2, 2, 3), 1),
+        ("(2, 3, 6, 9), p = 3: an odd patch size", images(2, 3, 6, 9), 3),
     ]
 
 
@@ -91,6 +92,11 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
         "each patch is flattened column by column (its two pixel axes swapped): keep the "
         "patch's rows first, as in the image, (C, p, p) = (channel, row, column)": flattened(
             (0, 2, 4, 1, 5, 3)
+        ),
+        "each patch is flattened in (row, C, column) order (the channel axis moved between the "
+        "patch's two pixel axes, e.g. by movedim): flatten it in (C, p, p) order, (channel, "
+        "row, column), the layout of F.unfold (permute to (B, rows, cols, C, p, p))": flattened(
+            (0, 2, 4, 3, 1, 5)
         ),
         "a plain reshape without the permute: images.reshape(B, -1, C*p*p) cuts the pixels "
         "in memory order (whole rows of the image), not into p x p squares; reshape to (B, C, "
@@ -136,6 +142,12 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "returns the patches of the first image only (images[:1], a batch of one): each of "
             "the B images gets its own sequence of patches, (B, n, C*p*p)"
         ] = right[:1]
+        for order in ((2, 0, 4), (2, 4, 0), (4, 0, 2), (4, 2, 0)):
+            mistakes[
+                f"the batch axis is permuted in among the patches (permute{(*order, 1, 3, 5)} "
+                f"of the (B, C, rows, p, cols, p) grid): keep it first, permute to (B, rows, "
+                f"cols, C, p, p), so that each image keeps its own patches"
+            ] = flattened((*order, 1, 3, 5))
     mistakes[
         "patchifies the image transposed (its H and W swapped, e.g. images.transpose(2, 3)): the "
         "patches then run down the columns and each patch is transposed; cut the images as they "
@@ -352,6 +364,10 @@ def _sinusoidal_2d_mistakes(
         "patchify's order": torch.cat([by_row, by_col], -1),
         "encodes the patch's index r * cols + c in each half: the first half encodes its row "
         "r, the second its column c": torch.cat([sinusoidal_encoding(n, half)] * 2, -1),
+        "the first half encodes the patch's index r * cols + c: it encodes the patch's row r, "
+        "sinusoidal_encoding(rows, d_model // 2)[r]": torch.cat(
+            [sinusoidal_encoding(n, half), by_col.reshape(n, half)], -1
+        ),
         "counts rows and columns from 1: the top-left patch is in row 0, column 0, and its "
         "encoding is sinusoidal_encoding(...)[0]": torch.cat(
             _halves_from(rows, cols, half, 1), -1
@@ -393,6 +409,10 @@ def _sinusoidal_2d_mistakes(
     mistakes[
         f"returns vectors of d_model = {CANVAS_D_MODEL} whatever d_model: use the d_model argument"
     ] = sinusoidal_2d(rows, cols, CANVAS_D_MODEL)
+    mistakes[
+        f"encodes a cols x rows grid, {cols} x {rows} (rows and cols swapped): the grid is rows x "
+        f"cols, {rows} x {cols}, and patch r * cols + c lies in row r, column c"
+    ] = sinusoidal_2d(cols, rows, d_model)
     quarter = d_model // 4
     if quarter % 2 == 0:
         narrow_row, narrow_col = _halves(rows, cols, quarter)
@@ -640,6 +660,9 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "places each patch's centre at r*p + p/2 - 1, half a pixel too near (for p = 4, "
         "pixel 1 of 0..3): the centre of an even patch lies between its two middle pixels, "
         "at r*p + (p - 1)/2": mean_of(centres - 0.5),
+        "places the patch in row r at (r + 1) * p / 2, half of its far edge (r + 1) * p: its "
+        "centre lies halfway between its first pixel r*p and its last r*p + p - 1, at "
+        "r*p + (p - 1)/2": mean_of((indices + 1) * p / 2),
         "applies a softmax to the weights: they are weights already, and a softmax moves "
         "them; divide by their total instead": (w.softmax(-1) @ centres).to(weights.dtype),
         "returns the centre of the most attended patch (argmax): the centroid is the weighted "
