@@ -137,11 +137,13 @@ def _dense(values: object, name: str, what: str) -> torch.Tensor:
     """values itself if it is a tensor laid out densely, of at most LARGEST_TENSOR numbers (a
     meta one passes, of any size: what is computed from it is meta too)."""
     validation.tensor(values, name, what)
-    if values.layout != torch.strided:
+    if values.layout != torch.strided and not values.is_nested:
         raise ValueError(
             f"{name} must be a dense tensor of {what}, got a {values.layout} one: convert it "
             "with .to_dense()"
         )
+    if values.is_nested or not values.is_meta:
+        validation.dense_tensor(values, name, what)  # refuses nested and float8 tensors by name
     if not values.is_meta and values.numel() > LARGEST_TENSOR:  # expand() makes them for free
         raise ValueError(
             f"{name} hold {values.numel():,} numbers (shape {tuple(values.shape)}), more than "

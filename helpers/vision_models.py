@@ -199,6 +199,7 @@ def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
                 f"{name} holds {key} on the meta device: it has shapes but no weights; load or "
                 "train it first"
             )
+        validation.dense_tensor(weight, f"{name}'s {key}", "")  # torch cannot sum float8
         if weight.is_floating_point() and not weight.isfinite().all():
             raise ValueError(
                 f"{name} holds NaN or inf in {key}: everything it computes would be NaN; load or "

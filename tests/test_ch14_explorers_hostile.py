@@ -489,3 +489,24 @@ def test_reading_a_canvas_that_requires_grad_reads_its_pixels(canvas_explorer):
     found = canvas_explorer.reading(image.clone().requires_grad_())
     assert found["written"] == canvas_explorer.reading(image)["written"]
     assert torch.equal(found["attention"], canvas_explorer.reading(image)["attention"])
+
+
+def _nested(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.nested.nested_tensor([tensor])
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: layout_text(_nested(torch.zeros(9, dtype=torch.long))), "got one nested"),
+        (lambda: cell_mass(_nested(torch.full((36,), 1 / 36)), 0), "got one nested"),
+        (
+            lambda: layout_text(torch.zeros(9, dtype=torch.long).to_sparse()),
+            "got one torch.sparse_coo",
+        ),
+    ],
+    ids=["nested layout", "nested attention", "sparse layout"],
+)
+def test_nested_and_sparse_tensors_are_refused_by_their_layout(call, words):
+    with pytest.raises(ValueError, match=f"must be an ordinary dense tensor, {words}"):
+        call()

@@ -1044,3 +1044,35 @@ def test_row_entropy_has_finite_gradients_where_a_weight_is_0_and_the_same_value
     assert one_hot.grad.isfinite().all()
     rows = torch.softmax(torch.randn(64, 9, generator=torch.Generator().manual_seed(0)) * 30, -1)
     assert torch.equal(row_entropy(rows), -torch.special.xlogy(rows, rows).sum(-1))
+
+
+# Float8 and nested tensors: refused by name before torch reads them
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_pixels_are_refused_as_a_storage_format(dtype):
+    with pytest.raises(ValueError, match=f"got {dtype}, a storage format: convert it with"):
+        check_pixels(torch.zeros(1, 1, 8, 8).to(dtype))
+
+
+def test_a_model_holding_float8_weights_is_refused_by_name():
+    torch.manual_seed(0)
+    model = VisionTransformer(8, 2, 1, 8)
+    model.head.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="model's head.weight must be a tensor torch computes"):
+        check_model(model, VisionTransformer)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda nested: patchify(nested([torch.zeros(1, 8, 8)]), 4),
+        lambda nested: check_pixels(nested([torch.zeros(1, 8, 8)])),
+        lambda nested: unpatchify(nested([torch.zeros(4, 16)]), 4, (8, 8)),
+    ],
+    ids=["patchify", "check_pixels", "unpatchify"],
+)
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_nested_tensors_are_refused_before_their_shape_is_read(call, layout):
+    with pytest.raises(ValueError, match="must be an ordinary dense tensor, got one nested"):
+        call(lambda tensors: torch.nested.nested_tensor(tensors, layout=layout))

@@ -541,18 +541,16 @@ def _check_layout(digits: object) -> None:
     """digits is a canvas's layout as parse_layout makes it: a (9,) integer tensor of labels
     -1..9 in reading order."""
     shape = f"({CELLS},) labels -1..9 in reading order, -1 where empty"
-    validation.tensor(digits, "digits", shape)
+    validation.dense_tensor(digits, "digits", shape)
     if (
         tuple(digits.shape) != (CELLS,)
-        or digits.is_meta
-        or digits.layout != torch.strided
         or digits.is_floating_point()
         or digits.is_complex()
         or digits.dtype == torch.bool
     ):
         raise ValueError(
             f"digits must be an integer tensor {shape}, got {digits.dtype} of shape "
-            f"{tuple(digits.shape)}{' on the meta device' if digits.is_meta else ''}"
+            f"{tuple(digits.shape)}"
         )
     if int(digits.min()) < -1 or int(digits.max()) > 9:
         raise ValueError(f"digits must be {shape}, got {digits.tolist()}")
@@ -570,6 +568,8 @@ def _check_distinct(digits: torch.Tensor) -> None:
 
 def cell_mass(attention: torch.Tensor, cell: int) -> float:
     """The attention weight (36,) on the patches of one cell (helpers.vision.cell_patches)."""
+    if isinstance(attention, torch.Tensor):
+        validation.dense_tensor(attention, "attention", f"({PATCHES},)")
     if not isinstance(attention, torch.Tensor) or attention.shape != (PATCHES,):
         got = tuple(attention.shape) if isinstance(attention, torch.Tensor) else attention
         raise ValueError(
