@@ -10,7 +10,7 @@ lies is known exactly: the ground truth for where attention should look.
 import gzip
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -349,6 +349,8 @@ MOST_PLACED_DIGITS = 40_000  # digits make_canvases places in one call, one at a
 
 def check_placed_digits(count: int, most: int, name: str = "count") -> None:
     """count canvases of up to `most` digits each hold at most MOST_PLACED_DIGITS digits."""
+    count = validation.whole_number(count, name)
+    most = validation.whole_number(most, "most")
     if count * most > MOST_PLACED_DIGITS:
         raise ValueError(
             f"{name} must be at most {MOST_PLACED_DIGITS // most:,} canvases of up to {most} "
@@ -396,7 +398,8 @@ def _pick(source: Digits, taken: torch.Tensor, distinct: bool, generator) -> int
 def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
     """canvases itself if it is Canvases as make_canvases makes them: images (B, 1, grid*8,
     grid*8) of finite floating-point pixels and digits (B, grid*grid) integers -1..9; otherwise
-    an error naming what is wrong."""
+    an error naming what is wrong. A grid held as a numpy or 0-d tensor integer comes back as a
+    plain int in a copy (grid**2 would wrap around in int8)."""
     if not isinstance(canvases, Canvases):
         raise TypeError(f"{name} must be Canvases (make_canvases()), got {type(canvases).__name__}")
     grid = validation.whole_number(canvases.grid, f"{name}.grid")
@@ -418,7 +421,7 @@ def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
             f"{name}.images must be a tensor {expected}, one per row of digits, got {got}"
         )
     check_pixels(images, f"{name}.images", str(expected))
-    return canvases
+    return canvases if type(canvases.grid) is int else replace(canvases, grid=grid)
 
 
 def cell_patches(cell: int, grid: int, patch_size: int) -> torch.Tensor:

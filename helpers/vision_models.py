@@ -431,7 +431,7 @@ def same_cell_mask(grid: int = GRID) -> torch.Tensor:
 
 def _check_canvases(canvases: object, model: "DigitFinder | CanvasReader") -> Canvases:
     """Canvases of at least one canvas, of the model's grid, a batch it can embed."""
-    check_canvases(canvases)
+    canvases = check_canvases(canvases)
     grid = model.grid
     if canvases.grid != grid:
         raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
@@ -476,7 +476,7 @@ def evaluate_finder(
     """{"accuracy": the share of questions answered with the right cell, "attention_on_cell":
     the mean attention mass of the word's query on the 4 patches of the right cell}."""
     check_model(model, DigitFinder)
-    _check_canvases(canvases, model)
+    canvases = _check_canvases(canvases, model)
     _check_distinct(canvases)
     _check_words(words, len(canvases))
     cells = _check_cells(cells, len(canvases), model.grid**2)
@@ -632,7 +632,7 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     targets the digits then <eos>; both padded with <pad>. Teacher forcing feeds inputs and
     asks for targets."""
     cells, counts = reading_order(canvases)
-    batch, length = len(canvases), canvases.grid**2 + 1
+    batch, length = len(canvases), cells.shape[1] + 1  # every cell filled, then <eos>
     digits = canvases.digits.gather(1, cells)  # (B, cells): filled cells' labels first
     position = torch.arange(length)  # (L,)
     targets = torch.full((batch, length), PAD, dtype=torch.long)
@@ -669,7 +669,7 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     cross-attention (decoder block `layer`, averaged over heads) on the 4 patches of that
     digit's cell, as the digit is written (teacher forcing with the true digits)}."""
     check_model(model, CanvasReader)
-    _check_canvases(canvases, model)
+    canvases = _check_canvases(canvases, model)
     if not (canvases.digits >= 0).any():
         raise ValueError("canvases must hold at least one digit to read: every cell is empty")
     layer = _check_layer(layer, len(model.decoder))

@@ -25,6 +25,7 @@ from helpers.vision import (
     check_canvases,
     check_digits,
     check_pixels,
+    check_placed_digits,
     ink_counts,
     load_digits,
     make_canvases,
@@ -1076,3 +1077,28 @@ def test_a_model_holding_float8_weights_is_refused_by_name():
 def test_nested_tensors_are_refused_before_their_shape_is_read(call, layout):
     with pytest.raises(ValueError, match="must be an ordinary dense tensor, got one nested"):
         call(lambda tensors: torch.nested.nested_tensor(tensors, layout=layout))
+
+
+# check_placed_digits checks its own arguments; a grid held in int8 is not squared in int8
+
+
+@pytest.mark.parametrize("value", [None, "a", -(10**9), 2.5])
+@pytest.mark.parametrize("argument", ["count", "most"])
+def test_check_placed_digits_names_a_count_or_most_that_is_not_a_whole_number(value, argument):
+    arguments = {"count": 1, "most": 1} | {argument: value}
+    with pytest.raises(ValueError, match=f"{argument} must be a whole number >= 1"):
+        check_placed_digits(**arguments)
+
+
+@pytest.mark.parametrize(
+    "small_grid",
+    [np.int8(16), torch.tensor(16, dtype=torch.uint8), torch.tensor(16, dtype=torch.int8)],
+    ids=["np.int8", "uint8 tensor", "int8 tensor"],
+)
+def test_a_grid_held_in_a_small_integer_type_is_read_as_a_plain_int(test_digits, small_grid):
+    canvases = make_canvases(test_digits, 2, 1, grid=16, generator=torch.Generator().manual_seed(0))
+    small = Canvases(canvases.images, canvases.digits, small_grid)
+    checked = check_canvases(small)
+    assert type(checked.grid) is int and checked.grid == canvases.grid
+    for made, small_made in zip(reader_sequences(canvases), reader_sequences(small), strict=True):
+        assert torch.equal(made, small_made)
