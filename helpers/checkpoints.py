@@ -58,6 +58,15 @@ def savable_path(path: object) -> Path:
     """A file path in a folder this process can write, whose checksum file can be written
     beside it: checked by save_checkpoint, and by a training run before its minutes of work."""
     path = as_path(path)
+    try:  # the checksum file records the name as UTF-8 text
+        os.fsencode(path)
+        path.name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CheckpointError(
+            f"cannot save {ascii(str(path))}: its name holds {ascii(error.object[error.start])}, "
+            f"which {error.encoding} cannot encode (the checksum file records the name as text): "
+            "name the file in plain characters"
+        ) from None
     if _kind(path, "cannot save") == "folder":
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
     checksum = checksum_path(path)

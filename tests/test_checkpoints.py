@@ -18,6 +18,7 @@ from helpers.checkpoints import (
     float_weights,
     load_checkpoint,
     load_weights,
+    savable_path,
     save_checkpoint,
     sha256,
 )
@@ -477,3 +478,12 @@ def test_a_compressed_archive_is_refused_before_torch_unpacks_it(copy, tmp_path)
     packed = _repacked(copy, tmp_path / "packed.pt", zipfile.ZIP_DEFLATED)
     with pytest.raises(CheckpointError, match=r"is compressed, which torch.save never does"):
         load_checkpoint(packed, ("weights",), "make date-model")
+
+
+def test_a_name_that_is_not_text_is_refused_before_anything_is_written(tmp_path):
+    path = tmp_path / "\udcff.pt"  # a lone surrogate: utf-8 cannot write it into the checksum
+    with pytest.raises(CheckpointError, match=r"holds '\\udcff', which utf-8 cannot encode"):
+        savable_path(path)
+    with pytest.raises(CheckpointError, match="name the file in plain characters"):
+        save_checkpoint(path, {"x": torch.zeros(2)})
+    assert not list(tmp_path.iterdir())
