@@ -10,13 +10,14 @@ lies is known exactly: the ground truth for where attention should look.
 import gzip
 import math
 import numbers
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from helpers import validation
-from helpers.checkpoints import as_path
+from helpers.checkpoints import NOT_REGULAR, as_path
 from helpers.positional import sinusoidal_encoding
 
 DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
@@ -44,6 +45,12 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     """(train, test): the 1,797 digits, split once by a fixed permutation (seed 0) into 1,438
     training and 359 test images. Each row of the file is 64 pixels (0..16) and the label."""
     path = as_path(path)
+    try:  # opening a pipe would wait for a writer forever
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        mode = None  # gzip.open below says why the path cannot be read
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"cannot read the digits from {path}: it {NOT_REGULAR}")
     try:
         with gzip.open(path, "rt") as file:
             rows = [line.strip().split(",") for line in file if line.strip()]

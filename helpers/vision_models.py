@@ -305,6 +305,12 @@ class VisionTransformer(nn.Module):
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     """The entropy in nats of each attention row: (..., k) -> (...). Each row must be attention
     weights (validation.attention_weights): in 0..1, summing to 1, or all 0 (no key allowed)."""
+    validation.dense_tensor(weights, "weights", "(..., k)")
+    if weights.numel() > LARGEST_TENSOR:  # an expanded view holds them for free
+        raise ValueError(
+            f"weights hold {weights.numel():,} numbers (shape {tuple(weights.shape)}), more than "
+            f"the 2^28 = {LARGEST_TENSOR:,} row_entropy reads at once: pass fewer rows at a time"
+        )
     validation.attention_weights(weights, "weights", "(..., k)")
     # 0 log 0 = 0; y = 1 where w = 0 keeps xlogy's gradient there finite (w / y, not 0 / 0)
     return -torch.special.xlogy(weights, torch.where(weights > 0, weights, 1)).sum(-1)

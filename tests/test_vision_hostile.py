@@ -4,6 +4,7 @@ weights, damaged checkpoint logs, sizes nobody can allocate, and torch's global 
 which no helper may draw from behind the caller's back."""
 
 import gzip
+import os
 import time
 from dataclasses import asdict
 
@@ -1102,3 +1103,16 @@ def test_a_grid_held_in_a_small_integer_type_is_read_as_a_plain_int(test_digits,
     assert type(checked.grid) is int and checked.grid == canvases.grid
     for made, small_made in zip(reader_sequences(canvases), reader_sequences(small), strict=True):
         assert torch.equal(made, small_made)
+
+
+def test_row_entropy_refuses_more_numbers_than_it_reads_at_once():
+    rows = torch.full((1, 1, 4), 0.25).expand(2**14, 2**14, 4)  # a view: no memory yet
+    with pytest.raises(ValueError, match=r"weights hold 1,073,741,824 numbers .* fewer rows"):
+        row_entropy(rows)
+
+
+def test_load_digits_refuses_a_named_pipe_rather_than_waiting_for_a_writer(tmp_path):
+    pipe = tmp_path / "digits.csv.gz"
+    os.mkfifo(pipe)
+    with pytest.raises(ValueError, match="is not a regular file .a device, a pipe or a socket"):
+        load_digits(pipe)
