@@ -594,15 +594,20 @@ def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:
     """The encoder's output (B, n, d_model), finite, in the dtype of the decoder's weights."""
     d_model = weight.shape[1]
     validation.tensor(memory, "memory", f"(B, n, {d_model}) from encode()")
+    if memory.is_nested or memory.is_meta or memory.layout != torch.strided:
+        kind = "nested" if memory.is_nested else "meta" if memory.is_meta else memory.layout
+        raise ValueError(
+            f"memory must be encode()'s output, a dense tensor of numbers, got a {kind} one"
+        )
     if memory.dim() != 3 or memory.shape[-1] != d_model or not memory.shape[1]:
         raise ValueError(
             f"memory must be (B, n, {d_model}) from encode(), n >= 1 patches to attend to, got "
             f"{tuple(memory.shape)}"
         )
-    if memory.is_meta or memory.layout != torch.strided:
+    if memory.numel() > LARGEST_TENSOR:  # an expanded view holds them for free
         raise ValueError(
-            "memory must be encode()'s output, a dense tensor of numbers, got a "
-            f"{'meta' if memory.is_meta else memory.layout} one"
+            f"memory holds {memory.numel():,} numbers (shape {tuple(memory.shape)}), more than "
+            f"the 2^28 = {LARGEST_TENSOR:,} decode attends to at once: pass fewer canvases"
         )
     if memory.dtype != weight.dtype or memory.device != weight.device:
         raise ValueError(

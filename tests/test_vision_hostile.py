@@ -1116,3 +1116,19 @@ def test_load_digits_refuses_a_named_pipe_rather_than_waiting_for_a_writer(tmp_p
     os.mkfifo(pipe)
     with pytest.raises(ValueError, match="is not a regular file .a device, a pipe or a socket"):
         load_digits(pipe)
+
+
+@pytest.mark.parametrize(
+    ("memory", "words"),
+    [
+        (
+            torch.nested.nested_tensor([torch.zeros(36, 8)]),
+            "a dense tensor of numbers, got a nested",
+        ),
+        (torch.zeros(1, 1, 8).expand(2, 2**25, 8), r"memory holds 536,870,912 numbers .* fewer"),
+    ],
+    ids=["nested", "expanded past 2^28 numbers"],
+)
+def test_decode_refuses_nested_or_huge_memory_before_reading_it(models, memory, words):
+    with pytest.raises(ValueError, match=words):
+        models["reader"].decode(torch.full((2, 1), BOS), memory)
