@@ -24,6 +24,7 @@ DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
 PIXELS = 8  # each digit is 8 x 8
 MAX_INK = 16.0  # pixel values run 0..16
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+LONGEST_DIGITS_TEXT = 2**22  # characters load_digits unzips: the UCI digits are 0.26 M
 LARGEST_TENSOR = 2**28  # numbers in one tensor a function here builds (1 GiB of float32)
 
 
@@ -53,9 +54,15 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
         raise ValueError(f"cannot read the digits from {path}: it {NOT_REGULAR}")
     try:
         with gzip.open(path, "rt") as file:
-            rows = [line.strip().split(",") for line in file if line.strip()]
+            text = file.read(LONGEST_DIGITS_TEXT + 1)  # a small gzip can unzip to gigabytes
     except (OSError, EOFError, ValueError) as error:
         raise ValueError(f"cannot read the digits from {path}: {error}") from None
+    if len(text) > LONGEST_DIGITS_TEXT:
+        raise ValueError(
+            f"{path} unzips to more than {LONGEST_DIGITS_TEXT:,} characters: the UCI digits "
+            "file is about 0.26 M, 64 pixels and a label a row"
+        )
+    rows = [line.strip().split(",") for line in text.splitlines() if line.strip()]
     width = PIXELS * PIXELS + 1
     uneven = [(number, len(row)) for number, row in enumerate(rows, 1) if len(row) != width]
     if uneven and len({len(row) for row in rows}) > 1:  # torch would say "expected sequence"

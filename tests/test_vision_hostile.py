@@ -18,6 +18,7 @@ from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
     LARGEST_TENSOR,
+    LONGEST_DIGITS_TEXT,
     MAX_INK,
     MOST_PLACED_DIGITS,
     Canvases,
@@ -1132,3 +1133,11 @@ def test_load_digits_refuses_a_named_pipe_rather_than_waiting_for_a_writer(tmp_p
 def test_decode_refuses_nested_or_huge_memory_before_reading_it(models, memory, words):
     with pytest.raises(ValueError, match=words):
         models["reader"].decode(torch.full((2, 1), BOS), memory)
+
+
+def test_load_digits_refuses_a_file_that_unzips_past_its_limit_before_splitting_it(tmp_path):
+    bomb = tmp_path / "bomb.csv.gz"
+    with gzip.open(bomb, "wt") as file:
+        file.write("0," * (LONGEST_DIGITS_TEXT // 2 + 1))  # one row, all of it
+    with pytest.raises(ValueError, match=f"unzips to more than {LONGEST_DIGITS_TEXT:,} characters"):
+        load_digits(bomb)
