@@ -1688,3 +1688,159 @@ def test_the_whole_first_block_and_the_default_dims_are_named_in_every_case(run_
         verdict, out = run_checker(check_induction_score, answer)
         failures = out.splitlines()[1:]
         assert failures and all(words in line for line in failures), out
+
+
+# Regressions from a sixth learner's pass
+
+
+def previous_by_floor_division(weights):
+    below = torch.diagonal(weights, -1, -2, -1)
+    return below.sum(-1) // (weights.shape[-1] - 1)  # BUG: every score rounds down to 0
+
+
+def induction_on_the_previous_token(weights, length):
+    return torch.diagonal(weights, -1, -2, -1)[..., length - 1 :].mean(-1)  # BUG: key t - 1
+
+
+def _zeroing_and_clearing(hooks_attribute):
+    def answer(model, ids, layer, head):
+        columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+        W_o = model.blocks[layer].attention.W_o
+
+        def zero(module, inputs):
+            merged = inputs[0].clone()
+            merged[..., columns] = 0.0
+            return (merged,)
+
+        W_o.register_forward_pre_hook(zero)
+        try:
+            return model(ids)
+        finally:
+            getattr(W_o, hooks_attribute).clear()  # BUG: the model's own hooks go too
+
+    answer.__name__ = f"clearing{hooks_attribute}"
+    return answer
+
+
+clearing_every_pre_hook = _zeroing_and_clearing("_forward_pre_hooks")
+clearing_every_forward_hook = _zeroing_and_clearing("_forward_hooks")
+
+
+def raising_an_error_of_its_own(model, ids, layer, head):
+    if ids.shape[1] > model.config.context_length:
+        raise RuntimeError("too long")  # BUG: not the model's error
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
+def _with_merged_heads_edited(edit):
+    def answer(model, ids, layer, head):
+        return _with_pre_hook(model, ids, layer, lambda merged: edit(merged, model, head))
+
+    answer.__name__ = f"zeroing{edit.__name__}"
+    return answer
+
+
+def _slice_at_the_head_index(merged, model, head):
+    merged = merged.clone()
+    merged[..., head : head + _d_head(model)] = 0.0
+    return merged
+
+
+def _slice_to_the_end(merged, model, head):
+    merged = merged.clone()
+    merged[..., head * _d_head(model) :] = 0.0
+    return merged
+
+
+def _positions_axis(merged, model, head):
+    merged = merged.clone()
+    merged[:, head * _d_head(model) : (head + 1) * _d_head(model)] = 0.0
+    return merged
+
+
+def _batch_row(merged, model, head):
+    merged = merged.clone()
+    merged[head] = 0.0
+    return merged
+
+
+def _without_the_transpose(merged, model, head):
+    batch, positions, width = merged.shape
+    split = merged.reshape(batch, model.config.num_heads, positions, _d_head(model)).clone()
+    split[:, head] = 0.0
+    return split.reshape(batch, positions, width)
+
+
+def zeroing_the_whole_attention_output(model, ids, layer, head):
+    handle = model.blocks[layer].attention.register_forward_hook(
+        lambda module, inputs, output: torch.zeros_like(output)  # BUG: every head and the bias
+    )
+    try:
+        return model(ids)
+    finally:
+        handle.remove()
+
+
+REFUSED_AFTER_A_SIXTH_PASS = [
+    ("previous-token score", previous_by_floor_division, "integer division (//)"),
+    (
+        "induction score",
+        induction_on_the_previous_token,
+        "reads key t - 1 (the previous token) instead of t - length + 1",
+    ),
+    (
+        "logits with a head zeroed",
+        clearing_every_pre_hook,
+        "removes a forward pre-hook the model already had on blocks.0.attention.W_o",
+    ),
+    (
+        "logits with a head zeroed",
+        clearing_every_forward_hook,
+        "removes a forward hook the model already had on blocks.0.attention.W_o",
+    ),
+    (
+        "logits with a head zeroed",
+        raising_an_error_of_its_own,
+        "your function raised RuntimeError('too long') from its own code, where model(ids) raises "
+        "ValueError",
+    ),
+    (
+        "logits with a head zeroed",
+        _with_merged_heads_edited(_slice_at_the_head_index),
+        "a slice that starts at the head's index",
+    ),
+    (
+        "logits with a head zeroed",
+        _with_merged_heads_edited(_slice_to_the_end),
+        "head 1 and every head after it",
+    ),
+    (
+        "logits with a head zeroed",
+        _with_merged_heads_edited(_positions_axis),
+        "zeroes positions 4:8",
+    ),
+    ("logits with a head zeroed", _with_merged_heads_edited(_batch_row), "zeroes batch row 1"),
+    (
+        "logits with a head zeroed",
+        _with_merged_heads_edited(_without_the_transpose),
+        "without the transpose",
+    ),
+    (
+        "logits with a head zeroed",
+        zeroing_the_whole_attention_output,
+        "zeroes the layer's whole attention output, every head and W_o's bias",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_SIXTH_PASS  # tests/test_exercises.py names each
+
+
+def test_the_model_comes_back_with_the_hooks_of_its_own():
+    """An answer that clears W_o's hooks is refused and the model's own hooks are put back."""
+    _, model, ids, layer, head = head_zeroed_cases()[3]
+    W_o = model.blocks[layer].attention.W_o
+    hooks = (dict(W_o._forward_pre_hooks), dict(W_o._forward_hooks))
+    assert all(hooks)
+    with pytest.raises(Refused, match="removes a forward pre-hook the model already had"):
+        _watched(clearing_every_pre_hook, model, layer, head)(ids)
+    assert (dict(W_o._forward_pre_hooks), dict(W_o._forward_hooks)) == hooks

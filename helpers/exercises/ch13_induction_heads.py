@@ -13,12 +13,15 @@ call the copy of the exercise's function in helpers.induction.
 """
 
 import copy
+import traceback
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
 
+import helpers
 from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
@@ -258,10 +261,10 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
         "the mean runs over all n queries, t = 0 included (a sum divided by n, or key t - 1 = "
         "-1 for t = 0, the last key, 0 under the causal mask): the first query has no previous "
         "token, so average over the n - 1 queries t = 1..n-1": below.sum(-1) / n,
-        "reads the weight on the NEXT key, weights[..., t, t + 1], above the diagonal: the "
-        "previous token is key t - 1, just below the diagonal (offset=-1)": _stripe(
-            weights, 1
-        ).mean(-1),
+        "every score is 0, as if it reads the weight on the NEXT key, weights[..., t, t + 1], "
+        "above the diagonal, which the causal mask leaves at 0 (the previous token is key "
+        "t - 1, just below the diagonal, offset=-1), or as if integer division (//) rounded "
+        "the mean, a number below 1, down to 0 (divide with /)": _stripe(weights, 1).mean(-1),
         "reads the diagonal, each query's weight on its own token, over every query: the "
         "previous token is key t - 1, just below it (offset=-1)": diagonal.mean(-1),
         "reads the diagonal, each query's weight on its own token (t, t), over the queries "
@@ -371,6 +374,9 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
         ":length] (keys 0..length-1): each query t reads one key, t - length + 1, the token "
         "after the earlier occurrence of its own": weights[..., length:, :length].mean((-2, -1)),
         NOTHING_BEFORE_THE_QUERY: torch.zeros_like(copy_queries[..., 0]),
+        f"reads key t - 1 (the previous token) instead of t - length + 1: {KEY_AFTER}": (
+            _stripe(weights, -1)[..., length - 1 :].mean(-1)
+        ),
         f"reads key t - length + 2, one after the token to copy: {KEY_AFTER}": too_far.mean(-1),
         f"reads key t - length + 2, one after the token to copy (for the queries t = length.."
         f"2*length-2, divided by length): {KEY_AFTER}, for every query of the copy up to t = "
@@ -472,7 +478,7 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
     """(name, model, ids (B, T), layer, head) for every case; new models on every call."""
     with torch.random.fork_rng(devices=[]):  # the learner's random numbers stay theirs
         two_layers = _model(132, 2, 3, 12, torch.float32)
-        one_layer = _model(133, 1, 4, 16, torch.float32)
+        one_layer = _with_hooks_of_its_own(_model(133, 1, 4, 16, torch.float32))
         in_float64 = _model(134, 2, 2, 8, torch.float64)
         wider_heads = _model(136, 2, 3, 18, torch.float32)
         in_training = _model(137, 2, 2, 12, torch.float32).train()
@@ -489,6 +495,19 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
          1, 1),
         ("a model in training mode (d_head = 6): layer 0, head 1", in_training, random_ids, 0, 1),
     ]  # fmt: skip
+
+
+def _looks_on(module: nn.Module, *inputs) -> None:
+    """A hook of the model's own that changes nothing (a caller's probe, say)."""
+
+
+def _with_hooks_of_its_own(model: GPT) -> GPT:
+    """The model with a forward pre-hook and a forward hook that change nothing on every W_o:
+    an answer must remove its own hooks only (the handle's remove(), not clear())."""
+    for block in model.blocks:
+        block.attention.W_o.register_forward_pre_hook(_looks_on)
+        block.attention.W_o.register_forward_hook(_looks_on)
+    return model
 
 
 def failing_forward_case() -> tuple[str, GPT, torch.Tensor, int, int]:
@@ -694,6 +713,7 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
                 f"model.config.d_model // model.config.num_heads = {config.d_model} // "
                 f"{config.num_heads} = {d_head} here, so head {head} is the columns {columns}"
             ] = _with_columns_zeroed(model, ids, layer, slice(head * width, (head + 1) * width))
+    mistakes.update(_merged_heads_misread(model, ids, layer, head))
     mistakes[  # last: when nothing changed, that is the mistake, whatever else matches too
         f"the logits are the model's own: nothing was zeroed. A forward pre-hook must RETURN "
         f"the changed input (one that returns None leaves it as it was), the columns zeroed "
@@ -701,6 +721,73 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         f"an edited copy must be the model that runs"
     ] = plain
     return mistakes
+
+
+def _merged_heads_misread(model: GPT, ids: torch.Tensor, layer: int, head: int) -> dict:
+    """Mistakes in where head `head` lies in W_o's input (B, T, num_heads * d_head)."""
+    config = model.config
+    heads, d_head = config.num_heads, config.d_model // config.num_heads
+    columns = f"{head * d_head}:{(head + 1) * d_head}"
+
+    def zero_merged(zero: Callable):
+        def edit(edited):
+            def hook(module, inputs):
+                return (zero(inputs[0].clone()),)
+
+            edited.blocks[layer].attention.W_o.register_forward_pre_hook(hook)
+
+        return edit
+
+    def zero_without_the_transpose(merged):
+        batch, positions, width = merged.shape
+        split = merged.reshape(batch, heads, positions, d_head)
+        split[:, head] = 0.0
+        return split.reshape(batch, positions, width)
+
+    def zero_the_whole_output(edited):
+        edited.blocks[layer].attention.W_o.weight.zero_()
+        edited.blocks[layer].attention.W_o.bias.zero_()
+
+    def zero_positions(merged):
+        merged[:, head * d_head : (head + 1) * d_head] = 0.0
+        return merged
+
+    mistakes = {
+        f"zeroes positions {columns} (W_o's input[:, {columns}], the second axis, T) instead of "
+        f"columns: W_o's input is (B, T, d_model), so index the last axis, [..., {columns}]": (
+            _edited_logits(model, ids, zero_merged(zero_positions))
+        ),
+        "zeroes the layer's whole attention output, every head and W_o's bias: zero only head "
+        f"{head}'s columns {columns} of W_o's input, and keep the bias": (
+            _edited_logits(model, ids, zero_the_whole_output)
+        ),
+        f"reshapes W_o's input (B, T, d_model) to (B, heads, T, d_head) without the transpose: "
+        f"the heads sit in the last axis, so split it, .view(B, T, heads, d_head), and zero "
+        f"[:, :, {head}] (or transpose(1, 2) before indexing the heads)": (
+            _edited_logits(model, ids, zero_merged(zero_without_the_transpose))
+        ),
+    }
+    if head > 0:  # (head 0 starts at column 0 either way)
+        mistakes[
+            f"zeroes the columns {head}:{head + d_head}, a slice that starts at the head's "
+            f"index: head h starts at column h*d_head, so head {head} is the columns {columns}"
+        ] = _with_columns_zeroed(model, ids, layer, slice(head, head + d_head))
+    if head < heads - 1:  # (the last head's columns run to the end)
+        mistakes[
+            f"zeroes the columns {head * d_head}: to the end, head {head} and every head after "
+            f"it: head {head} alone is the columns {columns}, the slice stops at (head+1)*d_head"
+        ] = _with_columns_zeroed(model, ids, layer, slice(head * d_head, None))
+    if head < ids.shape[0] > 1:
+        mistakes[
+            f"zeroes batch row {head} (W_o's input[{head}]), a sequence, not head {head}: the "
+            f"head is the columns {columns} of the last axis, [..., {columns}]"
+        ] = _edited_logits(model, ids, zero_merged(lambda merged: _zero_row(merged, head)))
+    return mistakes
+
+
+def _zero_row(merged: torch.Tensor, row: int) -> torch.Tensor:
+    merged[row] = 0.0
+    return merged
 
 
 def _with_columns_zeroed(model: GPT, ids: torch.Tensor, layer: int, columns: slice):
@@ -712,14 +799,36 @@ def _with_columns_zeroed(model: GPT, ids: torch.Tensor, layer: int, columns: sli
     return _edited_logits(model, ids, zero)
 
 
-def _hooks(model: nn.Module) -> set[tuple[str, str, int]]:
-    """(module name, kind, key) of every forward hook registered on the model's modules."""
+_HOOK_KINDS = ("_forward_pre_hooks", "_forward_hooks")
+_HOOK_FLAGS = ("_with_kwargs", "_always_called")
+
+
+def _hooks(model: nn.Module) -> dict[tuple[str, str, int], tuple]:
+    """{(module name, kind, key): (hook, {flag: value})} for every forward hook registered on
+    the model's modules (the flags: with_kwargs and always_called, where set)."""
     return {
-        (name or "the model", kind, key)
+        (name or "the model", kind, key): (
+            hook,
+            {
+                flag: getattr(module, f"{kind}{flag}")[key]
+                for flag in _HOOK_FLAGS
+                if key in getattr(module, f"{kind}{flag}", {})
+            },
+        )
         for name, module in model.named_modules()
-        for kind in ("_forward_pre_hooks", "_forward_hooks")
-        for key in getattr(module, kind)
+        for kind in _HOOK_KINDS
+        for key, hook in getattr(module, kind).items()
     }
+
+
+def _put_back_hooks(model: nn.Module, hooks: dict) -> None:
+    """Register again, under their keys, the hooks given that are no longer registered."""
+    modules = dict(model.named_modules())
+    for (name, kind, key), (hook, flags) in hooks.items():
+        module = modules["" if name == "the model" else name]
+        getattr(module, kind)[key] = hook
+        for flag, value in flags.items():
+            getattr(module, f"{kind}{flag}")[key] = value
 
 
 def _remove_hooks(model: nn.Module, hooks: set) -> None:
@@ -727,8 +836,8 @@ def _remove_hooks(model: nn.Module, hooks: set) -> None:
     for name, kind, key in hooks:
         module = modules["" if name == "the model" else name]
         getattr(module, kind).pop(key, None)
-        for extra in ("_with_kwargs", "_always_called"):
-            getattr(module, f"{kind}{extra}", {}).pop(key, None)
+        for flag in _HOOK_FLAGS:
+            getattr(module, f"{kind}{flag}", {}).pop(key, None)
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
@@ -930,12 +1039,24 @@ def _left_changed(model: GPT, state: dict) -> str | None:
     """What the learner's call left changed in the model, after putting all of it back."""
     modules_problem = _put_back_modules(state)
     weights_problem = _put_back_weights(state)
-    left = sorted(_hooks(model) - state["hooks"])
+    hooks = _hooks(model)
+    left = sorted(set(hooks) - set(state["hooks"]))
+    removed = sorted(set(state["hooks"]) - set(hooks))
     mode = model.training
     _remove_hooks(model, set(left))
+    _put_back_hooks(model, {key: state["hooks"][key] for key in removed})
     model.train(state["training"])
     if modules_problem or weights_problem:
         return modules_problem or weights_problem
+    if removed:
+        name, hooks_attribute, _ = removed[0]
+        kind = "forward pre-hook" if hooks_attribute == "_forward_pre_hooks" else "forward hook"
+        return (
+            f"removes a {kind} the model already had on {name} (one of its own, registered "
+            f"before your call): the model must come back with its hooks; remove only your own "
+            f"hook, with handle.remove() on the handle that register_..._hook returns, not "
+            f"{hooks_attribute}.clear()"
+        )
     if left:
         name, kind, _ = left[0]
         kind = "forward pre-hook" if kind == "_forward_pre_hooks" else "forward hook"
@@ -1038,6 +1159,7 @@ def _left_as_it_came_when_the_forward_pass_fails(
     """The learner's function on ids the model refuses: model(ids)'s error must come through,
     and the model must come back as it came (no hook left, no weight left zeroed)."""
     name, model, ids, layer, head = failing_forward_case()
+    models_error = _error_of(model, ids)
     state = _model_state(model)
     raised = None
     try:
@@ -1064,7 +1186,37 @@ def _left_as_it_came_when_the_forward_pass_fails(
             "error must reach the caller (an `except` that returns something hides it; put the "
             "clean-up in a `finally:` block instead)"
         )
+    elif not _raised_by_the_model(raised, models_error):
+        problem = (
+            f"your function raised {type(raised).__name__}({shown(str(raised))}) from its own "
+            f"code, where model(ids) raises {type(models_error).__name__}"
+            f"({shown(str(models_error))}): let the model's own error through (no check of your "
+            f"own that raises another, no `except` that replaces it)"
+        )
     if problem is None:
         return True
     failures.append(f"{name}: {problem}")
     return False
+
+
+_MODEL_CODE = tuple(str(Path(module.__file__).parent) for module in (torch, helpers))
+
+
+def _raised_by_the_model(raised: BaseException, models_error: Exception) -> bool:
+    """raised is of the type of model(ids)'s error (a check of the ids of one's own may raise
+    it first), or one torch or the helpers raise (as in a forward pass written out by hand),
+    not another that the learner's code raises itself."""
+    if type(raised) is type(models_error):
+        return True
+    frames = traceback.extract_tb(raised.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(_MODEL_CODE)
+
+
+def _error_of(model: GPT, ids: torch.Tensor) -> Exception:
+    """The error model(ids) raises."""
+    try:
+        with torch.no_grad():
+            model(ids)
+    except Exception as error:  # the case is built so that it raises
+        return error
+    raise AssertionError("failing_forward_case's ids must make model(ids) raise")
