@@ -713,7 +713,7 @@ def test_heads_too_large_to_print_are_named(heads, words):
 
 def test_sparse_ids_are_refused_by_name():
     with pytest.raises(
-        ValueError, match="ids must be an ordinary dense tensor, got a torch.sparse"
+        ValueError, match="ids must be an ordinary dense tensor, got one torch.sparse"
     ):
         logits_with_heads_zeroed(small_model(), ids_of().to_sparse(), [])
 
