@@ -4,6 +4,7 @@ its checksum matches, ``torch.load(weights_only=True)`` reads it, it holds the e
 and every number in it is finite. Anything else is one clear CheckpointError.
 """
 
+import cmath
 import hashlib
 import io
 import math
@@ -123,10 +124,10 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
         raise CheckpointError(f"cannot save {path}: {beyond}")
     refused = _refused(contents, "checkpoint")
     if refused:
-        listed = ", ".join(where for where, _ in refused[:3])
+        listed = "; ".join(f"{where}, which {what}" for where, what in refused[:3])
         raise CheckpointError(
-            f"cannot save {path}: load_checkpoint refuses {listed}, which would hold inf, NaN or "
-            f"no numbers, or not be dense (float16 makes inf of numbers beyond 65,504)"
+            f"cannot save {path}: load_checkpoint refuses {listed} (float16 makes inf of "
+            f"numbers beyond 65,504)"
         )
     written = io.BytesIO()
     try:
@@ -138,6 +139,11 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
             f"cannot save {path}: contents must hold only tensors, numbers, strings, lists and "
             f"dicts, which load_checkpoint reads back ({_torch_reason(error)})"
         ) from None
+    if written.tell() > MOST_CHECKPOINT_BYTES:
+        raise CheckpointError(
+            f"cannot save {path}: it would hold {written.tell():,} bytes, more than "
+            f"load_checkpoint reads ({MOST_CHECKPOINT_BYTES:,})"
+        )
     path.write_bytes(written.getvalue())
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
 
@@ -174,20 +180,38 @@ def _refused(value, where: str) -> list[tuple[str, str]]:
     """(where, what) for each part of a nested checkpoint that load_checkpoint refuses: a
     tensor without numbers (meta) or not dense, a tensor or float that holds inf or NaN."""
     if isinstance(value, torch.Tensor):
-        if value.is_meta:
-            return [(where, "is a meta tensor (a shape without numbers)")]
-        if value.layout != torch.strided:
-            return [(where, f"is a {value.layout} tensor, not a dense one (weights are dense)")]
+        unreadable = _unreadable(value)
+        if unreadable:
+            return [(where, unreadable)]
         numeric = value.is_floating_point() or value.is_complex()
         finite = not numeric or bool(value.isfinite().all())
         return [] if finite else [(where, "holds inf or NaN")]
-    if isinstance(value, float):
-        return [] if math.isfinite(value) else [(where, "holds inf or NaN")]
+    if isinstance(value, float | complex):
+        return [] if cmath.isfinite(value) else [(where, "holds inf or NaN")]
     if isinstance(value, dict):
         return [bad for key, item in value.items() for bad in _refused(item, f"{where}.{key}")]
     if isinstance(value, list | tuple):
         return [bad for i, item in enumerate(value) for bad in _refused(item, f"{where}[{i}]")]
     return []
+
+
+def _unreadable(tensor: torch.Tensor) -> str:
+    """Why a tensor's numbers cannot be checked as a weight's are, or "": no numbers (meta),
+    not dense, float8 (torch computes nothing in it), or a view stretched over fewer numbers
+    than it shows (torch.expand: checking it would build every number it shows)."""
+    if tensor.is_meta:
+        return "is a meta tensor (a shape without numbers)"
+    if tensor.is_nested or tensor.layout != torch.strided:
+        layout = "nested" if tensor.is_nested else tensor.layout
+        return f"is a {layout} tensor, not a dense one (weights are dense)"
+    if tensor.is_floating_point() and tensor.element_size() == 1:
+        return f"is {tensor.dtype}, a storage format torch computes nothing in: save it as float16"
+    if tensor.numel() * tensor.element_size() > tensor.untyped_storage().nbytes():
+        return (
+            f"is a view of shape {tuple(tensor.shape)} stretched over fewer numbers than it "
+            f"shows (torch.expand): save a copy, .clone()"
+        )
+    return ""
 
 
 def _torch_reason(error: BaseException) -> str:
@@ -273,8 +297,20 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     named in every error.
     """
     path = as_path(path)
-    if isinstance(keys, str) or not isinstance(keys, tuple | list):
-        raise ValueError(f"keys must be a tuple of the names the checkpoint holds, got {keys!r}")
+    if (
+        isinstance(keys, str)
+        or not isinstance(keys, tuple | list)
+        or not all(isinstance(key, str) for key in keys)
+    ):
+        raise ValueError(
+            f"keys must be a tuple of the names (str) the checkpoint holds, got "
+            f"{validation.shown(keys)}"
+        )
+    if not isinstance(remake, str):
+        raise TypeError(
+            f"remake must be the command that rebuilds the file (a str), got "
+            f"{validation.shown(remake)}"
+        )
     fix = f"rebuild it with `{remake}`"
     kind = _kind(path, "cannot read")
     if kind == "folder":
@@ -326,11 +362,20 @@ def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
             raise CheckpointError(
                 f"{path}: its weight {key} should be a floating-point tensor, found {found}"
             )
-        if value.layout != torch.strided or value.is_meta:
-            found = "on the meta device (no values)" if value.is_meta else f"{value.layout}"
+        if value.layout != torch.strided or value.is_meta or value.is_nested:
+            found = (
+                "on the meta device (no values)"
+                if value.is_meta
+                else "nested"
+                if value.is_nested
+                else f"{value.layout}"
+            )
             raise CheckpointError(
                 f"{path}: its weight {key} should be an ordinary dense tensor, found one {found}"
             )
+        unreadable = _unreadable(value)  # float8, or a stretched view
+        if unreadable:
+            raise CheckpointError(f"{path}: its weight {key} {unreadable}")
     weights = {key: value.float() for key, value in weights.items()}
     for key, value in weights.items():
         if not value.isfinite().all():

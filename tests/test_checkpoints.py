@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import checkpoints
 from helpers.checkpoints import (
     CheckpointError,
     checksum_path,
@@ -487,3 +488,56 @@ def test_a_name_that_is_not_text_is_refused_before_anything_is_written(tmp_path)
     with pytest.raises(CheckpointError, match="name the file in plain characters"):
         save_checkpoint(path, {"x": torch.zeros(2)})
     assert not list(tmp_path.iterdir())
+
+
+# Tensors whose numbers cannot be checked, and arguments that are not what load_checkpoint reads
+
+
+@pytest.mark.parametrize(
+    ("tensor", "words"),
+    [
+        (lambda: torch.ones(1).expand(2**15, 2**15), "stretched over fewer numbers than it"),
+        (lambda: torch.ones(2).to(torch.float8_e4m3fn), "a storage format torch computes nothing"),
+        (
+            lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged),
+            "nested",
+        ),
+    ],
+    ids=["expanded view", "float8", "nested"],
+)
+def test_a_tensor_whose_numbers_cannot_be_checked_is_named_not_built(tmp_path, tensor, words):
+    tensor = tensor()
+    with pytest.raises(CheckpointError, match=words):
+        save_checkpoint(tmp_path / "x.pt", {"x": tensor})
+    with pytest.raises(CheckpointError, match=f"its weight x .*{words}"):
+        float_weights({"x": tensor}, "p")
+
+
+def test_a_complex_nan_is_refused_as_a_float_nan_is(tmp_path):
+    with pytest.raises(CheckpointError, match=r"refuses checkpoint.c, which holds inf or NaN"):
+        save_checkpoint(tmp_path / "c.pt", {"c": complex("nan")})
+
+
+def test_a_file_load_checkpoint_would_refuse_for_its_size_is_not_saved(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoints, "MOST_CHECKPOINT_BYTES", 10_000)
+    with pytest.raises(CheckpointError, match=r"would hold [\d,]+ bytes, more than load_che"):
+        save_checkpoint(tmp_path / "big.pt", {"x": torch.zeros(5_000)})
+    assert not (tmp_path / "big.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("keys", "remake", "error", "words"),
+    [
+        ([["x"]], "make it", ValueError, r"keys must be a tuple of the names \(str\)"),
+        (
+            ("x",),
+            10**5000,
+            TypeError,
+            r"remake must be the command .* got an int too large to print",
+        ),
+    ],
+    ids=["unhashable keys", "a remake of 5001 digits"],
+)
+def test_load_checkpoints_own_arguments_are_named(copy, keys, remake, error, words):
+    with pytest.raises(error, match=words):
+        load_checkpoint(copy, keys, remake)
