@@ -1050,20 +1050,18 @@ def _left_changed(model: GPT, state: dict) -> str | None:
         return modules_problem or weights_problem
     if removed:
         name, hooks_attribute, _ = removed[0]
-        kind = "forward pre-hook" if hooks_attribute == "_forward_pre_hooks" else "forward hook"
         return (
-            f"removes a {kind} the model already had on {name} (one of its own, registered "
-            f"before your call): the model must come back with its hooks; remove only your own "
-            f"hook, with handle.remove() on the handle that register_..._hook returns, not "
-            f"{hooks_attribute}.clear()"
+            f"removes a {_hook_kind(hooks_attribute)} the model already had on {name} (one of "
+            f"its own, registered before your call): the model must come back with its hooks; "
+            f"remove only your own hook, with handle.remove() on the handle that "
+            f"register_..._hook returns, not {hooks_attribute}.clear()"
         )
     if left:
-        name, kind, _ = left[0]
-        kind = "forward pre-hook" if kind == "_forward_pre_hooks" else "forward hook"
+        name, hooks_attribute, _ = left[0]
         return (
-            f"leaves a {kind} registered on {name}: every later forward pass of the model "
-            f"would still run without the head; keep the handle that register_..._hook "
-            f"returns and call handle.remove() in a `finally:` block"
+            f"leaves a {_hook_kind(hooks_attribute)} registered on {name}: every later forward "
+            f"pass of the model would still run without the head; keep the handle that "
+            f"register_..._hook returns and call handle.remove() in a `finally:` block"
         )
     if mode != state["training"]:
         came, left_in = ("training", "eval") if state["training"] else ("eval", "training")
@@ -1072,6 +1070,11 @@ def _left_changed(model: GPT, state: dict) -> str | None:
             f"with model.train(was_training)"
         )
     return None
+
+
+def _hook_kind(hooks_attribute: str) -> str:
+    """What a module's hook dict holds, in words."""
+    return "forward pre-hook" if hooks_attribute == "_forward_pre_hooks" else "forward hook"
 
 
 def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
