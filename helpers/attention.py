@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from helpers import validation
-from helpers.positional import apply_rope
+from helpers.positional import rotated
 
 
 def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -447,7 +447,7 @@ class MultiHeadAttention(nn.Module):
         if self.rope:  # the new positions come after the cached ones
             start = 0 if cache is None else len(cache)
             where = torch.arange(start, start + q.shape[2], device=q.device)  # (q,)
-            q, k = apply_rope(q, where), apply_rope(k, where)
+            q, k = rotated(q, where), rotated(k, where)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, kv_heads, cached + new, d_head)
         group = self.num_heads // self.num_kv_heads

@@ -111,7 +111,12 @@ def apply_rope(
     Applied to queries and keys, the score q_m . k_n then depends on m - n only (and on their
     content). The result has x's dtype; the angles are computed in float64.
     """
-    positions = _check_rope_input(x, positions)
+    return rotated(x, _check_rope_input(x, positions), base)
+
+
+def rotated(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """apply_rope without its checks, for a caller whose own door checked x (positions (seq,)
+    whole numbers): MultiHeadAttention(rope=True) turns every head on every pass."""
     rates = frequencies(x.shape[-1], base).to(x.device)  # (d / 2,), float64
     angles = positions.to(torch.float64)[:, None] * rates  # (seq, d / 2)
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
