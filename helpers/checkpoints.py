@@ -10,6 +10,7 @@ import io
 import math
 import os
 import pickle
+import stat
 import tempfile
 import warnings
 import zipfile
@@ -106,11 +107,12 @@ def _kind(path: Path, doing: str) -> str:
     if "\0" in str(path):  # the system reads a name up to its first NUL byte
         raise CheckpointError(f"{doing} {ascii(str(shown))}: a file name holds no NUL byte (\\x00)")
     try:
-        if path.is_dir() or path.is_file():
-            return "folder" if path.is_dir() else "file"
-        return "other" if path.exists() else "missing"
-    except OSError as error:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as error:  # a loop of symbolic links, a name too long, no permission
         raise CheckpointError(f"{doing} {shown}: {error.strerror}") from None
+    return "folder" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
 def save_checkpoint(path: str | Path, contents: dict) -> None:
@@ -329,12 +331,15 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
         raise CheckpointError(f"{path}: its checksum file {checksum_path(path)} {NOT_REGULAR}")
     if checksum_kind != "file":
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
-    if sha256(path) != _recorded_checksum(checksum_path(path)):
-        raise CheckpointError(
-            f"{path} is damaged: its SHA-256 differs from the one recorded when it was saved "
-            f"({checksum_path(path).name}); {fix}"
-        )
-    contents = _read(path, fix)
+    try:
+        if sha256(path) != _recorded_checksum(checksum_path(path)):
+            raise CheckpointError(
+                f"{path} is damaged: its SHA-256 differs from the one recorded when it was "
+                f"saved ({checksum_path(path).name}); {fix}"
+            )
+        contents = _read(path, fix)
+    except OSError as error:  # a file the system lists but will not read
+        raise CheckpointError(f"{path} cannot be read ({error.strerror}); {fix}") from None
     if not isinstance(contents, dict) or not set(keys) <= set(contents):
         found = sorted(contents, key=str) if isinstance(contents, dict) else type(contents).__name__
         raise CheckpointError(f"{path} should hold {list(keys)}, found {found}; {fix}")
@@ -362,17 +367,8 @@ def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
             raise CheckpointError(
                 f"{path}: its weight {key} should be a floating-point tensor, found {found}"
             )
-        if value.layout != torch.strided or value.is_meta or value.is_nested:
-            found = (
-                "on the meta device (no values)"
-                if value.is_meta
-                else "nested"
-                if value.is_nested
-                else f"{value.layout}"
-            )
-            raise CheckpointError(
-                f"{path}: its weight {key} should be an ordinary dense tensor, found one {found}"
-            )
+        if _not_dense(value):
+            raise CheckpointError(f"{path}: its weight {key} {_not_dense(value)}")
         unreadable = _unreadable(value)  # float8, or a stretched view
         if unreadable:
             raise CheckpointError(f"{path}: its weight {key} {unreadable}")
@@ -384,6 +380,16 @@ def float_weights(weights: object, path: str | Path) -> dict[str, torch.Tensor]:
                 f"{torch.finfo(torch.float32).max:.4g} becomes inf)"
             )
     return weights
+
+
+def _not_dense(value: torch.Tensor) -> str:
+    """Why value is not an ordinary dense tensor of numbers a model can hold, or ""."""
+    if value.is_meta:
+        return "should be an ordinary dense tensor, found one on the meta device (no values)"
+    if value.is_nested or value.layout != torch.strided:
+        found = "nested" if value.is_nested else f"{value.layout}"
+        return f"should be an ordinary dense tensor, found one {found}"
+    return ""
 
 
 def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> None:
@@ -408,6 +414,13 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
             f"{path}: its weight {key} should be a tensor, found "
             f"{validation.shown(weights[key]):.60} ({type(weights[key]).__name__})"
         )
+    for key, value in weights.items():
+        if _not_dense(value):
+            raise CheckpointError(f"{path}: its weight {key} {_not_dense(value)}")
+        if value.is_complex():  # loading would drop the imaginary parts with only a warning
+            raise CheckpointError(
+                f"{path}: its weight {key} should hold real numbers, found {value.dtype}"
+            )
     misfit = weights_misfit(model, weights)
     if misfit:
         raise CheckpointError(f"{path}: {misfit}")

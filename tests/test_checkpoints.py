@@ -541,3 +541,38 @@ def test_a_file_load_checkpoint_would_refuse_for_its_size_is_not_saved(tmp_path,
 def test_load_checkpoints_own_arguments_are_named(copy, keys, remake, error, words):
     with pytest.raises(error, match=words):
         load_checkpoint(copy, keys, remake)
+
+
+def test_a_loop_of_symbolic_links_is_named_where_it_is_saved_or_read(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for attempt in (
+        lambda: savable_path(tmp_path / "a"),
+        lambda: savable_path(tmp_path / "a" / "model.pt"),
+        lambda: load_checkpoint(tmp_path / "a", ("weights",), "make x"),
+    ):
+        with pytest.raises(CheckpointError, match="symbolic links"):
+            attempt()
+
+
+def test_a_file_the_system_lists_but_will_not_read_is_a_checkpoint_error(tmp_path):
+    (tmp_path / "mem.pt").symlink_to("/proc/self/mem")
+    (tmp_path / "mem.pt.sha256").write_text("0" * 64 + "  mem.pt\n")
+    with pytest.raises(CheckpointError, match=r"cannot be read \(Input/output error\)"):
+        load_checkpoint(tmp_path / "mem.pt", ("weights",), "make x")
+
+
+@pytest.mark.parametrize(
+    "weight, words",
+    [
+        (torch.zeros(2, 2, dtype=torch.complex64), "should hold real numbers, found torch.complex64"),
+        (torch.zeros(2, 2).to_sparse(), "ordinary dense tensor, found one torch.sparse_coo"),
+        (torch.zeros(2, 2, device="meta"), "on the meta device"),
+    ],
+)
+def test_load_weights_names_a_weight_a_model_cannot_hold(weight, words):
+    model = torch.nn.Linear(2, 2)
+    before = model.weight.detach().clone()
+    with pytest.raises(CheckpointError, match=words):
+        load_weights(model, {"weight": weight, "bias": torch.zeros(2)}, "model.pt")
+    assert torch.equal(model.weight, before)

@@ -1511,3 +1511,22 @@ def test_every_explorer_builds_its_number_controls_from_helpers_widgets_base():
             r"widgets\.(IntSlider|IntText|FloatSlider|FloatLogSlider)\(", path.read_text()
         )
         assert not built, f"{path.name} builds ipywidgets' own {built}"
+
+
+@pytest.mark.parametrize(
+    "largest, limits, words",
+    [
+        (float("nan"), (1.0, 2.0), "largest must be a finite number"),
+        (1.0, (), "non-empty tuple of increasing numbers"),
+        (1.0, (2.0, 1.0), "non-empty tuple of increasing numbers"),
+        (1.0, [1.0, 2.0], "non-empty tuple of increasing numbers"),
+        (1.0, (0.0, 1.0), "positive and finite"),
+        (1.0, (1.0, float("inf")), "positive and finite"),
+    ],
+)
+def test_fit_y_limit_names_a_limit_it_cannot_choose_from(largest, limits, words):
+    from helpers.widgets.base import Explorer
+
+    with pytest.raises(ValueError, match=words):
+        Explorer._check_y_limits(largest, limits)
+    Explorer._check_y_limits(np.float64(1.5), (0.5, 2.0))

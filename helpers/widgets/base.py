@@ -3,6 +3,7 @@ its PNG), one_torch_thread, and the small pieces more than one chapter's explore
 
 import contextlib
 import io
+import math
 import numbers
 from collections.abc import Iterator
 
@@ -93,10 +94,25 @@ class Explorer:
         Axes are part of the static background, slow to redraw: a few fixed limits mean
         the background is redrawn only when a limit is crossed, not on every update.
         """
+        self._check_y_limits(largest, limits)
         top = next((limit for limit in limits if largest <= limit), limits[-1])
         if ax.get_ylim()[1] != top:
             ax.set_ylim(0, top)
             self.redraw_background()
+
+    @staticmethod
+    def _check_y_limits(largest: object, limits: object) -> None:
+        all_real = isinstance(limits, tuple) and all(
+            isinstance(limit, numbers.Real) and not isinstance(limit, bool) for limit in limits
+        )
+        if not all_real or not limits or not all(a < b for a, b in zip(limits, limits[1:])):
+            raise ValueError(
+                f"limits must be a non-empty tuple of increasing numbers, got {limits!r:.80}"
+            )
+        if not (0 < limits[0] and math.isfinite(limits[-1])):
+            raise ValueError(f"limits must be positive and finite, got {limits!r:.80}")
+        if not isinstance(largest, numbers.Real) or not math.isfinite(largest):
+            raise ValueError(f"largest must be a finite number, got {largest!r:.80}")
 
     def update(self) -> None:
         with one_torch_thread():
