@@ -3,6 +3,7 @@ its PNG), one_torch_thread, and the small pieces more than one chapter's explore
 
 import contextlib
 import io
+import itertools
 import math
 import numbers
 from collections.abc import Iterator
@@ -105,7 +106,8 @@ class Explorer:
         all_real = isinstance(limits, tuple) and all(
             isinstance(limit, numbers.Real) and not isinstance(limit, bool) for limit in limits
         )
-        if not all_real or not limits or not all(a < b for a, b in zip(limits, limits[1:])):
+        increasing = all_real and all(a < b for a, b in itertools.pairwise(limits))
+        if not increasing or not limits:
             raise ValueError(
                 f"limits must be a non-empty tuple of increasing numbers, got {limits!r:.80}"
             )
