@@ -167,12 +167,14 @@ long-context-models: setup
 	$(PY) -c "from helpers.long_context import train_and_save_all; \
 		print({p: f'{s:.1f} s' for p, s in train_and_save_all().items()})"
 
-# Chapter 13's one-layer and two-layer attention-only models, their logs and snapshots, with
-# helpers.induction.Recipe. train_model runs on one thread, so a rerun on the same machine gives
-# the same file.
+# Chapter 13's one-layer and two-layer attention-only models, their logs and snapshots, and the
+# two-layer model with each other way of giving positions, with helpers.induction.Recipe.
+# train_model runs on one thread, so a rerun on the same machine gives the same files.
 induction-models: setup
 	$(PY) -c "from helpers.induction import train_and_save; \
 		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
+	$(PY) -c "from helpers.induction import train_and_save_positions; \
+		print({name: f'{s:.1f} s' for name, s in train_and_save_positions().items()})"
 
 # Chapter 14's small Vision Transformer, find-the-digit and read-the-canvas models, with
 # helpers.vision_models' recipes. Each trains on one thread, so a rerun on the same machine gives

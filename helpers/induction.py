@@ -31,7 +31,7 @@ from helpers.checkpoints import (
     save_checkpoint,
     weights_misfit,
 )
-from helpers.gpt import GPT, GPTConfig, check_forward_size
+from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size
 
 # The task
 
@@ -69,6 +69,51 @@ def repeated_sequences(
 def _repeat_bytes(batch: int, length: int) -> int:
     """The bytes repeated_sequences holds at its peak: the block, then it and its copy (int64)."""
     return 8 * batch * length + 8 * batch * 2 * length
+
+
+def distinct_ids(
+    batch: int, n: int, vocab_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """(batch, n) int64 ids, each row n different tokens drawn uniformly from 0..vocab_size - 1
+    (the first n of a random order of the vocabulary)."""
+    batch = validation.whole_number(batch, "batch")
+    n = validation.whole_number(n, "n")
+    vocab_size = validation.whole_number(vocab_size, "vocab_size")
+    if n > vocab_size:
+        raise ValueError(
+            f"{validation.shown(n)} different tokens do not exist in a vocabulary of "
+            f"{validation.shown(vocab_size)}: n must be at most vocab_size"
+        )
+    _check_bytes(
+        "distinct_ids", _distinct_bytes(batch, vocab_size), batch=batch, vocab_size=vocab_size
+    )
+    _check_generator(generator)
+    device = None if generator is None else generator.device
+    order = torch.rand(batch, vocab_size, generator=generator, device=device).argsort(-1)
+    return order[:, :n]  # (batch, n)
+
+
+def _distinct_bytes(batch: int, vocab_size: int) -> int:
+    """The bytes distinct_ids holds at its peak: a float32 and an int64 per token of each row."""
+    return 12 * batch * vocab_size
+
+
+def placed_repeats(
+    batch: int,
+    n: int,
+    start: int,
+    length: int,
+    vocab_size: int,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """(batch, n) int64 ids: n different tokens (distinct_ids), then the block at start..start +
+    length - 1 copied over the `length` positions right after it. The copy is the only repeat."""
+    length = validation.whole_number(length, "length", minimum=2)
+    n = validation.whole_number(n, "n")
+    start = _check_start(start, length, n)
+    ids = distinct_ids(batch, n, vocab_size, generator)
+    ids[:, start + length : start + 2 * length] = ids[:, start : start + length]
+    return ids
 
 
 def _check_bytes(call: str, peak: int, **sizes: int) -> None:
@@ -111,21 +156,35 @@ def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
     return below.mean(-1)
 
 
-def induction_score(weights: torch.Tensor, length: int) -> torch.Tensor:
+def induction_score(weights: torch.Tensor, length: int, start: int | None = None) -> torch.Tensor:
     """weights (..., n, n) on a block of `length` tokens and its copy, n = 2 * length -> (...):
     the mean over the queries of the copy, t = length..2*length-1, of the weight on key
     t - length + 1, the token after the earlier occurrence of the current token. An exact
-    induction head scores 1."""
+    induction head scores 1. With start, the block starts there and its copy follows it at once
+    anywhere in the n positions: the queries are t = start + length..start + 2*length - 1."""
     _check_weights(weights)
     length = validation.whole_number(length, "length", minimum=2)  # 1: the stripe is the diagonal
-    if weights.shape[-1] != 2 * length:
+    n = weights.shape[-1]
+    if start is None and n != 2 * length:
         raise ValueError(
-            f"weights cover n = {weights.shape[-1]} positions, but a block of length "
+            f"weights cover n = {n} positions, but a block of length "
             f"{validation.shown(length)} and its copy are n = 2 * length = "
             f"{validation.shown(2 * length)}"
         )
-    stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # t = length - 1..n - 1
-    return stripe[..., 1:].mean(-1)  # the queries of the copy, t = length..n - 1
+    start = _check_start(start or 0, length, n)
+    stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # (t, t - length + 1)
+    return stripe[..., start + 1 : start + length + 1].mean(-1)  # t = start + length ..
+
+
+def _check_start(start: object, length: int, n: int) -> int:
+    """start as a whole number at which a block of length and its copy fit in n positions."""
+    start = validation.whole_number(start, "start", minimum=0)
+    if start + 2 * length > n:
+        raise ValueError(
+            f"a block of {length} at start {validation.shown(start)} and its copy end at "
+            f"position {validation.shown(start + 2 * length - 1)}, beyond the {n} positions"
+        )
+    return start
 
 
 # Ablation: silence heads
@@ -274,35 +333,51 @@ def _check_model_and_ids(model: object, ids: object) -> None:
 # Measuring a model on repeated sequences
 
 
-def _check_repeated(model: object, ids: object, length: object) -> tuple[GPT, torch.Tensor, int]:
+def _check_repeated(
+    model: object, ids: object, length: object, start: object
+) -> tuple[GPT, torch.Tensor, int, int]:
     _check_model_and_ids(model, ids)
     length = validation.whole_number(length, "length", minimum=2)
-    if ids.shape[1] != 2 * length:
+    if start is None and ids.shape[1] != 2 * length:
         raise ValueError(
             f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
             f"its copy, got {tuple(ids.shape)}"
         )
-    differ = (ids[:, :length] != ids[:, length:]).any(1)  # (B,)
+    start = _check_start(start or 0, length, ids.shape[1])
+    block = ids[:, start : start + length]  # (B, length)
+    differ = (block != ids[:, start + length : start + 2 * length]).any(1)  # (B,)
     if differ.any():
         row = int(differ.nonzero()[0, 0])
-        raise ValueError(
-            f"ids must be a block followed by its exact copy, ids[:, :length] == ids[:, length:], "
-            f"but row {row} is not ({int(differ.sum())} of {ids.shape[0]} rows are not)"
+        where = (
+            "ids[:, :length] == ids[:, length:]"
+            if start == 0
+            else (
+                f"ids[:, {start}:{start + length}] == ids[:, {start + length}:{start + 2 * length}]"
+            )
         )
-    return model, ids, length
+        raise ValueError(
+            f"ids must hold a block followed by its exact copy, {where}, but row {row} is not "
+            f"({int(differ.sum())} of {ids.shape[0]} rows are not)"
+        )
+    return model, ids, length, start
 
 
 @torch.no_grad()
 def measure(
-    model: GPT, ids: torch.Tensor, length: int, heads_zeroed: Iterable[tuple[int, int]] = ()
+    model: GPT,
+    ids: torch.Tensor,
+    length: int,
+    heads_zeroed: Iterable[tuple[int, int]] = (),
+    start: int | None = None,
 ) -> dict:
     """On repeated sequences ids (B, 2 * length): the mean loss of predicting the first copy's
     tokens 1 .. length - 1 and the second copy's tokens length + 1 .. 2 * length - 1 (each from
     the tokens before it), the second copy's top-1 accuracy, and every head's induction and
     previous-token scores, (layers, heads), averaged over the batch; with heads_zeroed, (layer,
-    head) pairs, those heads' outputs are zeroed (zeroed_heads). Computed in float64 on a copy
-    of the model, so the numbers do not depend on the thread count."""
-    model, ids, length = _check_repeated(model, ids, length)
+    head) pairs, those heads' outputs are zeroed (zeroed_heads). With start, ids are (B, n) with
+    the block at start and its copy right after it, other tokens around them. Computed in
+    float64 on a copy of the model, so the numbers do not depend on the thread count."""
+    model, ids, length, start = _check_repeated(model, ids, length, start)
     pairs = _head_pairs(model, heads_zeroed)
     _check_no_hooks(model)
     batch, positions = ids.shape
@@ -311,21 +386,65 @@ def measure(
     )
     exact = _float64_copy(model)
     with _zeroing(exact, pairs):
-        logits = exact(ids)  # (B, 2 * length, vocab): GPT refuses logits that overflow
+        logits = exact(ids)  # (B, n, vocab): GPT refuses logits that overflow
     targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
-    # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, 2 * length - 1)
+    # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, n - 1)
+    copy = slice(start + length, start + 2 * length - 1)  # predicting copy tokens 1 .. length - 1
     maps = exact.attention_maps()  # each (B, heads, n, n)
     return {
-        "first_copy_loss": losses[:, : length - 1].mean().item(),
-        "second_copy_loss": losses[:, length:].mean().item(),
-        "second_copy_accuracy": (logits[:, length:-1].argmax(-1) == ids[:, length + 1 :])
+        "first_copy_loss": losses[:, start : start + length - 1].mean().item(),
+        "second_copy_loss": losses[:, copy].mean().item(),
+        "second_copy_accuracy": (logits[:, copy].argmax(-1) == targets[:, copy])
         .double()
         .mean()
         .item(),
-        "induction": torch.stack([induction_score(w, length).mean(0) for w in maps]),
+        "induction": torch.stack([induction_score(w, length, start).mean(0) for w in maps]),
         "previous_token": torch.stack([previous_token_score(w).mean(0) for w in maps]),
     }
+
+
+PLACEMENT_LENGTHS = (2, 3, 4, 6, 8, 12, 16, 20, 24)  # block lengths the placement map shows
+
+
+def placement_map(
+    model: GPT, lengths: Iterable[int] = PLACEMENT_LENGTHS, rows: int = 64, seed: int = 0
+) -> dict:
+    """Where in its context a model predicts a copy. For each block length and each start at
+    which the block and its copy fit in the model's context, measure() on `rows` placed_repeats
+    (the copy right after the block, every other token different). Returns {"lengths": [...],
+    "starts": [0, 1, ...], and "first_copy_loss", "second_copy_loss", "second_copy_accuracy":
+    (lengths, starts) float64 tensors, NaN where the block and its copy do not fit}."""
+    _check_model_and_ids(model, torch.zeros(1, 2, dtype=torch.long))
+    n = model.config.context_length
+    lengths = _check_lengths(lengths, n)
+    rows = validation.whole_number(rows, "rows")
+    _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
+    generator = _seeded(validation.seed(seed))
+    starts = list(range(n - 2 * min(lengths) + 1))
+    found = {
+        key: torch.full((len(lengths), len(starts)), math.nan, dtype=torch.float64)
+        for key in ("first_copy_loss", "second_copy_loss", "second_copy_accuracy")
+    }
+    for i, length in enumerate(lengths):
+        for start in range(n - 2 * length + 1):
+            ids = placed_repeats(rows, n, start, length, model.config.vocab_size, generator)
+            measured = measure(model, ids, length, start=start)
+            for key, table in found.items():
+                table[i, start] = measured[key]
+    return {"lengths": lengths, "starts": starts, **found}
+
+
+def _check_lengths(lengths: object, n: int) -> list[int]:
+    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
+        raise TypeError(f"lengths must be a list of block lengths, got {validation.shown(lengths)}")
+    lengths = [validation.whole_number(length, "a block length", minimum=2) for length in lengths]
+    if not lengths or lengths != sorted(set(lengths)) or 2 * lengths[-1] > n:
+        raise ValueError(
+            f"lengths must be block lengths in increasing order, each >= 2 and fitting twice in "
+            f"the context of {n}, got {validation.shown(lengths)}"
+        )
+    return lengths
 
 
 def _float64_copy(model: GPT) -> GPT:
@@ -400,18 +519,22 @@ MOST_FILE_BYTES = 16 * 2**20  # what one file in data/ may hold
 class Recipe:
     """How chapter 13's two models are trained; each default says why."""
 
-    vocab_size: int = 64  # ln 64 = 4.16: the loss on a token that cannot be predicted
+    vocab_size: int = 512  # room for 48 different tokens; ln 512 = 6.24: a token not predicted
     context_length: int = 48
-    d_model: int = 64
+    d_model: int = 128  # at 64, a block of 4 copied late in the context was predicted with a
+    # second-copy loss 0.6 to 0.9 times the first copy's; at 128, at most 0.41 times
     num_heads: int = 2  # per layer: room for a previous-token head and one more
+    position: str = "rope"  # learned and sinusoidal positions learned the circuit for some
+    # placements only (second-copy accuracy 0.00 at others); RoPE scores by offset alone
     shortest_block: int = 2
     longest_block: int = 20  # blocks of every length, so no fixed offset predicts the copy
     batch_size: int = 64
-    steps: int = 2500  # the phase change comes after about 1,000 to 1,500
+    steps: int = 4000  # the phase change comes after about 1,200 to 1,500
     learning_rate: float = 1e-3  # at 3e-3 the layer-0 heads settled on a shifted circuit
-    weight_decay: float = 0.1
+    weight_decay: float = 0.0  # 0.1 kept short copies late in the context less sure
     log_every: int = 25  # steps between two rows of the log
-    snapshot_every: int = 100  # steps between two saved copies of the weights (the explorer)
+    snapshot_every: int = 200  # steps between two copies of the weights kept in float16 (the
+    # explorer replays them): more would not fit in the 16 MB a file in data/ may hold
     eval_batch: int = 256
     eval_length: int = 24  # held-out sequences: a block of 24, then its copy
     seed: int = 0
@@ -425,6 +548,13 @@ class Recipe:
                 )
             elif field.name == "seed":
                 value = validation.seed(self.seed)
+            elif field.name == "position":
+                value = self.position
+                if not isinstance(value, str) or value not in POSITIONS:
+                    raise ValueError(
+                        f"position must be one of {', '.join(POSITIONS)}, got "
+                        f"{validation.shown(value)}"
+                    )
             else:
                 value = validation.whole_number(getattr(self, field.name), field.name)
                 if value > LARGEST_SIZE:
@@ -455,6 +585,11 @@ class Recipe:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
             )
+        if self.vocab_size < self.context_length:
+            raise ValueError(
+                f"vocab_size ({self.vocab_size}) must be at least context_length "
+                f"({self.context_length}): a training sequence's tokens all differ but the copy's"
+            )
         if self.eval_length < 2:
             raise ValueError(
                 f"eval_length must be >= 2 (a block of one token has no token after its first "
@@ -482,9 +617,10 @@ class Recipe:
                 )
         _check_bytes(
             "training_batch",
-            _batch_bytes(self.batch_size, self.context_length),
+            _batch_bytes(self.batch_size, self.context_length, self.vocab_size),
             batch_size=self.batch_size,
             context_length=self.context_length,
+            vocab_size=self.vocab_size,
         )
         _check_bytes(
             "the held-out repeated_sequences",
@@ -494,10 +630,11 @@ class Recipe:
         )
 
 
-def _batch_bytes(batch: int, n: int) -> int:
-    """The bytes training_batch holds at its peak: the random ids, where each copy reads, what
-    it reads, the result (int64) and which positions are in the copy (bool), each (batch, n)."""
-    return (4 * 8 + 1) * batch * n
+def _batch_bytes(batch: int, n: int, vocab_size: int) -> int:
+    """The bytes training_batch holds at its peak: distinct_ids' random order of the
+    vocabulary, then the ids, where each copy reads, what it reads, the result (int64) and which
+    positions are in the copy (bool), each (batch, n)."""
+    return _distinct_bytes(batch, vocab_size) + (4 * 8 + 1) * batch * n
 
 
 MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}
@@ -529,6 +666,7 @@ def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
         num_layers=num_layers,
         d_ff=4 * recipe.d_model,  # unused: attention_only drops the feed-forward blocks
         attention_only=True,
+        position=recipe.position,
     )
     parameters = _parameter_count(config)
     if parameters > MAX_CHECKPOINT_PARAMETERS:
@@ -553,19 +691,23 @@ def _parameter_count(config: GPTConfig) -> int:
 
 
 def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
-    """(batch_size, context_length) random ids in which one block of a random length is copied
-    after a random gap, starting anywhere: the only way to predict the copy is to find the
-    earlier occurrence of the current token and read the token after it."""
+    """(batch_size, context_length) ids, all different but for one block of a random length
+    copied after a random gap: (start, gap) drawn uniformly from every pair that fits, so a
+    copy can sit anywhere. The only way to predict the copy is to find the earlier occurrence
+    of the current token and read the token after it, and nothing else repeats to mislead."""
     _check_recipe(recipe)
     _check_generator(generator, optional=False)  # never torch's global one
     batch, n = recipe.batch_size, recipe.context_length
-    ids = torch.randint(recipe.vocab_size, (batch, n), generator=generator)
+    ids = distinct_ids(batch, n, recipe.vocab_size, generator)  # (batch, n)
     lengths = torch.randint(
         recipe.shortest_block, recipe.longest_block + 1, (batch, 1), generator=generator
     )
-    room = n - 2 * lengths  # (batch, 1): the positions left besides the block and its copy
-    gaps = (torch.rand(batch, 1, generator=generator) * (room + 1)).long()
-    starts = (torch.rand(batch, 1, generator=generator) * (room - gaps + 1)).long()
+    slots = n - 2 * lengths + 2  # (batch, 1): start + gap <= n - 2 length is two cuts of slots
+    first = (torch.rand(batch, 1, generator=generator) * slots).long()
+    second = (torch.rand(batch, 1, generator=generator) * (slots - 1)).long()
+    second = second + (second >= first)  # another slot than the first, every pair alike
+    starts = torch.minimum(first, second)  # (batch, 1)
+    gaps = torch.maximum(first, second) - starts - 1  # (batch, 1)
     positions = torch.arange(n)  # (n,)
     copy_starts = starts + lengths + gaps  # (batch, 1)
     in_copy = (positions >= copy_starts) & (positions < copy_starts + lengths)  # (batch, n)
@@ -578,7 +720,7 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     holds, every recipe.log_every steps, measure() on held-out repeated sequences: "step",
     "first_copy_loss", "second_copy_loss", "second_copy_accuracy" (lists) and "induction",
     "previous_token" ((rows, layers, heads) tensors). snapshots: the weights every
-    recipe.snapshot_every steps, {step: state_dict}. Runs on one thread, so a rerun is
+    recipe.snapshot_every steps in float16, {step: state_dict}. Runs on one thread, so a rerun is
     bit-identical on the same machine."""
     _check_trainable(recipe, [num_layers])  # before the minutes of training
     progress = validation.flag(progress, "progress")
@@ -621,7 +763,7 @@ def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
 def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
     """The bytes of the file train_and_save writes for models of these configs, counted before
     training: the file written with blank models' weights, logs of the recipe's rows and one
-    snapshot each, and what one more snapshot each adds to it (cloned weights, as training
+    snapshot each, and what one more snapshot each adds to it (float16 weights, as training
     keeps them) for every further snapshot."""
     steps = list(range(0, recipe.steps + 1, recipe.log_every))
     kept = list(range(0, recipe.steps + 1, recipe.snapshot_every))
@@ -640,10 +782,7 @@ def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
 
     def written(snapshots: int) -> int:  # each state_dict() names its weights anew, as in _train
         kept_weights = {
-            layers: {
-                step: {key: value.clone() for key, value in model.state_dict().items()}
-                for step in kept[:snapshots]
-            }
+            layers: {step: half_weights(model) for step in kept[:snapshots]}
             for layers, model in models.items()
         }
         weights = {layers: model.state_dict() for layers, model in models.items()}
@@ -652,6 +791,16 @@ def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
 
     one = written(1)
     return one + (len(kept) - 1) * (written(2) - one)
+
+
+def half_weights(model: GPT) -> dict[str, torch.Tensor]:
+    """The model's state_dict in float16, a weight the model ties under two names (the token
+    embedding and the output layer) still one tensor: saved once, not twice."""
+    halves = {}  # by the address of the numbers a weight holds
+    return {
+        key: halves.setdefault(value.data_ptr(), value.half())
+        for key, value in model.state_dict().items()
+    }
 
 
 def _written_bytes(contents: object) -> int:
@@ -684,7 +833,7 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
             rows.append({"step": step, **measure(model, held_out, recipe.eval_length)})
             bar.set_postfix(second_copy_loss=f"{rows[-1]['second_copy_loss']:.2f}")
         if step % recipe.snapshot_every == 0:
-            snapshots[step] = {k: v.clone() for k, v in model.state_dict().items()}
+            snapshots[step] = half_weights(model)
         if step == recipe.steps:
             break
         ids = training_batch(recipe, generator)  # (batch, n)
@@ -742,6 +891,60 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -
         },  # no timings: a rerun on the same machine writes the same bytes
     )
     return {name: result["seconds"] for name, result in results.items()}
+
+
+SAVED_POSITION_MODELS = SAVED_MODELS.with_name("induction_positions.pt")
+
+
+def train_and_save_positions(
+    path: str | Path = SAVED_POSITION_MODELS, recipe: Recipe = Recipe()
+) -> dict:
+    """Train the two-layer model as the recipe says, once with each of the other ways of giving
+    positions (chapter 11's: the recipe's own is the shipped two-layer model), and save their
+    final weights in one checksummed file: the comparison behind the recipe's choice. Returns
+    {position: seconds of training}."""
+    path = savable_path(path)
+    _check_recipe(recipe)
+    recipes = {
+        position: replace(
+            recipe, position=position, log_every=recipe.steps, snapshot_every=recipe.steps
+        )
+        for position in POSITIONS
+        if position != recipe.position
+    }
+    for other in recipes.values():
+        _check_trainable(other, [2])
+    results = {
+        position: train_model(2, other, progress=True) for position, other in recipes.items()
+    }
+    weights = {position: result["model"].state_dict() for position, result in results.items()}
+    save_checkpoint(path, {"recipe": asdict(recipe), "weights": weights})
+    return {position: result["seconds"] for position, result in results.items()}
+
+
+def load_position_models(path: str | Path = SAVED_POSITION_MODELS) -> dict[str, GPT]:
+    """The two-layer models train_and_save_positions saved, by the way they give positions
+    ("learned", "sinusoidal"), in eval mode (checksum verified, weights_only=True)."""
+    saved = load_checkpoint(path, ("recipe", "weights"), REMAKE)
+    recipe = _saved_recipe(path, saved["recipe"])
+    expected = sorted(position for position in POSITIONS if position != recipe.position)
+    weights = saved["weights"]
+    if not isinstance(weights, dict) or sorted(weights, key=str) != expected:
+        found = sorted(weights, key=str) if isinstance(weights, dict) else type(weights).__name__
+        raise CheckpointError(f"{path}: its weights should name {expected}, found {found}")
+    models = {}
+    for position in expected:
+        try:
+            config = model_config(replace(recipe, position=position), 2)
+        except ValueError as error:
+            raise CheckpointError(
+                f"{path}: its recipe builds no loadable model ({error})"
+            ) from None
+        where = f"{path} ({position})"
+        models[position] = blank_model(config)
+        load_weights(models[position], float_weights(weights[position], where), where)
+        models[position].eval()
+    return models
 
 
 def load_training(path: str | Path = SAVED_MODELS) -> dict:

@@ -14,8 +14,10 @@ import torch
 from helpers.attention import merge_heads, split_heads
 from helpers.gpt import GPT, GPTConfig
 from helpers.induction import (
+    distinct_ids,
     induction_score,
     logits_with_heads_zeroed,
+    placed_repeats,
     previous_token_score,
     repeated_sequences,
     zeroed_heads,
@@ -796,3 +798,74 @@ def test_the_scores_of_an_expanded_view_allocate_nothing_as_large_as_the_weights
         induction_score(weights, n // 2)
     largest = max(event.cpu_memory_usage for event in run.events())
     assert 0 < largest < n * n  # less than a boolean mask of the weights
+
+
+def test_distinct_ids_hold_no_token_twice_in_a_row_and_cover_the_vocabulary():
+    ids = distinct_ids(200, 48, 64, torch.Generator().manual_seed(0))
+    assert ids.shape == (200, 48) and ids.dtype == torch.int64
+    assert all(len(set(row)) == 48 for row in ids.tolist())
+    assert set(ids.flatten().tolist()) == set(range(64))
+    assert torch.equal(ids, distinct_ids(200, 48, 64, torch.Generator().manual_seed(0)))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ((2, 65, 64), "65 different tokens do not exist in a vocabulary of 64"),
+        ((0, 4, 8), "batch"),
+        ((2**20, 4, 2**20), "distinct_ids would allocate"),
+        ((2, 4, 8, "seed"), "generator must be a torch.Generator or None"),
+    ],
+)
+def test_distinct_ids_refuse_bad_arguments_by_name(arguments, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        distinct_ids(*arguments)
+
+
+@pytest.mark.parametrize(("start", "length"), [(0, 2), (5, 4), (40, 4), (0, 24), (13, 7)])
+def test_placed_repeats_copy_the_block_right_after_itself_and_nothing_else(start, length):
+    ids = placed_repeats(16, 48, start, length, 512, torch.Generator().manual_seed(1))
+    block, copy_ = ids[:, start : start + length], ids[:, start + length : start + 2 * length]
+    assert torch.equal(block, copy_)
+    for row in ids.tolist():
+        assert len(set(row)) == 48 - length  # the copy is the only repeat
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ((2, 48, 41, 4, 512), "a block of 4 at start 41 and its copy end at position 48"),
+        ((2, 48, -1, 4, 512), "start"),
+        ((2, 48, 0, 1, 512), "length"),
+        ((2, 48, 0, 4, 40), "48 different tokens do not exist in a vocabulary of 40"),
+    ],
+)
+def test_placed_repeats_refuse_a_placement_that_does_not_fit(arguments, words):
+    with pytest.raises(ValueError, match=words):
+        placed_repeats(*arguments)
+
+
+@pytest.mark.parametrize(("start", "length", "n"), [(0, 2, 4), (3, 2, 9), (5, 4, 13), (0, 3, 10)])
+def test_an_exact_induction_stripe_at_a_start_scores_one(start, length, n):
+    weights = torch.zeros(n, n)
+    weights[torch.arange(n), torch.arange(n)] = 1.0  # attend to itself where not in the copy
+    queries = torch.arange(start + length, start + 2 * length)
+    weights[queries] = 0.0
+    weights[queries, queries - length + 1] = 1.0
+    assert induction_score(weights, length, start=start) == 1.0
+    if start:
+        shifted = induction_score(weights, length, start=start - 1)
+        assert shifted < 1.0
+
+
+def test_induction_score_at_start_zero_of_a_block_and_its_copy_is_the_plain_score():
+    weights = torch.rand(3, 10, 10).tril().softmax(-1)
+    weights = weights * torch.ones(10, 10).tril()
+    weights = weights / weights.sum(-1, keepdim=True)
+    assert torch.equal(induction_score(weights, 5, start=0), induction_score(weights, 5))
+
+
+def test_induction_score_refuses_a_start_where_the_copy_does_not_fit():
+    weights = torch.eye(10)
+    with pytest.raises(ValueError, match="at start 3 and its copy end at position 12"):
+        induction_score(weights, 5, start=3)

@@ -14,7 +14,7 @@ from test_widgets import tiny_induction_training
 
 from helpers.induction import Recipe
 from helpers.widgets import InductionExplorer
-from helpers.widgets.ch13_induction_heads import parse_tokens, repeat_length
+from helpers.widgets.ch13_induction_heads import find_repeat, parse_tokens
 
 HUGE = 10**5000  # more digits than Python prints
 
@@ -234,11 +234,11 @@ def _changed_training(change):
         ),
         (
             lambda t: t.__setitem__(
-                "recipe", Recipe(context_length=100000, batch_size=1, eval_batch=1)
+                "recipe", Recipe(context_length=1000, vocab_size=1000, batch_size=1, eval_batch=1)
             ),
             ValueError,
             "the explorer draws contexts of at most 256 positions (a map of context x context "
-            "cells), got training['recipe'].context_length 100000",
+            "cells), got training['recipe'].context_length 1000",
         ),
     ],
     ids=[
@@ -267,18 +267,18 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
             "model must be one of ['one-layer', 'two-layer'], got 'three'",
         ),
         (
-            lambda e: e.draw("two-layer", 10, 5, 0, "repeat", 0, ""),
+            lambda e: e.draw("two-layer", 10, 5, 0, "repeat", 0, 24, 0, ""),
             "layer 5 is out of range for the two-layer model: the model has 2 layers, 0..1",
         ),
         (
-            lambda e: e.draw("two-layer", 10, 0, 2, "repeat", 0, ""),
+            lambda e: e.draw("two-layer", 10, 0, 2, "repeat", 0, 24, 0, ""),
             "head 2 is out of range for the two-layer model: each layer has 2 heads, 0..1",
         ),
-        (lambda e: e.draw("two-layer", 7, 0, 0, "repeat", 0, ""), "step 7 is not a stored"),
+        (lambda e: e.draw("two-layer", 7, 0, 0, "repeat", 0, 24, 0, ""), "step 7 is not a stored"),
         (lambda e: e.snapshot("two-layer", None), "step must be a whole number >= 0, got None"),
         (
             lambda e: e.sequence_ids("repeat", 0, "", 64, 10),
-            "a block of 24 and its copy, 48 positions, do not fit in the context of 10",
+            "a block of 24 at start 0 and its copy do not fit in the context of 10",
         ),
         (
             lambda e: e.sequence_ids("repeat", 0, "", 64, 0),
@@ -324,11 +324,11 @@ def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words)
     ],
     ids=["1-d", "two rows", "list", "floats", "bools", "NaN", "meta"],
 )
-def test_repeat_length_names_ids_that_are_not_one_sequence(ids, words):
+def test_find_repeat_names_ids_that_are_not_one_sequence(ids, words):
     """Float and bool ids were read as a block and its copy, an all-NaN row as none, and a
     meta tensor reached torch's aten::equal."""
     with pytest.raises((TypeError, ValueError)) as raised:
-        repeat_length(ids)
+        find_repeat(ids)
     assert words in str(raised.value), str(raised.value)
 
 
@@ -484,3 +484,35 @@ def test_a_log_of_second_copy_losses_all_zero_gets_an_axis_with_a_height():
         explorer = InductionExplorer(training=training)
     low, high = explorer._log_ax.get_ylim()
     assert low == 0 and high == pytest.approx(math.log(64))
+
+
+@pytest.mark.parametrize(
+    ("tokens", "found"),
+    [
+        ([5, 9, 12, 5, 9, 12], (0, 3)),
+        ([1, 2, 5, 9, 12, 5, 9, 12, 7], (2, 3)),
+        ([5, 17, 42, 5, 17], None),  # a repeat after a gap: not a block followed by its copy
+        ([3, 3, 3, 3], (0, 2)),
+        ([1, 2, 1, 2, 8, 4, 5, 6, 4, 5, 6], (5, 3)),  # the longest wins
+        ([7, 7], None),  # a block of one token
+        ([], None),
+    ],
+)
+def test_find_repeat_finds_the_longest_block_followed_at_once_by_its_copy(tokens, found):
+    assert find_repeat(torch.tensor([tokens], dtype=torch.int64).reshape(1, -1)) == found
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"length": 1}, "length must be a whole number >= 2"),
+        ({"length": 25}, "a block of 25 at start 0 and its copy do not fit in the context of 48"),
+        ({"length": 6, "start": 37}, "start + 2 x length must be at most 48"),
+        ({"start": -1}, "start must be a whole number >= 0"),
+        ({"start": 1.5}, "start must be a whole number"),
+    ],
+)
+def test_the_explorer_names_a_repeat_that_does_not_fit(arguments, message):
+    with pytest.raises(ValueError) as raised:
+        InductionExplorer(training=tiny_induction_training(), **arguments)
+    assert message in str(raised.value)

@@ -29,6 +29,8 @@ from helpers.induction import (
     load_training,
     measure,
     model_config,
+    placed_repeats,
+    placement_map,
     previous_token_score,
     repeated_sequences,
     train_and_save,
@@ -109,11 +111,11 @@ def tiny_model(layers: int = 2) -> GPT:
         num_layers=layers,
         d_ff=8,
         attention_only=True,
+        position="rope",  # as the recipe builds them
     )
     model = GPT(config)
     with torch.no_grad():
         model.tokens.weight.normal_()
-        model.positions.weight.normal_()
     return model.eval()
 
 
@@ -182,8 +184,11 @@ def test_training_logs_every_few_steps_and_keeps_snapshots():
     )
     assert sorted(result["snapshots"]) == [0, 3, 6]
     final = result["model"].state_dict()
-    assert all(torch.equal(final[k], v) for k, v in result["snapshots"][6].items())
-    assert not all(torch.equal(final[k], v) for k, v in result["snapshots"][0].items())
+    last, first = result["snapshots"][6], result["snapshots"][0]
+    assert all(v.dtype == torch.float16 for v in last.values())  # kept in half the bytes
+    assert all(torch.equal(final[k].half(), v) for k, v in last.items())
+    assert not all(torch.equal(final[k].half(), v) for k, v in first.items())
+    assert last["tokens.weight"] is last["output.weight"]  # one tied weight: saved once
     assert not result["model"].training
 
 
@@ -232,13 +237,95 @@ def test_a_damaged_or_foreign_file_is_refused(tmp_path):
 
 def test_the_shipped_two_layer_model_predicts_the_second_copy_and_the_one_layer_does_not():
     models = load_models()
-    ids = repeated_sequences(256, 24, 64, torch.Generator().manual_seed(123))
+    ids = repeated_sequences(256, 24, 512, torch.Generator().manual_seed(123))
     two, one = measure(models["two-layer"], ids, 24), measure(models["one-layer"], ids, 24)
     for found in (one, two):
-        assert abs(found["first_copy_loss"] - math.log(64)) < 0.15
+        assert abs(found["first_copy_loss"] - math.log(512)) < 0.15
     assert two["second_copy_loss"] < two["first_copy_loss"] / 2
     assert one["second_copy_loss"] > 0.75 * one["first_copy_loss"]
-    assert two["induction"][1].max() > 0.5 and two["previous_token"][0].max() > 0.3
+    assert two["induction"][1].max() > 0.5 and two["previous_token"][0].max() > 0.5
+
+
+def test_the_shipped_two_layer_model_predicts_a_late_short_copy():
+    model = load_models()["two-layer"]
+    ids = placed_repeats(128, 48, 38, 5, 512, torch.Generator().manual_seed(7))
+    found = measure(model, ids, 5, start=38)
+    assert found["second_copy_accuracy"] > 0.8
+    assert found["second_copy_loss"] < found["first_copy_loss"] / 2
+
+
+def test_a_training_batch_places_the_copy_uniformly_over_every_start_and_gap_that_fit():
+    recipe = Recipe(shortest_block=20, longest_block=20, batch_size=9000)
+    ids = training_batch(recipe, torch.Generator().manual_seed(0))
+    n, length = recipe.context_length, 20
+    counts = {}
+    for row in ids.tolist():
+        assert len(set(row)) == n - length  # every token differs but the copy's
+        seen = {}
+        copy_start = next(t for t, token in enumerate(row) if seen.setdefault(token, t) != t)
+        start = seen[row[copy_start]]
+        gap = copy_start - start - length
+        counts[start, gap] = counts.get((start, gap), 0) + 1
+    room = n - 2 * length
+    assert set(counts) == {(s, g) for s in range(room + 1) for g in range(room + 1 - s)}
+    expected = 9000 / len(counts)  # 45 pairs, 200 each
+    assert all(abs(count - expected) < 5 * math.sqrt(expected) for count in counts.values())
+
+
+def test_measure_at_a_start_reads_the_block_and_copy_where_they_are():
+    model = tiny_model()
+    ids = placed_repeats(5, 16, 3, 4, 16, torch.Generator().manual_seed(2))
+    placed = measure(model, ids, 4, start=3)
+    alone = measure(model, ids[:, 3:11], 4)
+    assert placed["second_copy_accuracy"] >= 0 and placed["first_copy_loss"] > 0
+    assert not math.isclose(placed["second_copy_loss"], alone["second_copy_loss"])
+    with pytest.raises(ValueError, match=r"ids\[:, 2:6\] == ids\[:, 6:10\], but row 0 is not"):
+        measure(model, ids, 4, start=2)
+    with pytest.raises(ValueError, match="at start 9 and its copy end at position 16"):
+        measure(model, ids, 4, start=9)
+
+
+def test_a_placement_map_covers_every_start_that_fits_and_nothing_else():
+    model = tiny_model()
+    found = placement_map(model, lengths=(2, 4, 8), rows=3)
+    assert found["lengths"] == [2, 4, 8] and found["starts"] == list(range(13))
+    for key in ("first_copy_loss", "second_copy_loss", "second_copy_accuracy"):
+        table = found[key]
+        assert table.shape == (3, 13) and table.dtype == torch.float64
+        for i, length in enumerate((2, 4, 8)):
+            fits = torch.arange(13) <= 16 - 2 * length
+            assert not table[i, fits].isnan().any() and table[i, ~fits].isnan().all()
+    again = placement_map(model, lengths=(2, 4, 8), rows=3)
+    assert torch.allclose(again["second_copy_loss"], found["second_copy_loss"], equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "rows", "words"),
+    [
+        ((4, 2), 3, "increasing order"),
+        ((2, 9), 3, "fitting twice in the context of 16"),
+        ((), 3, "increasing order"),
+        ((1,), 3, "a block length must be"),
+        ("2 4", 3, "lengths must be a list of block lengths"),
+        ((2,), 0, "rows"),
+    ],
+)
+def test_a_placement_map_refuses_bad_arguments_by_name(lengths, rows, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        placement_map(tiny_model(), lengths=lengths, rows=rows)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"position": "alibi"}, "position must be one of learned, sinusoidal, rope"),
+        ({"position": 1}, "position must be one of"),
+        ({"vocab_size": 40}, r"vocab_size \(40\) must be at least context_length \(48\)"),
+    ],
+)
+def test_a_recipe_names_a_position_and_a_vocabulary_it_cannot_train_with(changes, words):
+    with pytest.raises(ValueError, match=words):
+        Recipe(**changes)
 
 
 # Regressions from a hostile pass
@@ -291,7 +378,7 @@ def test_measure_and_training_leave_the_callers_random_numbers_alone():
     ("changes", "words"),
     [
         ({"d_model": 63}, "d_model (63) must be divisible by num_heads (2)"),
-        ({"num_heads": 3}, "d_model (64) must be divisible by num_heads (3)"),
+        ({"num_heads": 3}, "d_model (128) must be divisible by num_heads (3)"),
         ({"eval_length": 1}, "eval_length must be >= 2"),
         ({"vocab_size": 2**63}, "vocab_size must be at most 2^31 - 1 = 2147483647, got 2^63"),
         ({"steps": 10**30}, "steps must be at most 2^31 - 1"),
@@ -437,8 +524,8 @@ def test_a_recipe_names_an_int_too_large_to_print(field, value):
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"batch_size": 2**31 - 1}, "batch_size * context_length * vocab_size = 6,597,069,"),
-        ({"eval_batch": 2**30}, "eval_batch * context_length * vocab_size = 3,298,534,883,328"),
+        ({"batch_size": 2**31 - 1}, "batch_size * context_length * vocab_size = 52,776,558,"),
+        ({"eval_batch": 2**30}, "eval_batch * context_length * vocab_size = 26,388,279,066,624"),
         ({"vocab_size": 2**31 - 1}, "logits in one batch, more than 2,147,483,648 (8 GiB"),
     ],
 )
@@ -451,13 +538,13 @@ def test_a_recipe_whose_batches_torch_could_not_hold_is_refused(changes, words):
 @pytest.mark.parametrize(
     ("changes", "layers", "words"),
     [
-        ({"d_model": 2**20}, 2, "8,796,225,142,784 parameters, more than"),
-        ({"d_model": 2**16}, 1, "17,187,733,504 parameters, more than"),
-        ({"context_length": 2**23, "batch_size": 1, "eval_batch": 1}, 1, "536,891,904 parameters"),
-        ({}, 2**20, "17,582,529,664 parameters, more than"),
-        ({"d_model": 1024}, 2, "a 2-layer model of this recipe would have 8,517,632 parameters"),
+        ({"d_model": 2**20}, 2, "8,796,644,573,184 parameters, more than"),
+        ({"d_model": 2**16}, 1, "17,213,947,904 parameters, more than"),
+        ({"d_model": 2**12, "num_heads": 1}, 1, "a 1-layer model of this recipe would have 69,"),
+        ({}, 2**20, "69,524,848,896 parameters, more than"),
+        ({"d_model": 1024}, 2, "a 2-layer model of this recipe would have 8,927,232 parameters"),
     ],
-    ids=["d_model 2^20", "d_model 2^16", "context 2^23", "2^20 layers", "d_model 1024"],
+    ids=["d_model 2^20", "d_model 2^16", "d_model 2^12", "2^20 layers", "d_model 1024"],
 )
 def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
     monkeypatch, changes, layers, words
@@ -706,13 +793,26 @@ def test_torchs_cpu_generator_reads_only_a_seeds_low_32_bits():
     ("changes", "words"),
     [
         (
-            {"vocab_size": 2, "context_length": 2**30, "batch_size": 1, "eval_batch": 1},
-            "training_batch would allocate 35433480192 bytes at its peak, more than 2^31 (2 GiB): "
-            "batch_size 1, context_length 1073741824",
+            {
+                "vocab_size": 2**28,
+                "context_length": 8,
+                "batch_size": 1,
+                "eval_batch": 1,
+                "longest_block": 4,
+                "eval_length": 4,
+            },
+            "training_batch would allocate 3221225736 bytes at its peak, more than 2^31 (2 GiB): "
+            "batch_size 1, context_length 8, vocab_size 268435456",
         ),
         (
-            {"eval_batch": 2**22, "eval_length": 64, "context_length": 128, "vocab_size": 1},
-            "the held-out repeated_sequences would allocate 6442450944 bytes at its peak",
+            {
+                "eval_batch": 2**25,
+                "eval_length": 4,
+                "context_length": 8,
+                "vocab_size": 8,
+                "longest_block": 4,
+            },
+            "the held-out repeated_sequences would allocate 3221225472 bytes at its peak",
         ),
     ],
 )
@@ -940,11 +1040,11 @@ def test_a_recipe_with_a_rate_or_a_length_no_training_survives_is_refused(change
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"snapshot_every": 1}, "2,501 snapshots of each would take"),
-        ({"batch_size": 2**17}, "a batch: 131,072 rows x 48 positions would make a tensor"),
+        ({"snapshot_every": 1}, "4,001 snapshots of each would take"),
+        ({"batch_size": 2**16}, "a batch: 65,536 rows x 48 positions would make a tensor"),
         ({"eval_batch": 2**15}, "measure on the held-out sequences would allocate"),
     ],
-    ids=["731 MB of snapshots", "a batch the model refuses", "a held-out measure too large"],
+    ids=["1.6 GB of snapshots", "a batch the model refuses", "a held-out measure too large"],
 )
 @pytest.mark.parametrize("train", ["train_model", "train_and_save"])
 def test_a_recipe_that_training_would_fail_on_is_refused_before_training(
@@ -992,3 +1092,31 @@ def test_train_and_save_names_a_path_it_cannot_write_before_training(tmp_path, m
             train_and_save(path, TINY)
         assert words in str(raised.value), str(raised.value)
     assert not (tmp_path / "clash.pt").exists()
+
+
+def test_the_position_models_train_save_and_load_with_the_other_two_ways_of_positions(tmp_path):
+    from helpers.induction import load_position_models, train_and_save_positions
+
+    path = tmp_path / "positions.pt"
+    seconds = train_and_save_positions(path, TINY)
+    assert sorted(seconds) == ["learned", "sinusoidal"]
+    models = load_position_models(path)
+    assert {name: model.config.position for name, model in models.items()} == {
+        "learned": "learned",
+        "sinusoidal": "sinusoidal",
+    }
+    assert all(not model.training and model.config.num_layers == 2 for model in models.values())
+    again = tmp_path / "again.pt"
+    train_and_save_positions(again, TINY)
+    assert path.read_bytes() == again.read_bytes()  # one thread: the same bytes
+
+
+def test_a_position_file_that_names_other_models_is_refused(tmp_path):
+    from helpers.induction import load_position_models
+
+    path = tmp_path / "positions.pt"
+    save_checkpoint(path, {"recipe": dataclasses.asdict(TINY), "weights": {"rope": {}}})
+    with pytest.raises(
+        CheckpointError, match=r"its weights should name \['learned', 'sinusoidal'\]"
+    ):
+        load_position_models(path)

@@ -540,7 +540,7 @@ def tiny_induction_training() -> dict:
     from helpers.gpt import GPT
     from helpers.induction import Recipe, model_config
 
-    recipe = Recipe(d_model=8, steps=10, log_every=5, snapshot_every=10)
+    recipe = Recipe(vocab_size=64, d_model=8, steps=10, log_every=5, snapshot_every=10)
     models, snapshots, logs = {}, {}, {}
     for layers, name in ((1, "one-layer"), (2, "two-layer")):
         config = model_config(recipe, layers)
@@ -587,20 +587,20 @@ def _snapshot_reading(training, name, step, ids):
 
 
 def test_induction_explorer_draws_what_the_helpers_compute(induction_training):
-    from helpers.induction import induction_score, previous_token_score, repeated_sequences
+    from helpers.induction import induction_score, placed_repeats, previous_token_score
     from helpers.widgets import InductionExplorer
 
     explorer = InductionExplorer(training=induction_training)
     assert explorer.values() == {
         "model": "two-layer", "step": 10, "layer": 1, "head": 1, "sequence": "repeat",
-        "seed": 0, "tokens": "5 17 42 5 17",
+        "seed": 0, "length": 24, "start": 0, "tokens": "5 17 42 5 17",
     }  # fmt: skip
-    ids = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
+    ids = placed_repeats(1, 48, 0, 24, 64, torch.Generator().manual_seed(0))
     logits, maps = _snapshot_reading(induction_training, "two-layer", 10, ids)
     weights = maps[1, 1]
     losses = -logits[:-1].log_softmax(-1).gather(1, ids[0, 1:, None])[:, 0]  # (47,)
     state = explorer.state
-    assert state["ids"] == ids[0].tolist() and state["length"] == 24
+    assert state["ids"] == ids[0].tolist() and (state["start"], state["length"]) == (0, 24)
     torch.testing.assert_close(state["attention"], weights)
     torch.testing.assert_close(state["losses"], losses)
     assert state["induction"] == pytest.approx(float(induction_score(weights, 24)))
@@ -627,12 +627,14 @@ def test_induction_explorer_draws_what_the_helpers_compute(induction_training):
 
 
 def test_induction_explorer_follows_each_control(induction_training):
-    from helpers.induction import repeated_sequences
+    from helpers.induction import placed_repeats
     from helpers.widgets import InductionExplorer
 
     explorer = InductionExplorer(training=induction_training)
-    repeat = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
-    other = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(1))
+    repeat = placed_repeats(1, 48, 0, 24, 64, torch.Generator().manual_seed(0))
+    other = placed_repeats(1, 48, 0, 24, 64, torch.Generator().manual_seed(1))
+    short = placed_repeats(1, 48, 0, 6, 64, torch.Generator().manual_seed(1))
+    late = placed_repeats(1, 48, 30, 6, 64, torch.Generator().manual_seed(1))
 
     def drawn(name: str, step: int, ids: torch.Tensor, layer: int, head: int):
         """Whether the explorer shows that snapshot's map of the layer and head on ids."""
@@ -646,8 +648,10 @@ def test_induction_explorer_follows_each_control(induction_training):
         ("seed", 1, drawn("two-layer", 0, other, 0, 0)),
         ("tokens", "1 2 3 1 2 3", drawn("two-layer", 0, torch.tensor([[1, 2, 3] * 2]), 0, 0)),
         ("sequence", "repeat", drawn("two-layer", 0, other, 0, 0)),
-        ("step", 10, drawn("two-layer", 10, other, 0, 0)),
-        ("model", "one-layer", drawn("one-layer", 10, other, 0, 0)),
+        ("length", 6, drawn("two-layer", 0, short, 0, 0)),
+        ("start", 30, drawn("two-layer", 0, late, 0, 0)),
+        ("step", 10, drawn("two-layer", 10, late, 0, 0)),
+        ("model", "one-layer", drawn("one-layer", 10, late, 0, 0)),
     ]
     for name, value, holds in changes:
         before = bytes(explorer.image.value)
@@ -669,6 +673,16 @@ def test_induction_explorer_edits_choose_their_sequence_and_the_model_keeps_what
     assert explorer.values()["sequence"] == "typed" and explorer.state["ids"] == [9, 8, 7]
     explorer.controls["seed"].value = 3  # a new seed shows its random repeat
     assert explorer.values()["sequence"] == "repeat" and explorer.state["length"] == 24
+    assert explorer.controls["start"].max == 0  # a block of 24 and its copy fill the context
+    explorer.controls["length"].value = 5
+    assert explorer.controls["start"].max == 38
+    explorer.controls["start"].value = 38
+    assert (explorer.state["start"], explorer.state["length"]) == (38, 5)
+    explorer.controls["tokens"].value = "9 8 7"
+    explorer.controls["length"].value = 10  # the start moves back to where the copy fits
+    assert explorer.values()["sequence"] == "repeat"
+    assert (explorer.state["start"], explorer.state["length"]) == (28, 10)
+    assert explorer.controls["start"].max == 28
     explorer.controls["model"].value = "one-layer"  # layer 1 is gone: the last layer, 0
     assert (explorer.values()["layer"], explorer.values()["step"]) == (0, 0)
     explorer.controls["model"].value = "two-layer"  # layer 0 stays
@@ -874,7 +888,7 @@ def test_induction_explorer_names_what_it_needs(arguments, error, message):
 
 
 def test_induction_explorer_loads_the_shipped_models_by_default():
-    from helpers.induction import load_training, measure, repeated_sequences
+    from helpers.induction import blank_model, load_training, measure, placed_repeats
     from helpers.widgets import InductionExplorer
 
     explorer = InductionExplorer()
@@ -886,8 +900,10 @@ def test_induction_explorer_loads_the_shipped_models_by_default():
     assert explorer.values()["head"] == best
     state = explorer.state
     assert "error" not in state
-    ids = repeated_sequences(1, 24, 64, torch.Generator().manual_seed(0))
-    measured = measure(training["models"]["two-layer"], ids, 24)
+    ids = placed_repeats(1, 48, 0, 24, 512, torch.Generator().manual_seed(0))
+    snapshot = blank_model(training["models"]["two-layer"].config)
+    snapshot.load_state_dict(training["snapshots"]["two-layer"][last])  # float16, as kept
+    measured = measure(snapshot, ids, 24)
     assert state["second_copy_loss"] == pytest.approx(measured["second_copy_loss"])
     assert state["induction"] == pytest.approx(float(measured["induction"][1, best]))
     assert state["second_copy_loss"] < state["first_copy_loss"] / 2  # the trained circuit

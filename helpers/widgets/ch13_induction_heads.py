@@ -1,7 +1,8 @@
 """Chapter 13's explorer: the phase change, frame by frame. A training-step slider over the
 stored snapshots of the one-layer and the two-layer attention-only model, a layer and a head,
-a sequence (a random block and its copy, or typed tokens): the head's attention map, the loss
-per position, and where on the log's second-copy loss curve that step lies."""
+a sequence (a random block copied right after itself, placed anywhere among tokens that all
+differ, or typed tokens): the head's attention map, the loss per position, and where on the
+log's second-copy loss curve that step lies."""
 
 import math
 import re
@@ -28,16 +29,24 @@ from helpers.induction import (
     load_training,
     measure,
     model_config,
+    placed_repeats,
     previous_token_score,
-    repeated_sequences,
 )
 from helpers.plotting import TokenHeatmap
-from helpers.widgets.base import Dropdown, Explorer, IntText, SelectionSlider, Text, ToggleButtons
+from helpers.widgets.base import (
+    Dropdown,
+    Explorer,
+    IntSlider,
+    IntText,
+    SelectionSlider,
+    Text,
+    ToggleButtons,
+)
 
 __all__ = ["InductionExplorer"]
 
 SEQUENCES = ("repeat", "typed")
-REPEAT_LENGTH = 24  # a random block of 24 tokens, then its copy: 48 positions
+REPEAT_LENGTH = 24  # the default repeat: a random block of 24 tokens, then its copy
 DEFAULT_TOKENS = "5 17 42 5 17"
 MOST_LABELLED = 24  # longer sequences are labelled by position (every 4th), not by token
 LOSS_LIMITS = (8.0, 16.0, 32.0)  # the loss axis: the smallest that holds the line
@@ -49,8 +58,9 @@ MOST_DRAWN_LOSS = 1e100  # the log's loss axis: beyond this, its limits and tick
 
 class InductionExplorer(Explorer):
     """Chapter 13: choose a model, a training step (a stored snapshot), a layer, a head and a
-    sequence (a random block and its copy, made from a seed, or typed token numbers). See the
-    head's attention map with the previous-token diagonal and the induction stripe marked, the
+    sequence (a random block of `length` tokens at `start`, copied right after itself among
+    tokens that all differ, made from a seed; or typed token numbers). See the head's attention
+    map with the previous-token diagonal and the induction stripe marked, the
     loss of predicting each next token, the head's scores, and where that step lies on the
     training log's second-copy loss: before, during or after the phase change."""
 
@@ -63,11 +73,15 @@ class InductionExplorer(Explorer):
         sequence: str = "repeat",
         tokens: str | None = None,
         seed: int = 0,
+        start: int = 0,
+        length: int = REPEAT_LENGTH,
         training: dict | None = None,
     ):
         """step: a snapshot's step (default: the last); layer: default the model's last;
         head: default the one with the highest induction score in the log's last row;
         tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
+        start, length: where the repeat's block starts and how long it is (its copy follows it
+        at once; both must fit in the context);
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
         _model_name(model)
@@ -85,6 +99,7 @@ class InductionExplorer(Explorer):
         self._snapshots, self._reading = {}, {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
         config = self.training["models"][model].config
+        length, start = _placement(length, start, config.context_length)
         controls = {
             "model": ToggleButtons(options=list(MODEL_LAYERS), value=model, description="model"),
             "step": SelectionSlider(
@@ -94,6 +109,12 @@ class InductionExplorer(Explorer):
             "head": Dropdown(options=range(config.num_heads), value=head, description="head"),
             "sequence": ToggleButtons(options=SEQUENCES, value=sequence, description="sequence"),
             "seed": IntText(value=seed, description="seed (repeat)"),
+            "length": IntSlider(
+                min=2, max=config.context_length // 2, value=length, description="block length"
+            ),
+            "start": IntSlider(
+                min=0, max=config.context_length - 2 * length, value=start, description="start"
+            ),
             "tokens": Text(
                 value=tokens,
                 description="typed tokens",
@@ -113,7 +134,11 @@ class InductionExplorer(Explorer):
             self._loss_line,
             *(ax.title for ax in (self._log_ax, self._map_ax, self._loss_ax)),
         ]
-        rows = [["model", "step", "layer", "head"], ["sequence", "seed", "tokens"]]
+        rows = [
+            ["model", "step", "layer", "head"],
+            ["sequence", "seed", "length", "start"],
+            ["tokens"],
+        ]
         super().__init__(controls, figure, dynamic, rows)
 
     # What the controls may choose
@@ -139,7 +164,8 @@ class InductionExplorer(Explorer):
 
     def follow(self, control) -> None:
         """The controls that depend on the one that moved: the model's steps, layers and heads;
-        typing tokens shows them, editing the seed shows its random repeat."""
+        typing tokens shows them; the seed, the length and the start show the random repeat,
+        and the start can go as far as the length leaves room for."""
         controls = self.controls
         if control is controls["model"]:
             if controls["model"].value is None:
@@ -150,8 +176,10 @@ class InductionExplorer(Explorer):
             _offer(controls["head"], list(range(config.num_heads)))
         elif control is controls["tokens"]:
             controls["sequence"].value = "typed"
-        elif control is controls["seed"]:
+        elif control in (controls["seed"], controls["length"], controls["start"]):
             controls["sequence"].value = "repeat"
+            config = self.training["models"][controls["model"].value or "two-layer"].config
+            controls["start"].max = config.context_length - 2 * controls["length"].value
 
     # The figure
 
@@ -213,7 +241,7 @@ class InductionExplorer(Explorer):
         ax.set_xlabel("position of the predicted token")
         ax.set_ylabel("loss: cross-entropy of the next token (nats)")
         ax.set_ylim(0, LOSS_LIMITS[0])
-        ax.set_xlim(0.5, 2 * REPEAT_LENGTH - 0.5)
+        ax.set_xlim(0.5, self.training["models"]["two-layer"].config.context_length - 0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions: whole numbers
         uniform = f"ln {round(math.exp(log_vocab))} = {log_vocab:.2f}: a uniform guess"
         handles = [
@@ -252,25 +280,30 @@ class InductionExplorer(Explorer):
             self._snapshots[key] = exact
         return self._snapshots[key]
 
-    def sequence_ids(self, sequence: str, seed: int, tokens: str, vocab_size: int, context: int):
-        """(1, n) int64 ids: the seed's random block and its copy, or the typed tokens; either
-        fits in the context."""
+    def sequence_ids(
+        self,
+        sequence: str,
+        seed: int,
+        tokens: str,
+        vocab_size: int,
+        context: int,
+        start: int = 0,
+        length: int = REPEAT_LENGTH,
+    ):
+        """(1, n) int64 ids: the seed's random block at start and its copy among tokens that
+        all differ (n = context), or the typed tokens; either fits in the context."""
         if _sequence_name(sequence) == "repeat":
             context = validation.whole_number(context, "context_length")
-            if 2 * REPEAT_LENGTH > context:
-                raise ValueError(
-                    f"a block of {REPEAT_LENGTH} and its copy, {2 * REPEAT_LENGTH} positions, do "
-                    f"not fit in the context of {context}"
-                )
+            length, start = _placement(length, start, context)
             generator = torch.Generator().manual_seed(validation.seed(seed))
-            return repeated_sequences(1, REPEAT_LENGTH, vocab_size, generator)
+            return placed_repeats(1, context, start, length, vocab_size, generator)
         return parse_tokens(tokens, vocab_size, context)
 
     @torch.no_grad()
     def reading(self, model: str, step: int, ids: torch.Tensor) -> dict:
         """What the layer and head do not change: every head's attention (layers, heads, n, n),
-        the loss of predicting each token from the ones before it (n - 1,), and, for a block
-        and its copy, helpers.induction.measure()'s numbers."""
+        the loss of predicting each token from the ones before it (n - 1,), and, where a block
+        is followed at once by its copy, its place and helpers.induction.measure()'s numbers."""
         exact = self.snapshot(model, step)
         _check_ids(ids, exact.config)
         ids = ids.long()  # cross_entropy's targets: int64 (the check takes any integer dtype)
@@ -279,19 +312,21 @@ class InductionExplorer(Explorer):
             logits = exact(ids)  # (1, n, vocab)
             losses = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")  # (n - 1,)
             attention = torch.stack([maps[0] for maps in exact.attention_maps()])
-            length = repeat_length(ids)
-            measured = None if length is None else measure(exact, ids, length)
+            found = find_repeat(ids)
+            start, length = found if found else (None, None)
+            measured = None if found is None else measure(exact, ids, length, start=start)
             self._reading = {
                 key: {
                     "attention": attention,
                     "losses": losses,
+                    "start": start,
                     "length": length,
                     "measured": measured,
                 }
             }
         return self._reading[key]
 
-    def draw(self, model, step, layer, head, sequence, seed, tokens) -> None:
+    def draw(self, model, step, layer, head, sequence, seed, length, start, tokens) -> None:
         chosen = {"step": step, "layer": layer, "head": head}
         unset = [name for name, value in chosen.items() if value is None]
         if unset:  # the constructor's defaults stand for None; a view asks for a value
@@ -300,7 +335,7 @@ class InductionExplorer(Explorer):
         config = self.training["models"][model].config
         try:
             ids = self.sequence_ids(
-                sequence, seed, tokens, config.vocab_size, config.context_length
+                sequence, seed, tokens, config.vocab_size, config.context_length, start, length
             )
         except ValueError as problem:
             self._show_problem(problem, model, step)
@@ -315,6 +350,7 @@ class InductionExplorer(Explorer):
             "ids": ids[0].tolist(),
             "attention": weights,
             "losses": found["losses"],
+            "start": found["start"],
             "length": found["length"],
             "previous_token": float(previous_token_score(weights)),
             "induction": None,
@@ -346,7 +382,7 @@ class InductionExplorer(Explorer):
 
     def _draw_map(self) -> None:
         state = self.state
-        ids, n, length = state["ids"], len(state["ids"]), state["length"]
+        ids, n, length, start = state["ids"], len(state["ids"]), state["length"], state["start"]
         if n <= MOST_LABELLED:
             labels, kind = [str(token) for token in ids], "token numbers"
         else:
@@ -358,7 +394,7 @@ class InductionExplorer(Explorer):
         if length is None:
             self._induction_line.set_data([], [])
         else:
-            queries = np.arange(length, n) + 0.5  # cell centres of (t, t - length + 1)
+            queries = np.arange(start + length, start + 2 * length) + 0.5  # (t, t - length + 1)
             self._induction_line.set_data(queries - length + 1, queries)
         self._map_ax.set_title(
             f"{state['model']} model, layer {state['layer']}, head {state['head']}, step "
@@ -379,14 +415,15 @@ class InductionExplorer(Explorer):
     def _draw_loss(self) -> None:
         state = self.state
         losses, n, length = state["losses"].numpy(), len(state["ids"]), state["length"]
+        start = state["start"]
         self._loss_line.set_data(np.arange(1, n), losses)
         first, second = self._copy_spans
         first.set_visible(length is not None)
         second.set_visible(length is not None)
         if length is not None:
-            first.set_x(-0.5)
+            first.set_x(start - 0.5)
             first.set_width(length)
-            second.set_x(length - 0.5)
+            second.set_x(start + length - 0.5)
             second.set_width(length)
             title = (
                 f"loss per position: first copy {state['first_copy_loss']:.2f}, second copy "
@@ -461,16 +498,33 @@ def _check_ids(ids: object, config) -> None:
         )
 
 
-def repeat_length(ids: torch.Tensor) -> int | None:
-    """length if ids (1, n) are a block of length >= 2 followed by its copy, else None."""
+def find_repeat(ids: torch.Tensor) -> tuple[int, int] | None:
+    """(start, length) of the longest block of length >= 2 in ids (1, n) that is followed at
+    once by its copy (the earliest, of blocks alike in length), or None if there is none."""
     validation.token_ids(ids, "ids", None, "(1, n), one sequence")  # whole numbers, not NaN
     if ids.shape[0] != 1:
         raise ValueError(f"ids must be (1, n), one sequence, got shape {tuple(ids.shape)}")
-    n = ids.shape[1]
-    length = n // 2
-    if n % 2 or length < 2 or not torch.equal(ids[:, :length], ids[:, length:]):
-        return None
-    return length
+    tokens = ids[0].tolist()
+    n = len(tokens)
+    for length in range(n // 2, 1, -1):
+        for start in range(n - 2 * length + 1):
+            middle = start + length
+            if tokens[start:middle] == tokens[middle : middle + length]:
+                return start, length
+    return None
+
+
+def _placement(length: object, start: object, context: int) -> tuple[int, int]:
+    """length and start of a repeat that fits in the context, or a ValueError saying why."""
+    length = validation.whole_number(length, "length", minimum=2)
+    start = validation.whole_number(start, "start", minimum=0)
+    if start + 2 * length > context:
+        raise ValueError(
+            f"a block of {validation.shown(length)} at start {validation.shown(start)} and its "
+            f"copy do not fit in the context of {context}: start + 2 x length must be at most "
+            f"{context}"
+        )
+    return length, start
 
 
 def _scores(state: dict) -> str:
