@@ -285,3 +285,158 @@ assert exercises.check_chunked_linear_attention(ch11.chunked_linear_attention)
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+# torch's global settings and module hooks an answer leaves changed: refused by name, put back
+# (chapters 12-14's checkers call the learner through TimedAnswers)
+
+
+def test_every_kind_of_global_module_hook_is_watched():
+    from torch.nn.modules import module
+
+    from helpers.exercises.framework import GLOBAL_MODULE_HOOKS
+
+    kinds = {
+        name
+        for name, value in vars(module).items()
+        if name.startswith("_global_") and name.endswith("_hooks") and isinstance(value, dict)
+    }
+    assert kinds == set(GLOBAL_MODULE_HOOKS)
+
+
+def _hooking(register, hook):
+    def answer(images, p):
+        register(hook)
+        return CHECKERS["patchify"][1](images, p)
+
+    return answer
+
+
+GLOBAL_HOOKS = {
+    "register_module_forward_pre_hook": lambda module, inputs: None,
+    "register_module_forward_hook": lambda module, inputs, output: None,
+    "register_module_full_backward_pre_hook": lambda module, grad_output: None,
+    "register_module_full_backward_hook": lambda module, grad_input, grad_output: None,
+    "register_module_backward_hook": lambda module, grad_input, grad_output: None,
+    "register_module_parameter_registration_hook": lambda module, name, parameter: None,
+    "register_module_buffer_registration_hook": lambda module, name, buffer: None,
+    "register_module_module_registration_hook": lambda module, name, submodule: None,
+}
+
+
+@pytest.mark.parametrize("register", GLOBAL_HOOKS)
+def test_a_global_module_hook_left_registered_is_named_and_removed(register, run_checker):
+    """Only forward hooks were watched: a global backward or registration hook passed."""
+    from torch.nn.modules import module
+
+    from helpers.exercises.framework import GLOBAL_MODULE_HOOKS
+
+    before = {kind: dict(getattr(module, kind)) for kind in GLOBAL_MODULE_HOOKS}
+    full_backward = module._global_is_full_backward_hook
+    answer = _hooking(getattr(module, register), GLOBAL_HOOKS[register])
+    verdict, out = run_checker(CHECKERS["patchify"][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    named = f"leaves a global module hook registered (torch.nn.modules.module.{register})"
+    assert all(named in line for line in failures), out
+    assert {kind: dict(getattr(module, kind)) for kind in GLOBAL_MODULE_HOOKS} == before
+    assert module._global_is_full_backward_hook is full_backward
+
+
+def _setting(change):
+    def answer(images, p):
+        change()
+        return CHECKERS["patchify"][1](images, p)
+
+    return answer
+
+
+SETTINGS_LEFT_CHANGED = [
+    (
+        lambda: torch.autograd.set_detect_anomaly(True),
+        "leaves torch's anomaly detection switched on",
+    ),
+    (
+        lambda: torch.autograd.set_detect_anomaly(False, check_nan=False),
+        "leaves torch's anomaly detection check_nan=False",
+    ),
+    (
+        lambda: torch.use_deterministic_algorithms(True),
+        "leaves torch's deterministic algorithms switched on",
+    ),
+    (
+        lambda: torch.set_num_threads(torch.get_num_threads() + 1),
+        "leaves torch's thread count",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"), SETTINGS_LEFT_CHANGED, ids=[words for _, words in SETTINGS_LEFT_CHANGED]
+)
+def test_a_global_setting_left_changed_is_named_and_put_back(change, words, run_checker):
+    """Anomaly detection, deterministic algorithms and the thread count were not watched."""
+    from helpers.exercises.framework import TORCH_GLOBAL_SETTINGS
+
+    # its first call imports torch._inductor.config (seconds), which the time limit would stop
+    torch.use_deterministic_algorithms(torch.are_deterministic_algorithms_enabled())
+    before = [read() for read, _, _ in TORCH_GLOBAL_SETTINGS]
+    verdict, out = run_checker(CHECKERS["patchify"][0], _setting(change))
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    assert all(words in line for line in failures), out
+    after = [read() for read, _, _ in TORCH_GLOBAL_SETTINGS]
+    assert all(
+        torch.equal(was, now) if isinstance(was, torch.Tensor) else was == now
+        for was, now in zip(before, after, strict=True)
+    )
+
+
+def test_the_global_settings_the_prompts_list_are_those_the_checkers_watch():
+    """One name in TORCH_GLOBAL_SETTINGS_NAMED for each setting put back, and the hooks."""
+    from helpers.exercises.framework import TORCH_GLOBAL_SETTINGS, TORCH_GLOBAL_SETTINGS_NAMED
+
+    named = TORCH_GLOBAL_SETTINGS_NAMED.replace(" and ", ", ").split(", ")
+    assert len(named) == len(TORCH_GLOBAL_SETTINGS) + 1 and named[-1] == "module hooks"
+
+
+# The inputs' autograd state: a backward pass inside an answer, or requires_grad switched on
+# the caller's tensor, is refused in every checker's case (run_case)
+
+
+def test_a_backward_pass_inside_an_answer_is_refused():
+    from helpers.exercises.framework import run_case
+
+    def doubled_after_a_backward_pass(x):
+        doubled = x * 2
+        doubled.sum().backward(retain_graph=True)  # BUG: fills the caller's .grad
+        return doubled
+
+    failures: list[str] = []
+    passed = run_case(
+        "case", doubled_after_a_backward_pass, (torch.ones(3),), lambda t: t * 2, failures
+    )
+    assert not passed and len(failures) == 1
+    assert failures[0].startswith("case: fills the .grad of `argument 1` (a backward pass"), (
+        failures
+    )
+
+
+def test_an_input_detached_in_place_is_refused():
+    from helpers.exercises.framework import run_case
+
+    def doubled_after_detaching_in_place(x):
+        x.detach_()  # BUG: cuts the caller's tensor from its graph, changing no value
+        return x * 2
+
+    failures: list[str] = []
+    passed = run_case(
+        "case",
+        doubled_after_detaching_in_place,
+        (torch.ones(3),),
+        lambda t: t * 2,
+        failures,
+        names=("x",),
+    )
+    assert not passed
+    assert failures[0].startswith("case: switches requires_grad off for its input `x`"), failures

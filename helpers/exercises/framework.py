@@ -299,13 +299,17 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
+def _argument_name(names: tuple, index: int) -> str:
+    return names[index] if index < len(names) else f"argument {index + 1}"
+
+
 def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) -> str | None:
     for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
         if not isinstance(given, torch.Tensor):
             continue
         changed = not _same_tensor(given.detach(), arg)
         if changed or given._version != version:
-            name = names[index] if index < len(names) else f"argument {index + 1}"
+            name = _argument_name(names, index)
             how = (
                 "changes its input `{}` in place"
                 if changed
@@ -317,6 +321,44 @@ def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) 
                 f"{how} (an operation ending in _, such as masked_fill_ or clamp_, or an "
                 f"assignment into it): the caller's tensor must stay as it was, so work on a "
                 f"copy (masked_fill, without the underscore, returns one)"
+            )
+    return None
+
+
+def _autograd_state(tensors: tuple | list) -> list:
+    """(requires_grad, .grad) of each tensor, .grad None for a tensor that is not a leaf (it
+    holds none); None for anything else."""
+    return [
+        (t.requires_grad, t.grad if t.is_leaf else None) if isinstance(t, torch.Tensor) else None
+        for t in tensors
+    ]
+
+
+def _autograd_changed(tensors: tuple | list, before: list, names: tuple) -> str | None:
+    """What the learner's call changed of the tensors' requires_grad or .grad, each put back
+    where it can be; None where nothing changed. names: the arguments', for the messages."""
+    for index, (tensor, state) in enumerate(zip(tensors, before, strict=True)):
+        if state is None:
+            continue
+        requires_grad, grad = state
+        name = _argument_name(names, index)
+        if tensor.requires_grad != requires_grad:
+            if tensor.is_leaf:
+                tensor.requires_grad_(requires_grad)
+            return (
+                f"switches requires_grad {'off' if requires_grad else 'on'} for its input "
+                f"`{name}` (requires_grad_() or detach_() on the caller's tensor): whether the "
+                f"caller's tensor records gradients is the caller's to decide, so leave it as it "
+                f"came (x.detach() or x.clone() gives a tensor of your own to change)"
+            )
+        if tensor.is_leaf and tensor.grad is not grad:
+            tensor.grad = grad
+            return (
+                f"fills the .grad of `{name}` (a backward pass inside the function: .backward() "
+                f"fills the .grad of every leaf the result comes from, the caller's tensors and "
+                f"weights, and a later optimizer step would apply it): return the result and "
+                f"leave the backward pass to the caller (torch.autograd.grad(..., "
+                f"retain_graph=True) looks at a gradient without filling any .grad)"
             )
     return None
 
@@ -377,7 +419,7 @@ def _gradient_problem(
         return f"the gradient cannot be computed through your function ({error})"
     floating = [i for i, leaf in enumerate(leaves) if leaf is not None]
     for index, mine, theirs, leaf in zip(floating, learner, reference, given, strict=True):
-        name = names[index] if index < len(names) else f"argument {index + 1}"
+        name = _argument_name(names, index)
         theirs = torch.zeros_like(leaf) if theirs is None else theirs
         if mine is None and theirs.any():
             return (
@@ -418,7 +460,8 @@ def run_case(
     alternatives: tuple = (),
 ) -> bool:
     """Run function(*args) against reference(*args): its values, the gradients flowing back to
-    every floating input, no input changed in place, and no forbidden function called.
+    every floating input, no input changed in place (nor its requires_grad, nor the .grad of
+    what it comes from, by a backward pass inside), and no forbidden function called.
 
     mistakes: {diagnosis: what that mistake returns}; a wrong answer equal to one of them is
     reported with that diagnosis instead of the general hint. alternatives: other answers that
@@ -426,6 +469,7 @@ def run_case(
     """
     inputs, leaves = _learner_inputs(args)
     versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
+    inputs_autograd, leaves_autograd = _autograd_state(inputs), _autograd_state(leaves)
     try:
         with recording_calls(forbidden or {}) as called:
             got = function(*inputs)
@@ -435,7 +479,11 @@ def run_case(
     except (Exception, SystemExit) as error:  # the learner's code may fail in any way
         failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
-    problem = _changed_in_place(args, inputs, versions, names)
+    problem = (
+        _changed_in_place(args, inputs, versions, names)
+        or _autograd_changed(inputs, inputs_autograd, names)
+        or _autograd_changed(leaves, leaves_autograd, names)  # what the inputs come from
+    )
     if called:
         problem = f"calls {called[0]}, which this exercise asks you to write yourself"
     answer, answer_problem = _as_answer(got)
@@ -586,16 +634,25 @@ def wrong_only(mistakes: dict, right: torch.Tensor) -> dict:
 class TimedAnswers:
     """Calls the learner's function for each case: refuses an answer that is not a tensor
     (before the framework reads a number, an array or a list as one), one that leaves torch's
-    global settings changed, and one that ran longer than ANSWER_TIME_LIMIT_SECONDS inside a
-    single torch operation (which the time limit cannot stop), after which the remaining cases
-    are not run."""
+    global settings changed, or its inputs' requires_grad or .grad (a checker may hand it
+    tensors of its own, a sampler's logits without gradients, say, which run_case does not
+    see), and one that ran longer than ANSWER_TIME_LIMIT_SECONDS inside a single torch
+    operation (which the time limit cannot stop), after which the remaining cases are not
+    run."""
 
     def __init__(self, learner: Callable):
         self.learner, self.too_slow = learner, None
+        try:
+            parameters = inspect.signature(learner).parameters.values()
+        except (TypeError, ValueError):  # a callable without a signature Python can read
+            parameters = ()
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.names = tuple(p.name for p in parameters if p.kind in positional)  # the learner's
 
     def __call__(self, *inputs):
         if self.too_slow is not None:
             raise Refused(f"not run: {self.too_slow}")
+        autograd = _autograd_state(inputs)
         start = time.perf_counter()
         with _torch_left_as_it_was():
             got = self.learner(*inputs)
@@ -606,59 +663,181 @@ class TimedAnswers:
                 f"a Python loop over every entry, or the model run again for each query"
             )
             raise Refused(self.too_slow)
+        changed = _autograd_changed(inputs, autograd, self.names)
+        if changed is not None:
+            raise Refused(changed)
         _refuse_a_non_tensor(got)
         return got
 
 
-GLOBAL_MODULE_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks")
+# {torch.nn.modules.module's dict of global hooks: (the function that registers one, what
+# runs it)}; _global_backward_hooks holds those of two functions, told apart by
+# _global_is_full_backward_hook
+GLOBAL_MODULE_HOOKS = {
+    "_global_forward_pre_hooks": (
+        "register_module_forward_pre_hook",
+        "every module's later forward passes would run it",
+    ),
+    "_global_forward_hooks": (
+        "register_module_forward_hook",
+        "every module's later forward passes would run it",
+    ),
+    "_global_backward_pre_hooks": (
+        "register_module_full_backward_pre_hook",
+        "every module's later backward passes would run it",
+    ),
+    "_global_backward_hooks": (
+        "register_module_full_backward_hook",
+        "every module's later backward passes would run it",
+    ),
+    "_global_parameter_registration_hooks": (
+        "register_module_parameter_registration_hook",
+        "every parameter any module registers later would pass through it",
+    ),
+    "_global_buffer_registration_hooks": (
+        "register_module_buffer_registration_hook",
+        "every buffer any module registers later would pass through it",
+    ),
+    "_global_module_registration_hooks": (
+        "register_module_module_registration_hook",
+        "every submodule any module registers later would pass through it",
+    ),
+}
+
+
+def _hook_left(kind: str) -> str:
+    """The refusal of an answer that left a hook of this kind registered."""
+    function, runs = GLOBAL_MODULE_HOOKS[kind]
+    if kind == "_global_backward_hooks" and module_hooks._global_is_full_backward_hook is False:
+        function = "register_module_backward_hook"
+    return (
+        f"leaves a global module hook registered (torch.nn.modules.module.{function}): {runs}; "
+        f"hook the one module, and remove the handle in a `finally:` block"
+    )
+
+
+def _anomaly_detection() -> tuple[bool, bool]:
+    return torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+
+
+def _deterministic_algorithms() -> tuple[bool, bool]:
+    return (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+
+
+def _grad_mode_left(was: bool, now: bool) -> str:
+    return (
+        f"leaves gradients switched {'off' if was else 'on'} for all of torch "
+        f"(torch.set_grad_enabled): every later computation would be affected; "
+        f"use `with torch.no_grad():`, which puts the mode back at its end"
+    )
+
+
+def _default_dtype_left(was: torch.dtype, now: torch.dtype) -> str:
+    return (
+        f"leaves torch's default dtype {now} (it was {was}): every later torch.zeros, "
+        f"torch.tensor or nn.Linear would change; pass dtype= to the tensors you make instead"
+    )
+
+
+def _random_generator_left(was: torch.Tensor, now: torch.Tensor) -> str:
+    return (
+        "reseeds or draws from torch's global random generator (torch.manual_seed, "
+        "torch.rand, torch.randn, ...): every later random number would change, and this "
+        "function needs no randomness"
+    )
+
+
+def _anomaly_detection_left(was: tuple, now: tuple) -> str:
+    state = f"switched {'on' if now[0] else 'off'}" if now[0] != was[0] else f"check_nan={now[1]}"
+    return (
+        f"leaves torch's anomaly detection {state} for all of torch "
+        f"(torch.autograd.set_detect_anomaly): every later backward pass of the caller would "
+        f"change with it (with it on, each runs far slower, checking every step); use `with "
+        f"torch.autograd.detect_anomaly():`, which puts the mode back at its end"
+    )
+
+
+def _deterministic_algorithms_left(was: tuple, now: tuple) -> str:
+    state = f"switched {'on' if now[0] else 'off'}" if now[0] != was[0] else f"warn_only={now[1]}"
+    return (
+        f"leaves torch's deterministic algorithms {state} for all of torch "
+        f"(torch.use_deterministic_algorithms): every later operation of the caller that has no "
+        f"deterministic version would raise or warn, or stop doing so; this function needs no "
+        f"such setting, so leave it to the caller"
+    )
+
+
+def _thread_count_left(was: int, now: int) -> str:
+    return (
+        f"leaves torch's thread count {now} (torch.set_num_threads; it was {was}): every later "
+        f"computation of the caller would run on {now} threads; leave the thread count to the "
+        f"caller"
+    )
+
+
+# (read the setting, put it back, the refusal of an answer that left it changed), in the order
+# the refusals are chosen
+TORCH_GLOBAL_SETTINGS = (
+    (torch.is_grad_enabled, torch.set_grad_enabled, _grad_mode_left),
+    (torch.get_default_dtype, torch.set_default_dtype, _default_dtype_left),
+    (torch.random.get_rng_state, torch.random.set_rng_state, _random_generator_left),
+    (
+        _anomaly_detection,
+        lambda mode: torch.autograd.set_detect_anomaly(*mode),
+        _anomaly_detection_left,
+    ),
+    (
+        _deterministic_algorithms,
+        lambda mode: torch.use_deterministic_algorithms(mode[0], warn_only=mode[1]),
+        _deterministic_algorithms_left,
+    ),
+    (torch.get_num_threads, torch.set_num_threads, _thread_count_left),
+)
+# What the prompts of chapters 12 to 14 say the answers leave as they were: one name for each
+# entry of TORCH_GLOBAL_SETTINGS, and the module hooks
+TORCH_GLOBAL_SETTINGS_NAMED = (
+    "grad mode, default dtype, random generator, anomaly detection, deterministic-algorithms "
+    "setting, thread count and module hooks"
+)
+
+
+def _same_setting(was: object, now: object) -> bool:
+    if isinstance(was, torch.Tensor):
+        return torch.equal(was, now)
+    return was == now
 
 
 @contextlib.contextmanager
 def _torch_left_as_it_was():
-    """Run the learner's call, then refuse it if it left torch's global settings changed: grad
-    mode (torch.set_grad_enabled(False) would also switch the reference's gradients off, and
-    so their check), the default dtype, the global random generator (reseeded or drawn from:
-    none of these functions needs randomness), or a hook on every module. Each is put back
-    first."""
-    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-    random_state = torch.random.get_rng_state()
+    """Run the learner's call, then refuse it if it left torch's global settings changed (each
+    of TORCH_GLOBAL_SETTINGS: grad mode, whose change would also switch the reference's
+    gradients off, and so their check; the default dtype; the global random generator,
+    reseeded or drawn from, though none of these functions needs randomness; anomaly
+    detection; the deterministic-algorithms setting; the thread count), or a hook on every
+    module. Each is put back first."""
+    settings = [(read(), read, restore, left) for read, restore, left in TORCH_GLOBAL_SETTINGS]
     hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
+    full_backward_hooks = module_hooks._global_is_full_backward_hook
     problem = None
     try:
         yield
     finally:
-        if torch.is_grad_enabled() != grad:
-            torch.set_grad_enabled(grad)
-            problem = (
-                f"leaves gradients switched {'off' if grad else 'on'} for all of torch "
-                f"(torch.set_grad_enabled): every later computation would be affected; "
-                f"use `with torch.no_grad():`, which puts the mode back at its end"
-            )
-        if torch.get_default_dtype() != dtype:
-            problem = problem or (
-                f"leaves torch's default dtype {torch.get_default_dtype()} (it was {dtype}): "
-                f"every later torch.zeros, torch.tensor or nn.Linear would change; pass "
-                f"dtype= to the tensors you make instead"
-            )
-            torch.set_default_dtype(dtype)
-        if not torch.equal(torch.random.get_rng_state(), random_state):
-            torch.random.set_rng_state(random_state)
-            problem = problem or (
-                "reseeds or draws from torch's global random generator (torch.manual_seed, "
-                "torch.rand, torch.randn, ...): every later random number would change, and "
-                "this function needs no randomness"
-            )
+        for was, read, restore, left in settings:
+            now = read()
+            if not _same_setting(was, now):
+                restore(was)
+                problem = problem or left(was, now)
         for kind, before in hooks.items():
             registered = getattr(module_hooks, kind)
             for key in set(registered) - before:
+                problem = problem or _hook_left(kind)
                 registered.pop(key)
                 for extra in ("_always_called", "_with_kwargs"):
                     getattr(module_hooks, f"{kind}{extra}", {}).pop(key, None)
-                problem = problem or (
-                    "leaves a global module hook registered (register_module_forward_"
-                    "..._hook): every module's later forward passes would run it; hook the "
-                    "one module, and remove the handle in a `finally:` block"
-                )
+        module_hooks._global_is_full_backward_hook = full_backward_hooks
         if problem is not None:
             raise Refused(problem)  # in place of the answer
 
