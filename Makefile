@@ -38,7 +38,7 @@ help:
 	@echo "              (on a GPU if there is one; hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
-	@echo "make induction-models  retrain chapter 13's two attention-only models (about 2 minutes)"
+	@echo "make induction-models  retrain chapter 13's attention-only models (about 25 minutes)"
 	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
