@@ -10,6 +10,8 @@ import io
 import math
 import os
 import pickle
+import pickletools
+import re
 import stat
 import tempfile
 import warnings
@@ -29,6 +31,11 @@ class CheckpointError(ValueError):
 # weights as int64 (4 times as large) must still reach the check that names them
 MOST_CHECKPOINT_BYTES = 2**27
 MOST_CHECKSUM_BYTES = 4096  # a sha256sum line is 64 hex digits, two spaces and the file's name
+MOST_RECORD_BYTES = 2**20  # torch.save's record of what it saved (data.pkl): 104 KB in the
+# largest file here; torch.load's weights-only reader spends microseconds on each of its codes
+MOST_CHECKPOINT_ITEMS = 2**20  # items a checkpoint holds, counting an item each time it is
+# listed (a list listed twice, twice): torch.load builds about 19,000 objects from the largest
+# file here (data/induction_models.pt)
 
 
 def as_path(path: object, name: str = "path") -> Path:
@@ -79,17 +86,8 @@ def savable_path(path: object) -> Path:
         raise CheckpointError(
             f"cannot save {path}: its checksum would go to {checksum}, which is a folder"
         )
-    folder = _kind(path.parent, "cannot save")
-    if folder != "folder":
-        found = "is a file, not a folder" if folder == "file" else "does not exist"
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} {found}")
-    try:  # a file made and removed at once: permissions alone miss a read-only file system
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as error:
-        raise CheckpointError(
-            f"cannot save {path}: the folder {path.parent} cannot be written to ({error.strerror})"
-        ) from None
+    for written in (path, checksum):
+        _check_folder(path, written)
     for existing in (path, checksum):
         if _kind(existing, "cannot save") == "file" and not os.access(existing, os.W_OK):
             raise CheckpointError(f"cannot save {path}: {existing} cannot be written to")
@@ -99,11 +97,36 @@ def savable_path(path: object) -> Path:
 NOT_REGULAR = "is not a regular file (a device, a pipe or a socket)"
 
 
+def _check_folder(path: Path, written: Path) -> None:
+    """The folder that `written` (the checkpoint at path, or its checksum file) goes to exists
+    and can be written: its own folder, or, where it is a symbolic link, its target's."""
+    target = Path(os.path.realpath(written))  # writing follows a link, even a dangling one
+    folder = target.parent if os.path.islink(written) else written.parent
+    via = f"{written} is a symbolic link to {target}, and " if os.path.islink(written) else ""
+    kind = _kind(folder, "cannot save")
+    if kind != "folder":
+        found = "is a file, not a folder" if kind == "file" else "does not exist"
+        raise CheckpointError(f"cannot save {path}: {via}the folder {folder} {found}")
+    try:  # a file made and removed at once: permissions alone miss a read-only file system
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise CheckpointError(
+            f"cannot save {path}: {via}the folder {folder} cannot be written to ({error.strerror})"
+        ) from None
+
+
+def shown_path(path: Path) -> str:
+    """path as a message shows it: its first 60 characters and its length, if it is long."""
+    text = str(path)
+    return f"{text[:60]}... ({len(text):,} characters)" if len(text) > 80 else text
+
+
 def _kind(path: Path, doing: str) -> str:
     """ "folder", "file", "other" (a device, a pipe, a socket) or "missing"; a path the
     system cannot look up (a name too long, a file where a folder should be, a NUL byte) is a
     CheckpointError that says why."""
-    shown = f"{str(path)[:60]}... ({len(str(path))} characters)" if len(str(path)) > 80 else path
+    shown = shown_path(path)
     if "\0" in str(path):  # the system reads a name up to its first NUL byte
         raise CheckpointError(f"{doing} {ascii(str(shown))}: a file name holds no NUL byte (\\x00)")
     try:
@@ -121,19 +144,27 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
     path = savable_path(path)
     if not isinstance(contents, dict):
         raise TypeError(f"contents must be a dict, got {type(contents).__name__}")
-    beyond = _beyond_limits(contents, "checkpoint", LARGEST_INT)
-    if beyond:
-        raise CheckpointError(f"cannot save {path}: {beyond}")
-    refused = _refused(contents, "checkpoint")
-    if refused:
-        listed = "; ".join(f"{where}, which {what}" for where, what in refused[:3])
+    try:
+        survey = _Survey(contents, LARGEST_INT)
+    except _Beyond as beyond:
+        raise CheckpointError(f"cannot save {path}: {beyond}") from None
+    if survey.refused:
+        listed = "; ".join(f"{where}, which {what}" for where, what, _ in survey.refused[:3])
+        infinite = any(infinite for _, _, infinite in survey.refused)
         raise CheckpointError(
-            f"cannot save {path}: load_checkpoint refuses {listed} (float16 makes inf of "
-            f"numbers beyond 65,504)"
+            f"cannot save {path}: load_checkpoint refuses {listed}"
+            + (" (float16 makes inf of numbers beyond 65,504)" if infinite else "")
         )
+    stored = _stored_beyond_limit(survey)
+    if stored:
+        raise CheckpointError(f"cannot save {path}: {stored}")
     written = io.BytesIO()
     try:
         torch.save(contents, written)
+        with zipfile.ZipFile(written) as archive:  # dict keys, which the survey does not read
+            problem = _records_problem(archive)
+        if problem:
+            raise CheckpointError(f"cannot save {path}: {problem}")
         written.seek(0)
         torch.load(written, map_location="cpu", weights_only=True)  # what loading will read
     except (AttributeError, TypeError, RuntimeError, pickle.PickleError) as error:
@@ -147,54 +178,147 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
             f"load_checkpoint reads ({MOST_CHECKPOINT_BYTES:,})"
         )
     path.write_bytes(written.getvalue())
-    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    checksum_path(path).write_bytes(_sha256sum_line(sha256(path), path.name).encode("utf-8"))
 
 
 MOST_NESTING = 100  # dicts and lists inside one another: the checkpoints here nest at most 5
 LARGEST_INT = 2**2039 - 1  # the largest integer pickle writes in 255 bytes (its LONG1 code), the
 # most torch.load's weights-only reader reads back (614 digits)
+INF_OR_NAN = "holds inf or NaN"
 
 
-def _beyond_limits(value, where: str, largest_int: float = math.inf, depth: int = 0) -> str:
-    """What makes a nested checkpoint unreadable: nesting deeper than MOST_NESTING (the checks
-    here would recurse past Python's limit), or an integer beyond largest_int (save_checkpoint
-    passes LARGEST_INT: torch.load cannot read back a longer one); "" if none."""
-    if depth > MOST_NESTING:
-        return f"{where} is nested more than {MOST_NESTING} dicts or lists deep"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > largest_int:
-        return (
-            f"{where} is an integer of more than 614 digits ({validation.shown(value)}), which "
-            f"torch.load cannot read back: save it as text"
-        )
-    inside = {}
-    if isinstance(value, dict):
-        inside = {f"{where}.{key}": item for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        inside = {f"{where}[{i}]": item for i, item in enumerate(value)}
-    for at, item in inside.items():
-        beyond = _beyond_limits(item, at, largest_int, depth + 1)
-        if beyond:
-            return beyond
-    return ""
+class _Beyond(Exception):
+    """A checkpoint passes a limit of what the checks here read; the message says which."""
 
 
-def _refused(value, where: str) -> list[tuple[str, str]]:
-    """(where, what) for each part of a nested checkpoint that load_checkpoint refuses: a
-    tensor without numbers (meta) or not dense, a tensor or float that holds inf or NaN."""
-    if isinstance(value, torch.Tensor):
-        unreadable = _unreadable(value)
+class _Survey:
+    """One reading of a nested checkpoint, each dict, list and tensor read once however often
+    it is listed. refused: (where, what, infinite) for each part that load_checkpoint refuses,
+    a tensor without numbers (meta) or not dense, a tensor or float that holds inf or NaN
+    (infinite: it holds inf); storages: the bytes of each storage its tensors view, which
+    torch.save writes whole, and widest_view: (where, tensor) of the view of the most bytes it
+    does not show. Raises _Beyond at the first limit passed: nesting deeper than MOST_NESTING,
+    a dict or list that holds itself, more than MOST_CHECKPOINT_ITEMS items or tensors of more
+    than MOST_CHECKPOINT_BYTES (counting each every time it is listed), or an integer beyond
+    largest_int (save_checkpoint passes LARGEST_INT: torch.load cannot read back a longer one)."""
+
+    def __init__(self, contents: dict, largest_int: float = math.inf):
+        self.largest_int = largest_int
+        self.refused: list[tuple[str, str, bool]] = []
+        self.storages: dict[int, int] = {}  # a storage's address -> its bytes
+        self.widest_view: tuple[str, torch.Tensor] | None = None
+        self.read: dict[int, tuple[int, int]] = {}  # id -> (items, nesting) of what it holds
+        self.holding: set[int] = set()  # the dicts and lists that hold the part being read
+        self.tensor_bytes = 0
+        self.part(contents, None, 0)
+
+    def part(self, value: object, place: tuple | None, depth: int) -> tuple[int, int]:
+        """(items, nesting) of value, found at place, depth dicts and lists deep: the items it
+        holds and itself, and how many dicts and lists deep they nest."""
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.largest_int:
+            raise _Beyond(
+                f"{_where(place)} is an integer of more than 614 digits "
+                f"({validation.shown(value)}), which torch.load cannot read back: save it as text"
+            )
+        if isinstance(value, float | complex) and not cmath.isfinite(value):
+            self.refused.append((_where(place), INF_OR_NAN, cmath.isinf(value)))
+        if isinstance(value, torch.Tensor) and not _unreadable(value):
+            self.tensor_bytes += value.numel() * value.element_size()
+            if self.tensor_bytes > MOST_CHECKPOINT_BYTES:
+                raise _Beyond(
+                    f"its tensors hold more than {MOST_CHECKPOINT_BYTES:,} bytes, counting each "
+                    f"every time it is listed (up to {_where(place)}), more than load_checkpoint "
+                    "reads"
+                )
+        if not isinstance(value, torch.Tensor | dict | list | tuple):
+            return 1, 0
+        if id(value) in self.holding:
+            raise _Beyond(
+                f"{_where(place)} is a dict or list that holds it: a checkpoint is a tree, "
+                "without loops"
+            )
+        if id(value) not in self.read:
+            self.holding.add(id(value))
+            self.read[id(value)] = (
+                self._tensor(value, place)
+                if isinstance(value, torch.Tensor)
+                else self._inside(value, place, depth)
+            )
+            self.holding.discard(id(value))
+        items, nesting = self.read[id(value)]
+        if depth + nesting > MOST_NESTING:  # read before where it lay less deep
+            raise _Beyond(f"{_where(place)} is nested more than {MOST_NESTING} dicts or lists deep")
+        return items, nesting
+
+    def _tensor(self, tensor: torch.Tensor, place: tuple | None) -> tuple[int, int]:
+        unreadable = _unreadable(tensor)
         if unreadable:
-            return [(where, unreadable)]
-        numeric = value.is_floating_point() or value.is_complex()
-        finite = not numeric or bool(value.isfinite().all())
-        return [] if finite else [(where, "holds inf or NaN")]
-    if isinstance(value, float | complex):
-        return [] if cmath.isfinite(value) else [(where, "holds inf or NaN")]
-    if isinstance(value, dict):
-        return [bad for key, item in value.items() for bad in _refused(item, f"{where}.{key}")]
-    if isinstance(value, list | tuple):
-        return [bad for i, item in enumerate(value) for bad in _refused(item, f"{where}[{i}]")]
-    return []
+            self.refused.append((_where(place), unreadable, False))
+            return 1, 0
+        if (tensor.is_floating_point() or tensor.is_complex()) and not tensor.isfinite().all():
+            self.refused.append((_where(place), INF_OR_NAN, bool(tensor.isinf().any())))
+        storage = tensor.untyped_storage()
+        self.storages[storage.data_ptr()] = storage.nbytes()
+        unshown = _unshown_bytes(tensor)
+        if unshown > 0 and (
+            self.widest_view is None or unshown > _unshown_bytes(self.widest_view[1])
+        ):
+            self.widest_view = (_where(place), tensor)
+        return 1, 0
+
+    def _inside(
+        self, value: dict | list | tuple, place: tuple | None, depth: int
+    ) -> tuple[int, int]:
+        named = isinstance(value, dict)
+        items, nesting = 1, 0
+        for key, item in value.items() if named else enumerate(value):
+            if depth >= MOST_NESTING:
+                raise _Beyond(
+                    f"{_where(place)} is nested more than {MOST_NESTING} dicts or lists deep"
+                )
+            held, below = self.part(item, (place, key, named), depth + 1)
+            items, nesting = items + held, max(nesting, below + 1)
+            if items > MOST_CHECKPOINT_ITEMS:
+                raise _Beyond(
+                    f"{_where(place)} holds more than {MOST_CHECKPOINT_ITEMS:,} items, counting "
+                    "each every time it is listed (a list listed ten times, ten times)"
+                )
+        return items, nesting
+
+
+def _unshown_bytes(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().nbytes() - tensor.nbytes
+
+
+def _stored_beyond_limit(survey: _Survey) -> str:
+    """Why the storages a checkpoint's tensors view, which torch.save writes whole, make a file
+    larger than load_checkpoint reads, or "": a view of a few numbers writes every one it
+    views."""
+    stored = sum(survey.storages.values())
+    if stored <= MOST_CHECKPOINT_BYTES:
+        return ""
+    if survey.widest_view is None:
+        return (
+            f"its tensors would hold {stored:,} bytes, more than load_checkpoint reads "
+            f"({MOST_CHECKPOINT_BYTES:,})"
+        )
+    where, tensor = survey.widest_view
+    return (
+        f"{where} is a view of {tensor.numel():,} numbers into a storage of "
+        f"{tensor.untyped_storage().nbytes():,} bytes, all of which torch.save writes, more than "
+        f"load_checkpoint reads ({MOST_CHECKPOINT_BYTES:,}): save a copy, .clone()"
+    )
+
+
+def _where(place: tuple | None) -> str:
+    """Where a part of a checkpoint lies (checkpoint.weights.w, checkpoint.log[3]), from its
+    place: None for the checkpoint, or (the place of what holds it, its key or index, whether
+    that is a dict's key)."""
+    steps = []
+    while place is not None:
+        place, key, named = place
+        steps.append(f".{key}" if named else f"[{key}]")
+    return "checkpoint" + "".join(reversed(steps))
 
 
 def _unreadable(tensor: torch.Tensor) -> str:
@@ -251,18 +375,21 @@ def _read(path: Path, fix: str) -> object:
             entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise CheckpointError(f"{path} is a damaged zip archive ({error}); {fix}") from None
-    names = [entry.filename for entry in entries]
     packed = [entry.filename for entry in entries if entry.compress_type != zipfile.ZIP_STORED]
     if packed:  # a few kilobytes could unpack to gigabytes inside torch.load
         raise CheckpointError(
             f"{path} is not a checkpoint torch.save wrote: its entry {packed[0]} is compressed, "
             f"which torch.save never does; {fix}"
         )
-    if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
+    if not any(entry.filename.split("/")[-1] == "data.pkl" for entry in entries):
         raise CheckpointError(
             f"{path} is a zip archive torch.save did not write: it holds no data.pkl, the record "
             f"torch.save keeps of what it saved; {fix}"
         )
+    with zipfile.ZipFile(path) as archive:
+        problem = _records_problem(archive)
+    if problem:
+        raise CheckpointError(f"{path} cannot be loaded: {problem}; {fix}")
     try:
         with warnings.catch_warnings():  # torch warns of pickle protocols it does not expect
             warnings.simplefilter("ignore")
@@ -274,22 +401,151 @@ def _read(path: Path, fix: str) -> object:
         ) from None
 
 
-def _recorded_checksum(path: Path) -> str:
-    """The hex digest in a sha256sum line ("hex  name") or a BSD one ("SHA256 (name) = hex"),
-    after a UTF-8 byte-order mark, if an editor wrote one."""
+def _records_problem(archive: zipfile.ZipFile) -> str:
+    """Why torch.load would not read a checkpoint's records (data.pkl) in a moment, or "": one
+    takes more than MOST_RECORD_BYTES, or builds more than MOST_CHECKPOINT_ITEMS objects,
+    counting each every time it is referred to."""
+    for record in archive.infolist():
+        if record.filename.split("/")[-1] != "data.pkl":
+            continue
+        size = max(record.file_size, record.compress_size)
+        if size > MOST_RECORD_BYTES:
+            return (
+                f"its record of what it holds ({record.filename}) takes {size:,} bytes, more "
+                f"than a checkpoint of this series ({MOST_RECORD_BYTES:,})"
+            )
+        if _expanded_items(archive.read(record)) > MOST_CHECKPOINT_ITEMS:
+            return (
+                f"its record of what it holds refers to more than {MOST_CHECKPOINT_ITEMS:,} "
+                "items, counting each every time it is referred to (a list referred to ten "
+                "times, ten times)"
+            )
+    return ""
+
+
+_MARK = object()  # where a pickle's MARK code stands on its stack
+_GROWING = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}  # they fill the
+# list, dict, set or object below what they take, and leave it on the stack
+
+
+def _expanded_items(record: bytes) -> int:
+    """How many objects torch.load builds from a record (the pickle data.pkl), counting each
+    one every time the record refers to it: a few kilobytes may refer ten times to a list that
+    refers ten times to another, and so on, and torch.load spends minutes hashing such a tuple
+    as a dict's key. Counts up to just past MOST_CHECKPOINT_ITEMS; 0 for a record that is not a
+    pickle (torch.load then says why)."""
+    stack: list = []  # [count] for each object, shared by every reference to it; or _MARK
+    memo: dict = {}
+    largest = 0
+    try:
+        for opcode, argument, _ in pickletools.genops(record):
+            if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                memo[len(memo) if opcode.name == "MEMOIZE" else argument] = stack[-1]
+                continue
+            if opcode.name in ("GET", "BINGET", "LONG_BINGET"):
+                stack.append(memo[argument])
+                continue
+            taken = _pickle_taken(stack, opcode.stack_before)
+            if opcode.name in _GROWING:
+                taken[-1][0] += sum(count for (count,) in taken[:-1])
+                stack.append(taken[-1])
+                largest = max(largest, taken[-1][0])
+            else:
+                built = 1 + sum(count for (count,) in taken)
+                stack += [_MARK if kind is pickletools.markobject else [built] for kind in
+                          opcode.stack_after]  # fmt: skip
+                largest = max(largest, built if opcode.stack_after else 0)
+            if largest > MOST_CHECKPOINT_ITEMS:
+                return largest
+    except (ValueError, IndexError, KeyError, TypeError):  # not a pickle, or a damaged one
+        return 0
+    return largest
+
+
+def _pickle_taken(stack: list, before: list) -> list:
+    """What a pickle code takes from the stack (pickletools' stack_before: what lies above the
+    last MARK and the MARK, then the objects below it), the deepest last."""
+    taken = []
+    if pickletools.markobject in before:
+        while stack[-1] is not _MARK:
+            taken.append(stack.pop())
+        stack.pop()
+        before = before[: before.index(pickletools.markobject)]
+    for _ in before:
+        taken.append(stack.pop())
+    return taken
+
+
+SHA256SUM_LINE = re.compile(r"([0-9A-Fa-f]{64})[ \t][ *]?(.+)")  # "hex  name", "hex *name", ...
+BSD_LINE = re.compile(r"SHA256 \((.+)\) = ([0-9A-Fa-f]{64})")  # sha256sum --tag
+ESCAPED_NAME = re.compile(r"(?:[^\\]|\\[\\nr])+")  # the escapes sha256sum writes in a name
+UNESCAPED = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def _sha256sum_line(digest: str, name: str) -> str:
+    """The line sha256sum writes for a file name: "digest  name", or, for a name that holds a
+    backslash or a line break, a backslash, then the line with those escaped (\\\\, \\n, \\r)."""
+    escaped = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    start = "\\" if escaped != name else ""
+    return f"{start}{digest}  {escaped}\n"
+
+
+def _checksum_entry(line: str) -> tuple[str, str] | None:
+    """(digest in lower case, file name) of one line of a checksum file, sha256sum's "hex  name"
+    (also "hex *name", "hex name", "hex<TAB>name") or BSD's "SHA256 (name) = hex", either
+    starting with a backslash where the name is escaped; None if sha256sum -c cannot read it."""
+    escaped = line.startswith("\\")
+    body = line[1:] if escaped else line
+    gnu, bsd = SHA256SUM_LINE.fullmatch(body), BSD_LINE.fullmatch(body)
+    if not (gnu or bsd):
+        return None
+    digest, name = (gnu[1], gnu[2]) if gnu else (bsd[2], bsd[1])
+    if escaped:
+        if not ESCAPED_NAME.fullmatch(name):
+            return None
+        name = re.sub(r"\\(.)", lambda escape: UNESCAPED[escape[1]], name)
+    return digest.lower(), name
+
+
+def _recorded_checksums(path: Path, name: str, fix: str) -> set[str]:
+    """The digests that sha256sum -c checks the file `name` against in the checksum file at
+    path: those of the lines that name it, or that of its only line, whatever name it gives. A
+    UTF-8 byte-order mark, blank lines and comments (#) are skipped; a line sha256sum cannot
+    read is a CheckpointError calling the checksum file malformed."""
     if path.stat().st_size > MOST_CHECKSUM_BYTES:
         raise CheckpointError(
             f"{path} holds {path.stat().st_size:,} bytes, not a checksum (a sha256sum line is "
             f"under {MOST_CHECKSUM_BYTES:,})"
         )
     try:
-        text = path.read_bytes().decode("utf-8-sig").strip()
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise CheckpointError(f"{path} holds bytes that are not text, not a checksum") from None
-    if not text:
-        raise CheckpointError(f"{path}: the checksum file holds no digest")
-    digest = text.rsplit("=", 1)[-1] if text.startswith("SHA256 (") else text.split(" ")[0]
-    return digest.strip().lower()
+    entries = []
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        entry = _checksum_entry(line)
+        if entry is None:
+            raise CheckpointError(
+                f"{path} is malformed: its line {number} ({validation.shown(line)}) is not one "
+                f"sha256sum writes, '<64 hex digits>  <file name>' or 'SHA256 (<file name>) = "
+                f"<64 hex digits>'; {fix}"
+            )
+        entries.append(entry)
+    if not entries:
+        raise CheckpointError(f"{path}: the checksum file holds no digest; {fix}")
+    if len(entries) == 1:
+        return {entries[0][0]}
+    naming = {digest for digest, named in entries if name in (named, Path(named).name)}
+    if not naming:
+        names = [validation.shown(named) for _, named in entries[:3]]
+        raise CheckpointError(
+            f"{path} is malformed: it holds {len(entries)} checksums, none of them of {name} "
+            f"(it names {', '.join(names)}{' ...' if len(entries) > 3 else ''}); {fix}"
+        )
+    return naming
 
 
 def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dict:
@@ -332,7 +588,7 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     if checksum_kind != "file":
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
     try:
-        if sha256(path) != _recorded_checksum(checksum_path(path)):
+        if _recorded_checksums(checksum_path(path), path.name, fix) != {sha256(path)}:
             raise CheckpointError(
                 f"{path} is damaged: its SHA-256 differs from the one recorded when it was "
                 f"saved ({checksum_path(path).name}); {fix}"
@@ -343,12 +599,12 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     if not isinstance(contents, dict) or not set(keys) <= set(contents):
         found = sorted(contents, key=str) if isinstance(contents, dict) else type(contents).__name__
         raise CheckpointError(f"{path} should hold {list(keys)}, found {found}; {fix}")
-    beyond = _beyond_limits(contents, "checkpoint")
-    if beyond:
-        raise CheckpointError(f"{path} cannot be loaded: {beyond}; {fix}")
-    refused = _refused(contents, "checkpoint")
+    try:
+        refused = _Survey(contents).refused
+    except _Beyond as beyond:
+        raise CheckpointError(f"{path} cannot be loaded: {beyond}; {fix}") from None
     if refused:
-        listed = "; ".join(f"{where} {what}" for where, what in refused[:3])
+        listed = "; ".join(f"{where} {what}" for where, what, _ in refused[:3])
         raise CheckpointError(f"{path} cannot be loaded: {listed}; {fix}")
     return contents
 

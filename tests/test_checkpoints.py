@@ -5,6 +5,8 @@ import io
 import os
 import pickle
 import shutil
+import subprocess
+import time
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
@@ -520,8 +522,10 @@ def test_a_complex_nan_is_refused_as_a_float_nan_is(tmp_path):
 
 def test_a_file_load_checkpoint_would_refuse_for_its_size_is_not_saved(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoints, "MOST_CHECKPOINT_BYTES", 10_000)
-    with pytest.raises(CheckpointError, match=r"would hold [\d,]+ bytes, more than load_che"):
+    with pytest.raises(CheckpointError, match=r"its tensors hold more than 10,000 bytes"):
         save_checkpoint(tmp_path / "big.pt", {"x": torch.zeros(5_000)})
+    with pytest.raises(CheckpointError, match=r"would hold [\d,]+ bytes, more than load_che"):
+        save_checkpoint(tmp_path / "big.pt", {"x": "a" * 20_000})
     assert not (tmp_path / "big.pt").exists()
 
 
@@ -576,3 +580,196 @@ def test_load_weights_names_a_weight_a_model_cannot_hold(weight, words):
     with pytest.raises(CheckpointError, match=words):
         load_weights(model, {"weight": weight, "bias": torch.zeros(2)}, "model.pt")
     assert torch.equal(model.weight, before)
+
+
+# Crafted structures: a few kilobytes that list billions of items, loops, repeated tensors
+
+
+def _saved_with_checksum(path: Path, contents: dict) -> Path:
+    torch.save(contents, path)
+    return _with_checksum(path)
+
+
+def _listed_ten_times(levels: int, container=list):
+    """[[...] * 10] * 10 ...: 10 ** (levels + 1) zeros, each list stored once."""
+    nested = container([0] * 10)
+    for _ in range(levels):
+        nested = container([nested] * 10)
+    return nested
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        lambda: {"x": _listed_ten_times(8)},
+        lambda: {"x": {_listed_ten_times(6, tuple): 1}},
+    ],
+    ids=["a billion zeros", "a tuple key of ten million"],
+)
+def test_a_few_kilobytes_that_list_millions_of_items_are_refused_at_once(tmp_path, contents):
+    """A 1,447-byte file listing one list ten times, which lists one list ten times, and so on
+    (10^9 zeros) kept load_checkpoint walking every zero; a tuple like it as a dict's key keeps
+    torch.load itself hashing it for seconds to minutes."""
+    contents = contents()
+    path = _saved_with_checksum(tmp_path / "laughs.pt", contents)
+    assert path.stat().st_size < 5000
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError, match="refers to more than 1,048,576 items, counting"):
+        load_checkpoint(path, ("x",), "make x")
+    with pytest.raises(CheckpointError, match="more than 1,048,576 items, counting each"):
+        save_checkpoint(tmp_path / "again.pt", contents)
+    assert time.perf_counter() - start < 5
+    assert not (tmp_path / "again.pt").exists()
+
+
+def test_a_record_longer_than_any_checkpoints_is_refused_before_torch_reads_it(tmp_path):
+    """A list of a million zeros (a 2 MB file) took torch.load and the checks 3 s and 120 MB;
+    four million, 10 s and 500 MB."""
+    zeros = [0] * (checkpoints.MOST_CHECKPOINT_ITEMS + 1)
+    path = _saved_with_checksum(tmp_path / "zeros.pt", {"x": zeros})
+    with pytest.raises(CheckpointError, match=r"its record of what it holds \(.*data.pkl\) takes"):
+        load_checkpoint(path, ("x",), "make x")
+    with pytest.raises(CheckpointError, match=r"checkpoint\.x holds more than 1,048,576 items"):
+        save_checkpoint(tmp_path / "again.pt", {"x": zeros})
+
+
+def test_a_tensor_listed_thousands_of_times_is_counted_each_time_but_read_once(tmp_path):
+    """One 4 MB tensor listed 3,000 times was checked 3,000 times (6.6 s), and every loader's
+    float32 copy of each would take 24 GB."""
+    weight = torch.zeros(2**20)
+    path = _saved_with_checksum(tmp_path / "many.pt", {"x": [weight] * 3000})
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError, match=r"its tensors hold more than 134,217,728 bytes, c"):
+        load_checkpoint(path, ("x",), "make x")
+    with pytest.raises(CheckpointError, match=r"its tensors hold more than 134,217,728 bytes, c"):
+        save_checkpoint(tmp_path / "again.pt", {"x": [weight] * 3000})
+    assert time.perf_counter() - start < 1
+    save_checkpoint(tmp_path / "tied.pt", {"x": [weight, weight]})  # a weight tied: loads
+    loaded = load_checkpoint(tmp_path / "tied.pt", ("x",), "make x")["x"]
+    assert loaded[0] is loaded[1] and torch.equal(loaded[0], weight)
+
+
+def test_a_list_that_holds_itself_is_named_as_a_loop(tmp_path):
+    """It was called "nested more than 100 dicts or lists deep"."""
+    loop = {}
+    loop["me"] = loop
+    with pytest.raises(CheckpointError, match=r"checkpoint\.v\.me is a dict or list that holds"):
+        save_checkpoint(tmp_path / "loop.pt", {"v": loop})
+
+
+def test_a_list_read_once_is_still_too_deep_where_it_is_listed_again_deeper(tmp_path):
+    """Each list is read once: where it is listed again, deeper, its depth is counted again."""
+    chain = _wrapped(0, 60)
+    save_checkpoint(tmp_path / "x.pt", {"a": chain, "b": chain})
+    with pytest.raises(CheckpointError, match=r"checkpoint\.b(\[0\])+ is nested more than 100"):
+        save_checkpoint(tmp_path / "x.pt", {"a": chain, "b": _wrapped(chain, 45)})
+
+
+def _wrapped(value, times: int):
+    for _ in range(times):
+        value = [value]
+    return value
+
+
+# Where a checkpoint goes, and what its refusals say
+
+
+def test_a_symbolic_link_into_a_missing_folder_is_refused_before_anything_is_written(tmp_path):
+    """save_checkpoint (and train_and_save, after all its training) raised a bare
+    FileNotFoundError; a checksum path linking there left the checkpoint without a checksum."""
+    from helpers.vision_models import train_and_save
+
+    (tmp_path / "model.pt").symlink_to(tmp_path / "gone" / "model.pt")
+    for save in (
+        lambda: save_checkpoint(tmp_path / "model.pt", {"x": 1}),
+        lambda: train_and_save(tmp_path / "model.pt"),
+    ):
+        with pytest.raises(CheckpointError, match=r"model.pt is a symbolic link to .*gone/model"):
+            save()
+    (tmp_path / "kept.pt.sha256").symlink_to(tmp_path / "gone" / "kept.sha256")
+    with pytest.raises(CheckpointError, match=r"kept.pt.sha256 is a symbolic link to .*, and th"):
+        save_checkpoint(tmp_path / "kept.pt", {"x": 1})
+    assert not (tmp_path / "kept.pt").exists()
+    (tmp_path / "elsewhere.pt").symlink_to(tmp_path / "target.pt")  # a folder that exists
+    save_checkpoint(tmp_path / "elsewhere.pt", {"x": 1})
+    assert load_checkpoint(tmp_path / "elsewhere.pt", ("x",), "make x") == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    ("value", "infinite"),
+    [
+        (torch.empty(2, device="meta"), False),
+        (float("nan"), False),
+        (torch.tensor([1.0, float("inf")], dtype=torch.float16), True),
+    ],
+    ids=["meta", "nan", "inf"],
+)
+def test_the_float16_note_is_added_only_to_a_refusal_of_inf(tmp_path, value, infinite):
+    with pytest.raises(CheckpointError, match="load_checkpoint refuses checkpoint.w") as raised:
+        save_checkpoint(tmp_path / "w.pt", {"w": value})
+    assert ("float16 makes inf" in str(raised.value)) == infinite
+
+
+def test_a_small_view_of_a_large_storage_is_named_before_it_is_written(tmp_path):
+    """A 2-number slice of 2^25 + 16 zeros was refused as "it would hold 134,218,496 bytes",
+    after torch.save had written the whole storage into memory."""
+    view = torch.zeros(2**25 + 16)[:2]
+    with pytest.raises(
+        CheckpointError,
+        match=r"checkpoint\.w is a view of 2 numbers into a storage of 134,217,792 bytes, all "
+        r"of which torch.save writes.*save a copy, \.clone\(\)",
+    ):
+        save_checkpoint(tmp_path / "w.pt", {"w": view})
+    save_checkpoint(tmp_path / "w.pt", {"w": view.clone()})
+
+
+# The checksum file: every line sha256sum writes or reads
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        lambda digest, name: f"{digest}\t{name}\n",
+        lambda digest, name: f"{digest} {name}\n",
+        lambda digest, name: f"{digest} *{name}\n",
+        lambda digest, name: f"\\{digest}  back\\\\slash.pt\n",
+        lambda digest, name: f"{'0' * 64}  other.pt\n{digest}  {name}\n",
+        lambda digest, name: f"# made by hand\n\n  {digest}  ./{name}\r\n",
+        lambda digest, name: f"\\SHA256 (new\\nline.pt) = {digest}\n",
+    ],
+    ids=["tab", "one space", "binary", "escaped name", "second line", "comment", "bsd escaped"],
+)
+def test_every_checksum_line_sha256sum_reads_is_read(copy, line):
+    """sha256sum's tab, its escaped line for a name with a backslash or a line break, and a
+    checksum file of two lines with the right one second were all called damaged."""
+    checksum_path(copy).write_text(line(sha256(copy), copy.name))
+    load_date_model(copy)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("hello\n", r"is malformed: its line 1 \('hello'\) is not one sha256sum writes"),
+        (f"{'a' * 32}  x.pt\n", "is malformed: its line 1"),
+        (f"\\{'a' * 64}  a\\b.pt\n", "is malformed: its line 1"),
+        (f"{'0' * 64}  a.pt\n{'1' * 64}  b.pt\n", "holds 2 checksums, none of them of date_tr"),
+    ],
+    ids=["words", "md5 length", "bad escape", "other files"],
+)
+def test_a_malformed_checksum_file_is_named_not_the_checkpoint(copy, text, words):
+    checksum_path(copy).write_text(text)
+    with pytest.raises(CheckpointError, match=words) as raised:
+        load_date_model(copy)
+    assert "is damaged" not in str(raised.value)
+
+
+@pytest.mark.skipif(shutil.which("sha256sum") is None, reason="GNU coreutils' sha256sum")
+@pytest.mark.parametrize("name", ["new\nline.pt", "back\\slash.pt", "carriage\rreturn.pt"])
+def test_a_name_sha256sum_escapes_is_written_as_sha256sum_writes_it(tmp_path, name):
+    """A name with a line break was written on two lines, which sha256sum -c cannot read."""
+    save_checkpoint(tmp_path / name, {"x": 1})
+    checked = subprocess.run(
+        ["sha256sum", "-c", checksum_path(name).name], cwd=tmp_path, capture_output=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert load_checkpoint(tmp_path / name, ("x",), "make x") == {"x": 1}
