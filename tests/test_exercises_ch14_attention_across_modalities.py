@@ -23,6 +23,7 @@ from helpers.exercises.ch14_attention_across_modalities import (
 from helpers.exercises.ch14_attention_across_modalities import (
     attention_centroid as reference_centroid,
 )
+from helpers.exercises.framework import TORCH_GLOBAL_SETTINGS_NAMED
 from helpers.positional import sinusoidal_encoding
 from helpers.vision import patchify as helpers_patchify
 from helpers.vision import sinusoidal_2d as helpers_sinusoidal_2d
@@ -1010,19 +1011,26 @@ def test_the_cases_are_what_the_docstrings_say():
 
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "14_attention_across_modalities.ipynb"
+INPUT_AUTOGRAD = "its requires_grad as it came, and no backward pass inside"
 RULES = {  # what every prompt states, and the checkers enforce
     "patchify": [
         "Without calling helpers.vision.patchify",
         "within 5 s",
-        "grad mode",
+        TORCH_GLOBAL_SETTINGS_NAMED,
         "no in-place operation on it, even one that changes no value",
+        INPUT_AUTOGRAD,
     ],
-    "sinusoidal_2d": ["Without calling helpers.vision.sinusoidal_2d", "within 5 s", "grad mode"],
+    "sinusoidal_2d": [
+        "Without calling helpers.vision.sinusoidal_2d",
+        "within 5 s",
+        TORCH_GLOBAL_SETTINGS_NAMED,
+    ],
     "attention_centroid": [
         "even one of size 1",
         "within 5 s",
-        "grad mode",
+        TORCH_GLOBAL_SETTINGS_NAMED,
         "no in-place operation on it, even one that changes no value",
+        INPUT_AUTOGRAD,
     ],
 }
 
@@ -1045,7 +1053,9 @@ def test_the_your_turn_docstrings_state_the_rules_the_checkers_enforce(function)
 def test_the_checker_docstrings_state_the_time_limit_and_the_ban(exercise):
     doc = " ".join(CHECKERS[exercise][0].__doc__.split())
     assert "within ANSWER_TIME_LIMIT_SECONDS (5 s)" in doc
-    assert "grad mode, default dtype, random generator and module hooks" in doc
+    assert TORCH_GLOBAL_SETTINGS_NAMED in doc
+    if exercise != "2-D sinusoidal encoding":  # (it takes no tensor)
+        assert INPUT_AUTOGRAD in doc
     if exercise != "attention centroid":
         assert "refused by name" in doc and "a loop over the patches is accepted" in doc
     else:
@@ -1590,3 +1600,145 @@ def test_a_sixth_pass_mistake_is_named_on_every_case_it_fails(exercise, answer, 
     for line in failures:
         assert words in line, line
         assert not line.endswith(GENERAL_HINTS[exercise]), line
+
+
+# Regressions from a seventh learner's pass: a backward pass inside patchify was judged Correct
+# (reshape and permute save nothing, so the checker's own backward pass still ran); rescaled
+# values, the first image's patches for every image, the channel axis before the patch axes, a
+# sine-only encoding, the base 1000, halves joined along dim 0, a half width of 16, the index
+# split by rows, a patch size of 4 whatever patch_size and a division by the mean weight got the
+# general hint; the prompts did not list every global setting the checkers watch
+
+
+def patchify_checking_its_gradient_with_backward(images, p):
+    patches = patchify(images, p)
+    patches.sum().backward()  # BUG: fills the .grad of the caller's tensors
+    return patches
+
+
+def patchify_divided_by_the_largest_value(images, p):
+    patches = patchify(images, p)
+    return patches / patches.amax(dim=(1, 2), keepdim=True)  # BUG: rescaled
+
+
+def patchify_of_the_first_image_for_every_image(images, p):
+    return patchify(images[:1], p).expand(len(images), -1, -1)  # BUG: images[0] only
+
+
+def patchify_by_tensor_unfold_without_the_permute(images, p):
+    batch, channels = images.shape[:2]
+    grid = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, rows, cols, p, p)
+    return grid.reshape(batch, -1, channels * p * p)  # BUG: the channel axis first
+
+
+def _sines_only(positions, width):
+    frequencies = 10000.0 ** (-torch.arange(width, dtype=torch.float64) / width)
+    return torch.sin(positions[:, None].double() * frequencies).float()
+
+
+def sinusoidal_2d_of_sines_only(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    return torch.cat([_sines_only(row, half), _sines_only(col, half)], 1)  # BUG: no cosines
+
+
+def sinusoidal_2d_with_the_base_1000(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    by_row = sinusoidal_encoding(rows, half, base=1000.0)[row]  # BUG: base 1000
+    return torch.cat([by_row, sinusoidal_encoding(cols, half, base=1000.0)[col]], 1)
+
+
+def sinusoidal_2d_joined_along_dim_0(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    half = d_model // 2
+    halves = [sinusoidal_encoding(rows, half)[row], sinusoidal_encoding(cols, half)[col]]
+    return torch.cat(halves, 0).reshape(rows * cols, d_model)  # BUG: dim 0
+
+
+def sinusoidal_2d_with_halves_16_wide(rows, cols, d_model):
+    row, col = _row_and_column(rows, cols)
+    halves = [sinusoidal_encoding(rows, 16)[row], sinusoidal_encoding(cols, 16)[col]]
+    return torch.cat(halves, 1)[:, :d_model]  # BUG: 16 whatever d_model
+
+
+def sinusoidal_2d_splitting_the_index_by_rows(rows, cols, d_model):
+    index = torch.arange(rows * cols)
+    row, col = index // rows % rows, index % rows % cols  # BUG: by rows, not cols
+    half = d_model // 2
+    return torch.cat(
+        [sinusoidal_encoding(rows, half)[row], sinusoidal_encoding(cols, half)[col]], 1
+    )
+
+
+def centroid_of_patches_of_4_pixels(weights, grid_size, p):
+    return attention_centroid(weights, grid_size, 4)  # BUG: patch_size ignored
+
+
+def centroid_divided_by_the_mean_weight(weights, grid_size, p):
+    centres = _centres(grid_size, p, weights.dtype)
+    return weights @ centres / weights.mean(-1, keepdim=True)  # BUG: n times too large
+
+
+REFUSED_AFTER_A_SEVENTH_PASS = [
+    (
+        "patchify",
+        patchify_checking_its_gradient_with_backward,
+        "fills the .grad of `images` (a backward pass inside the function",
+    ),
+    ("patchify", patchify_divided_by_the_largest_value, "the values are rescaled"),
+    (
+        "patchify",
+        patchify_of_the_first_image_for_every_image,
+        "every image gets the first image's patches",
+    ),
+    (
+        "patchify",
+        patchify_by_tensor_unfold_without_the_permute,
+        "the channel axis is left before the patch axes",
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_of_sines_only, "each half holds sines only"),
+    ("2-D sinusoidal encoding", sinusoidal_2d_with_the_base_1000, "with the base 1000"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_joined_along_dim_0,
+        "the row's and the column's halves are joined along dim 0",
+    ),
+    ("2-D sinusoidal encoding", sinusoidal_2d_with_halves_16_wide, "16 wide whatever d_model"),
+    (
+        "2-D sinusoidal encoding",
+        sinusoidal_2d_splitting_the_index_by_rows,
+        "splits the patch index by rows, not cols",
+    ),
+    (
+        "attention centroid",
+        centroid_of_patches_of_4_pixels,
+        "as if each were 4 x 4 pixels though patch_size is",
+    ),
+    ("attention centroid", centroid_divided_by_the_mean_weight, "divides by the mean weight"),
+]
+
+WRONG += REFUSED_AFTER_A_SEVENTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_SEVENTH_PASS,
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_seventh_pass_mistake_is_named_on_every_case_it_fails(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert words in line, line
+
+
+def test_the_exercises_prompt_states_every_global_setting_and_the_inputs_autograd_state():
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    exercises = next(c.source for c in notebook.cells if c.source.startswith("## Exercises"))
+    exercises = " ".join(exercises.split())
+    assert TORCH_GLOBAL_SETTINGS_NAMED in exercises
+    assert "their requires_grad as it came, and no backward pass inside" in exercises

@@ -137,7 +137,19 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
     mistakes["returns the patches of the first image only: keep the batch axis, (B, n, C*p*p)"] = (
         right[0]
     )
+    if channels > 1:
+        mistakes[
+            "the channel axis is left before the patch axes, (B, C, H/p, W/p, p, p) (a permute "
+            "to (0, 1, 2, 4, 3, 5), or Tensor.unfold twice), then reshaped: the reshape then "
+            "fills each patch's C*p*p numbers from one channel of several patches; permute to "
+            "(B, H/p, W/p, C, p, p), the channels after the patch axes, before the reshape"
+        ] = flattened((0, 1, 2, 4, 3, 5))
     if batch > 1:
+        mistakes[
+            "every image gets the first image's patches (images[:1] expanded or repeated over "
+            "the batch): each of the B images gets its own sequence of patches, "
+            "images[b] for row b"
+        ] = right[:1].expand_as(right)
         mistakes[
             "returns the patches of the first image only (images[:1], a batch of one): each of "
             "the B images gets its own sequence of patches, (B, n, C*p*p)"
@@ -245,6 +257,28 @@ def _name_the_reshape(failures: list, name: str, images: torch.Tensor, p: int) -
         )
 
 
+PATCHIFY_HINT = "patch r * cols + c holds images[b, :, r*p:(r+1)*p, c*p:(c+1)*p] flattened"
+
+
+def _name_a_rescaling(failures: list, got: object, right: torch.Tensor) -> None:
+    """Name, in place of the general hint, an answer that is the right patches times a factor
+    per image (divided by its largest value, say)."""
+    if not (isinstance(got, torch.Tensor) and got.is_floating_point() and got.shape == right.shape):
+        return
+    got, right = got.detach().double(), right.double()
+    factors = (got * right).sum((1, 2)) / (right * right).sum((1, 2))  # (B,)
+    if (factors - 1).abs().max() <= 1e-6 or not torch.allclose(
+        got, factors[:, None, None] * right, atol=1e-6
+    ):
+        return
+    image = (factors - 1).abs().argmax().item()  # the image furthest from its own numbers
+    failures[-1] = failures[-1].removesuffix(f" ({PATCHIFY_HINT})") + (
+        f" (the values are rescaled: image {image}'s patches hold its numbers times "
+        f"{factors[image].item():.4g} (divided by its largest value, say): a patch holds the "
+        f"image's numbers as they are; normalising is the model's business, not patchify's)"
+    )
+
+
 @exercise_checker
 def check_patchify(learner_patchify: Callable) -> bool:
     """learner_patchify(images, patch_size) -> (B, (H/p)(W/p), C p p): images (B, C, H, W)
@@ -253,24 +287,38 @@ def check_patchify(learner_patchify: Callable) -> bool:
     left to right, then top to bottom; each flattened in (C, p, p) order, the layout of
     F.unfold(images, p, stride=p).transpose(1, 2) (which counts as right); in the images'
     dtype, with gradients; the input left as it was (no in-place operation on it, even one
-    that changes no value). Without calling helpers.vision.patchify (refused by name); a loop
-    over the patches is accepted. Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s)
-    and leave torch's grad mode, default dtype, random generator and module hooks as they
-    were."""
+    that changes no value, its requires_grad as it came, and no backward pass inside, which
+    would fill the .grad of the tensors the images come from). Without calling
+    helpers.vision.patchify (refused by name); a loop over the patches is accepted. Each call
+    must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default
+    dtype, random generator, anomaly detection, deterministic-algorithms setting, thread count
+    and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_patchify)
     for name, images, p in patchify_cases():
+        seen = {}
+
+        def learner(x, p=p, seen=seen):
+            seen["got"] = answers(x, p)
+            return seen["got"]
+
         passed += run_case(
             name,
-            lambda x, p=p: answers(x, p),
+            learner,
             (images,),
             lambda x, p=p: patchify(x, p),
             failures,
             1e-6,
-            "patch r * cols + c holds images[b, :, r*p:(r+1)*p, c*p:(c+1)*p] flattened",
+            PATCHIFY_HINT,
             wrong_only(_patchify_mistakes(images, p), patchify(images, p)),
             forbidden={"helpers.vision.patchify": patchify},
             names=("images",),
         )
+        if (
+            failures
+            and failures[-1].startswith(f"{name}: ")
+            and failures[-1].endswith(f" ({PATCHIFY_HINT})")
+        ):
+            _name_a_rescaling(failures, seen.get("got"), patchify(images, p))
         _advise(
             failures,
             name,
@@ -301,11 +349,13 @@ SINUSOIDAL_2D_SIZES = [
 CANVAS_GRID, CANVAS_D_MODEL = (6, 6), 32  # the sizes section 2 encodes
 
 
-def _halves(rows: int, cols: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _halves(
+    rows: int, cols: int, width: int, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, cols, width) twice: the encoding of each patch's row, and of its column, each
     a width-wide 1-D sinusoidal encoding."""
-    by_row = sinusoidal_encoding(rows, width)[:, None, :].expand(rows, cols, width)
-    by_col = sinusoidal_encoding(cols, width)[None, :, :].expand(rows, cols, width)
+    by_row = sinusoidal_encoding(rows, width, base)[:, None, :].expand(rows, cols, width)
+    by_col = sinusoidal_encoding(cols, width, base)[None, :, :].expand(rows, cols, width)
     return by_row, by_col
 
 
@@ -413,6 +463,45 @@ def _sinusoidal_2d_mistakes(
         f"encodes a cols x rows grid, {cols} x {rows} (rows and cols swapped): the grid is rows x "
         f"cols, {rows} x {cols}, and patch r * cols + c lies in row r, column c"
     ] = sinusoidal_2d(cols, rows, d_model)
+    for width, base, how in (
+        (half, 1000.0, "with the base 1000: chapter 05's encoding uses 10000"),
+        (16, 10000.0, "16 wide whatever d_model, cut to d_model: each half is d_model // 2 wide"),
+    ):
+        by_row_as, by_col_as = _halves(rows, cols, width, base)
+        mistakes[f"each half is an encoding {how}"] = torch.cat([by_row_as, by_col_as], -1)[
+            ..., :d_model
+        ].reshape(n, d_model)
+    sines = torch.sin(
+        torch.arange(max(rows, cols), dtype=torch.float64)[:, None]
+        * 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
+    ).float()  # (positions, half): a sine at each of half frequencies, no cosines
+    mistakes[
+        "each half holds sines only, sin(position * 10000^(-j / (d_model/2))) for j = 0 .. "
+        "d_model/2 - 1: chapter 05's encoding pairs a sine and a cosine at each of d_model/4 "
+        "frequencies, sin in the even columns, cos in the odd ones"
+    ] = torch.cat(
+        [
+            sines[:rows, None, :].expand(rows, cols, half),
+            sines[None, :cols, :].expand(rows, cols, half),
+        ],
+        -1,
+    ).reshape(n, d_model)
+    mistakes[
+        "the row's and the column's halves are joined along dim 0 (torch.cat([row, col], 0)) "
+        "and reshaped: the reshape then fills each vector from two patches' rows, or two "
+        "patches' columns; join them side by side, torch.cat([row, col], dim=-1)"
+    ] = torch.cat([by_row.reshape(n, half), by_col.reshape(n, half)], 0).reshape(n, d_model)
+    index = torch.arange(n)
+    mistakes[
+        "splits the patch index by rows, not cols (row k // rows, column k % rows): patch k "
+        "lies in row k // cols, column k % cols, cols patches to a row"
+    ] = torch.cat(
+        [
+            sinusoidal_encoding(rows, half)[index // rows % rows],
+            sinusoidal_encoding(cols, half)[index % rows % cols],
+        ],
+        -1,
+    )
     quarter = d_model // 4
     if quarter % 2 == 0:
         narrow_row, narrow_col = _halves(rows, cols, quarter)
@@ -475,7 +564,8 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
     that of position c. Without calling helpers.vision.sinusoidal_2d (refused by name; chapter
     05's sinusoidal_encoding may be used); a loop over the patches is accepted. Each call must
     return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype,
-    random generator and module hooks as they were."""
+    random generator, anomaly detection, deterministic-algorithms setting, thread count and
+    module hooks as they were."""
     failures, passed = [], 0
     answers = _float32_only(TimedAnswers(learner_encoding))
     for index, (rows, cols, d_model) in enumerate(SINUSOIDAL_2D_SIZES):
@@ -559,6 +649,9 @@ def attention_centroid(weights: torch.Tensor, grid_size: tuple[int, int], p: int
     """The checker's reference: (..., 2), the weighted mean of the patches' centres."""
     centres = _patch_centres(grid_size, p, weights.dtype)
     return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+CENTROID_PATCH_SIZES = (1, 2, 4)  # the cases' patch sizes
 
 
 def centroid_cases() -> list[tuple[str, torch.Tensor, tuple[int, int], int]]:
@@ -652,6 +745,9 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "divides by the number of patches: a weighted mean divides by the sum of the weights": (
             w @ centres / w.shape[-1]
         ).to(weights.dtype),
+        "divides by the mean weight, weights.mean(-1): n times the weighted mean, n the number "
+        "of patches; a weighted mean divides by the sum of the weights, weights.sum(-1, "
+        "keepdim=True)": (w @ centres / w.mean(-1, keepdim=True)).to(weights.dtype),
         "divides by the largest weight: a weighted mean divides by the sum of the weights, "
         "weights.sum(-1, keepdim=True)": (w @ centres / w.amax(-1, keepdim=True)).to(weights.dtype),
         "ignores the weights: the plain mean of the centres, the middle of the image": (
@@ -677,6 +773,12 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "places each patch's centre at its bottom-right pixel, r*p + p - 1: the p pixels "
         "r*p .. r*p + p - 1 have their centre halfway, at r*p + (p - 1)/2"
     ] = mean_of(centres + (p - 1) / 2)
+    for size in CENTROID_PATCH_SIZES:
+        if size not in (1, p):  # (patches of one pixel: the patch indices, named above)
+            mistakes[
+                f"places the patches as if each were {size} x {size} pixels though patch_size "
+                f"is {p}: use the patch_size argument"
+            ] = mean_of(_patch_centres(grid_size, size, torch.float64))
     mistakes[
         "counts pixels from 1: the top-left pixel is (0, 0), as in image[row, column], so the "
         "patch in row r, column c has its centre at (r*p + (p - 1)/2, c*p + (p - 1)/2)"
@@ -780,9 +882,11 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The weights need not sum to one
     (e.g. the attention on one cell only, or several heads' weights added): divide by their
     total. In the weights' dtype, with gradients; the input left as it was (no in-place
-    operation on it, even one that changes no value). Each call must return within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype, random generator
-    and module hooks as they were."""
+    operation on it, even one that changes no value, its requires_grad as it came, and no
+    backward pass inside, which would fill the .grad of the tensors the weights come from).
+    Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode,
+    default dtype, random generator, anomaly detection, deterministic-algorithms setting, thread
+    count and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)
     gradients = {}
 
