@@ -699,7 +699,7 @@ def test_induction_explorer_says_which_scores_do_not_apply_to_typed_tokens(induc
     assert state["induction"] is None and state["second_copy_loss"] is None
     assert state["previous_token"] == pytest.approx(float(previous_token_score(state["attention"])))
     caption = explorer._map_ax.get_title()
-    assert "no induction score: not a block and its copy" in caption
+    assert "no induction score: no block followed at once by its copy" in caption
     assert [span.get_visible() for span in explorer._copy_spans] == [False, False]
     assert [label.get_text() for label in explorer._heatmap.x_labels[:6]] == [
         "5", "17", "42", "5", "17", "",

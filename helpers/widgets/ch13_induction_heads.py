@@ -530,7 +530,7 @@ def _placement(length: object, start: object, context: int) -> tuple[int, int]:
 def _scores(state: dict) -> str:
     previous = f"previous-token score {state['previous_token']:.2f}"
     if state["induction"] is None:
-        return f"{previous}; no induction score: not a block and its copy"
+        return f"{previous}; no induction score: no block followed at once by its copy"
     return f"induction score {state['induction']:.2f} · {previous}"
 
 
