@@ -143,7 +143,7 @@ def filled_cache(dtype=torch.float32) -> KeyValueCache:
             KeyValueCache(),
             torch.zeros(1, 2, 1, 4, device="meta"),
             torch.zeros(1, 2, 1, 4, device="meta"),
-            "got a meta tensor",
+            "got one on the meta device",
         ),
     ],
 )
@@ -274,3 +274,27 @@ def test_a_length_penalty_too_large_to_print_is_named():
         ValueError, match=r"length_penalty must be a number in \[0, 2\], got an int"
     ):
         check_length_penalty(10**5000)
+
+
+# After a seventh hostile pass.
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: torch.zeros(1, 1, 1, 2).to(torch.float8_e4m3fn), "a storage format"),
+        (
+            lambda: torch.nested.nested_tensor([torch.zeros(1, 1, 2), torch.zeros(1, 2, 2)]),
+            "keys must be an ordinary dense tensor, got one nested",
+        ),
+    ],
+    ids=["float8", "nested"],
+)
+def test_a_cache_names_float8_and_nested_keys(make, message):
+    """float8 keys were taken without a word (torch's kernels cannot read them), nested ones
+    crashed inside torch."""
+    cache = KeyValueCache()
+    with pytest.raises(ValueError, match=message):
+        cache.extend(make(), make())
+    assert cache.keys is None and cache.values is None
