@@ -37,7 +37,7 @@ from helpers.gpt import (
     ReadPrompt,
     check_forward_size,
     check_room,
-    check_tensor,
+    evaluating,
     generate,
     shown_count,
 )
@@ -236,7 +236,7 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
     loss) at the padding and, when over="answer", at every position before <sep> as well, so
     that only the French tokens and the closing <eos> are scored (a row with no <sep> scores
     nothing: training_loss refuses it)."""
-    check_tensor(sequences, "sequences", "(B, T)")
+    validation.dense_tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
     if sequences.dtype not in ID_DTYPES:
@@ -267,7 +267,7 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
     """(B, size, size), True = may attend: causal, except that every position of a row's
     prompt (its first prompt_lengths[b] positions) may also read the whole prompt."""
     size = validation.whole_number(size, "size")
-    check_tensor(prompt_lengths, "prompt_lengths", "(B,)")
+    validation.dense_tensor(prompt_lengths, "prompt_lengths", "(B,)")
     if prompt_lengths.dim() != 1 or prompt_lengths.dtype not in ID_DTYPES:
         raise ValueError(
             f"prompt_lengths must be whole numbers (B,) of one of "
@@ -414,7 +414,7 @@ class DecoderOnlyTranslator(GPT):
         """The state of the given rows (beams), caches included, in that order. rows: int64 or
         int32 indices (torch reads bool and uint8 as a mask)."""
         beams = len(self._check_state(state)["last"])
-        check_tensor(rows, "rows", "(N,)")
+        validation.dense_tensor(rows, "rows", "(N,)")
         if rows.dim() != 1 or rows.is_floating_point() or rows.is_complex() or not len(rows):
             raise ValueError(
                 f"rows must be the beam rows to keep, (N,) whole numbers, N >= 1, got "
@@ -456,9 +456,7 @@ class DecoderOnlyTranslator(GPT):
         if max_len is None:
             max_len = 2 * source.shape[1] + 5
         max_len = validation.whole_number(max_len, "max_len")
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self):
             groups = {}
             for index, prompt in enumerate(prompts):
                 groups.setdefault(len(prompt), []).append(index)
@@ -473,8 +471,6 @@ class DecoderOnlyTranslator(GPT):
             for i, row in enumerate(outputs):
                 padded[i, : len(row)] = row
             return padded.to(source.device)
-        finally:
-            self.train(was_training)
 
     def _continue(self, prompt, beam_size, length_penalty, max_len) -> torch.Tensor:
         steps = min(max_len, self.config.context_length - prompt.shape[1] + 1)
@@ -524,6 +520,7 @@ def training_loss(
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     targets = loss_targets(sequences, separator_id, over).long()  # (B, T - 1)
+    ids = validation.token_ids(sequences.long(), "sequences", model.config.vocab_size, "(B, T)")
     if sequences.shape[1] - 1 > model.config.context_length:
         raise ValueError(
             f"sequences of {sequences.shape[1]} tokens do not fit the model: it reads all but "
@@ -541,7 +538,7 @@ def training_loss(
     scored = targets != PAD_ID
     if not scored.any():
         raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")
-    features = model.features(sequences[:, :-1].long())  # (B, T - 1, d_model); any ID_DTYPES
+    features = model.features(ids[:, :-1])  # (B, T - 1, d_model)
     logits = model.output(features[scored])  # (scored positions, V)
     model.check_finite_logits(logits)
     if logits.dtype in (torch.float16, torch.bfloat16):  # autocast's products: a float32 loss
@@ -698,11 +695,18 @@ def load_translator(
         config = GPTConfig(**config)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    parameters = config.parameter_count()  # counted before any memory is taken
-    if parameters > MAX_CHECKPOINT_PARAMETERS:
+    if config.build_count() > MAX_CHECKPOINT_PARAMETERS:  # counted before any memory is taken
+        table = config.sinusoid_count()
+        table = (
+            f" and a sinusoid table of {table:,} numbers (each counted as 4: it is built in "
+            f"float64)"
+            if table
+            else ""
+        )
         raise CheckpointError(
-            f"{path}: its config asks for {parameters:,} parameters, more than a checkpoint of "
-            f"at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+            f"{path}: its config asks for {config.parameter_count():,} parameters{table}, more "
+            f"than a checkpoint of at most 16 MB in float16 can hold "
+            f"({MAX_CHECKPOINT_PARAMETERS:,}): a file that small builds no larger model"
         )
     try:
         with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
@@ -818,7 +822,7 @@ def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str
     """What a model wrote, up to its first <eos>, with each <sep> shown as <sep> between
     spaces. ids: a list of ids of the tokenizer's vocabulary."""
     separator_id = _check_separator_of(tokenizer, separator_id)
-    if isinstance(ids, torch.Tensor) and check_tensor(ids, "ids", "(T,)").dim() == 1:
+    if isinstance(ids, torch.Tensor) and validation.dense_tensor(ids, "ids", "(T,)").dim() == 1:
         ids = ids.tolist()
     vocab_size = tokenizer.get_vocab_size()
     if not isinstance(ids, list | tuple) or not all(

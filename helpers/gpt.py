@@ -10,6 +10,7 @@ with or without the key/value cache.
 import copy
 import math
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -73,9 +74,7 @@ class GPTConfig:
                 f"sinusoidal positions come in sin/cos pairs: d_model must be even, got "
                 f"{self.d_model}"
             )
-        # the sinusoid table is built in float64 (its angles, itself, then its float32 copy):
-        # 16 bytes a number while it is made, as much as four float32 parameters
-        if self.parameter_count() + 4 * self.sinusoid_count() > LARGEST_MODEL:
+        if self.build_count() > LARGEST_MODEL:
             sizes = ", ".join(
                 f"{name}={shown_count(getattr(self, name))}"
                 for name in ("vocab_size", "context_length", "d_model", "d_ff", "num_layers")
@@ -108,6 +107,12 @@ class GPTConfig:
         no parameter: context_length x d_model, or 0."""
         return (self.position == "sinusoidal") * self.context_length * self.d_model
 
+    def build_count(self) -> int:
+        """The memory GPT(self) takes while it is built, in float32 numbers: its parameters,
+        and its sinusoid table four times, for it is built in float64 (its angles, itself,
+        then its float32 copy: 16 bytes a number while it is made)."""
+        return self.parameter_count() + 4 * self.sinusoid_count()
+
 
 class GPTBlock(nn.Module):
     """Causal self-attention, then (unless attention_only) the feed-forward network, each
@@ -133,11 +138,38 @@ class GPTBlock(nn.Module):
         check_input: bool = True,
     ) -> torch.Tensor:
         """x (B, n, d_model); mask (n, cached + n) or None for one new position after a cache.
-        check_input False: x is what GPT's own pass made from ids it checked."""
-        if validation.flag(check_input, "check_input"):
-            self._check_input(x, cache)
+        check_input False: x is what GPT's own pass made from ids it checked (GPT checks the
+        logits instead); True: x is checked, and an output of NaN or inf is refused, the cache
+        left as it was."""
+        if not validation.flag(check_input, "check_input"):
+            return self._pass(x, mask, cache)
+        self._check_input(x, cache)
+        held = (cache.keys, cache.values) if isinstance(cache, KeyValueCache) else None
+        y = self._pass(x, mask, cache)
+        if not y.isfinite().all():
+            if held is not None:
+                cache.keys, cache.values = held
+            raise ValueError(f"the block turned a finite x into NaN or inf: {self._overflow(x)}")
+        return y
+
+    def _pass(self, x: torch.Tensor, mask, cache) -> torch.Tensor:
         x = self.attention_residual(x, lambda h: self.attention(h, h, h, mask=mask, cache=cache))
         return x if self.ffn is None else self.ffn_residual(x, self.ffn)
+
+    def _overflow(self, x: torch.Tensor) -> str:
+        """Why a pass of finite x made NaN or inf: a weight that holds them, or else numbers
+        too large for x's dtype."""
+        weights = self.state_dict()
+        for name, weight in weights.items():
+            if not weight.isfinite().all():
+                return f"its weight {name} holds NaN or inf"
+        largest = max(weight.abs().max().item() for weight in weights.values())
+        return (
+            f"x's numbers reach {x.abs().max().item():.3g}, too large for {x.dtype}: the "
+            f"block's LayerNorms square them (finite below about "
+            f"{math.sqrt(torch.finfo(x.dtype).max):.3g} only) and its weights (up to "
+            f"{largest:.3g}) multiply them"
+        )
 
     def _check_input(self, x: object, cache: object) -> None:
         """x: (B, n, d_model), B and n >= 1, in the block's dtype on its device (under autocast
@@ -148,7 +180,7 @@ class GPTBlock(nn.Module):
             f"(B, n, d_model) = (B, n, {self.config.d_model}), B and n >= 1, {weight.dtype} on "
             f"{weight.device} as the block's weights"
         )
-        check_tensor(x, "x", expected)
+        validation.dense_tensor(x, "x", expected)
         if (
             x.dim() != 3
             or x.shape[-1] != self.config.d_model
@@ -218,7 +250,7 @@ class GPT(nn.Module):
         held = [] if caches is None else [(cache.keys, cache.values) for cache in caches]
         logits = self.output(self._features(ids, caches, start))  # (B, T, vocab_size)
         try:
-            self.check_finite_logits(logits, caches, start)
+            self._refuse_nonfinite(logits, caches, start)
         except ValueError:
             for cache, (keys, values) in zip(caches or (), held, strict=True):
                 cache.keys, cache.values = keys, values
@@ -230,17 +262,29 @@ class GPT(nn.Module):
     ) -> None:
         """Refuse logits this model made that hold NaN or +inf, naming what made them: a
         weight, one of the caches' `cached` positions held before the pass, or weights too
-        large for the logits' dtype."""
+        large for the logits' dtype. caches: the ones the pass read, which it grew past
+        `cached`."""
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
             raise TypeError(
                 f"logits must be a floating-point tensor, got {validation.shown(logits)}"
             )
+        validation.dense_tensor(logits, "logits", "(B, T, vocab_size)")
         if caches is not None and not isinstance(caches, list | tuple):
             raise TypeError(
                 f"caches must be the list of caches the pass read, or None, got "
                 f"{validation.shown(caches)}"
             )
         cached = validation.whole_number(cached, "cached", minimum=0)
+        held = 0 if caches is None else self._check_caches(caches)[0]
+        if cached > held:
+            now = "no caches were given" if caches is None else f"the caches hold {held} now"
+            raise ValueError(
+                f"cached ({cached}) counts the positions the caches held before the pass, but "
+                f"{now}: a pass only adds to them"
+            )
+        self._refuse_nonfinite(logits, caches, cached)
+
+    def _refuse_nonfinite(self, logits: torch.Tensor, caches: list | None, cached: int) -> None:
         if logits.isnan().any() or logits.isposinf().any():
             if caches is None:
                 raise ValueError(f"logits hold NaN or +inf: {_culprit(self, logits.dtype)}")
@@ -417,20 +461,10 @@ def shown_count(number: int) -> str:
     return f"{number:,}" if number < 10**15 else f"about 10^{math.floor(math.log10(number))}"
 
 
-def check_tensor(value: object, name: str, shape: str) -> torch.Tensor:
-    """value itself if it is an ordinary (strided) tensor with numbers: not a meta tensor,
-    which has a shape and no numbers, nor a sparse one."""
-    validation.tensor(value, name, shape)
-    if value.is_meta or value.layout != torch.strided:
-        kind = "meta tensor (a shape without numbers)" if value.is_meta else f"{value.layout}"
-        raise ValueError(f"{name} must be an ordinary tensor {shape} with numbers, got a {kind}")
-    return value
-
-
 def check_logits(logits: object) -> torch.Tensor:
     """logits (B, V), floating, each row with a finite logit, none NaN or +inf: a row a token
     can be chosen from."""
-    check_tensor(logits, "logits", "(B, V)")
+    validation.dense_tensor(logits, "logits", "(B, V)")
     if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
         raise ValueError(
             f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
@@ -507,18 +541,32 @@ def _nucleus(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probabilities, dtype=torch.bool).scatter(-1, order, kept)
 
 
+@contextmanager
+def evaluating(model: nn.Module):
+    """model in eval mode (no dropout) inside the with block; after it, each of its modules in
+    its own mode as before (model.train(was_training) would put them all in the model's)."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
 @dataclass(frozen=True)
 class ReadPrompt:
     """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them,
     the logits (B, V) of the last position, in float64, the model that read them (a weak
-    reference: a reading keeps no model alive) and its weights' versions then (torch counts
-    each in-place change of a tensor). Made by read_prompt."""
+    reference: a reading keeps no model alive), and what that model computed with then
+    (layout and sums, as _model_layout and _weight_sums tell them). Made by read_prompt."""
 
     ids: torch.Tensor
     caches: tuple[KeyValueCache, ...]
     logits: torch.Tensor
     model: weakref.ReferenceType
-    versions: tuple[int, ...]
+    layout: tuple
+    sums: torch.Tensor
 
 
 @torch.no_grad()
@@ -529,20 +577,56 @@ def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     model.check_ids(ids)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         caches = model.new_caches()
         logits = model(ids, caches)[:, -1].double()  # (B, V)
-    finally:
-        model.train(was_training)
-    versions = _weight_versions(model)
-    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model), versions)
+    layout, sums = _model_layout(model), _weight_sums(model)
+    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model), layout, sums)
 
 
-def _weight_versions(model: GPT) -> tuple[int, ...]:
-    """Each weight's and buffer's version: torch adds one at every in-place change."""
-    return tuple(tensor._version for tensor in model.state_dict(keep_vars=True).values())
+def is_current(read: ReadPrompt, model: GPT) -> bool:
+    """Whether read is model's reading as the model is now: made by it, and nothing it
+    computes with changed since, as far as _model_layout and _weight_sums tell."""
+    if not isinstance(read, ReadPrompt):
+        raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
+    if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
+        return False
+    if read.layout != _model_layout(model):  # first: a model moved to meta has no sums
+        return False
+    sums, kept = _weight_sums(model), read.sums
+    if not isinstance(kept, torch.Tensor) or (kept.dtype, kept.shape) != (sums.dtype, sums.shape):
+        return False
+    return torch.equal(kept.view(torch.int64), sums.view(torch.int64))  # bits: NaN is NaN
+
+
+def _model_layout(model: nn.Module) -> tuple:
+    """What a pass of the model computes with, short of the numbers: each module (its
+    identity) with its forward hooks and torch's global ones, and each weight and buffer by
+    identity, memory, dtype, device, shape and version (torch counts every in-place change
+    made through it)."""
+    hooks = (
+        tuple(torch.nn.modules.module._global_forward_pre_hooks),
+        tuple(torch.nn.modules.module._global_forward_hooks),
+    )
+    modules = tuple(
+        (name, id(module), tuple(module._forward_pre_hooks), tuple(module._forward_hooks))
+        for name, module in model.named_modules()
+    )
+    tensors = tuple(
+        (id(t), t.data_ptr(), t.dtype, t.device, t.shape, t._version)
+        for t in (*model.parameters(), *model.buffers())
+    )
+    return hooks, modules, tensors
+
+
+def _weight_sums(model: nn.Module) -> torch.Tensor:
+    """Each weight's and buffer's sum, in float64 (the same on any thread count), on the cpu:
+    an edit through .data, which no version counts, changes them (all but one that only moves
+    a weight's numbers about). One pass over the weights: cheaper than reading a prompt."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if not tensors:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.stack([t.detach().sum(dtype=torch.float64) for t in tensors]).cpu()
 
 
 @torch.no_grad()
@@ -585,9 +669,7 @@ def generate(
                 f"stop_id {validation.shown(stop_id)} is outside the vocabulary of "
                 f"{model.config.vocab_size}"
             )
-    was_training = model.training
-    model.eval()  # no dropout while writing
-    try:
+    with evaluating(model):  # no dropout while writing
         written = _generate(
             model,
             ids,
@@ -598,10 +680,8 @@ def generate(
             stop_id,
             read,
         )
-        missing = ids.shape[1] + max_new_tokens - written.shape[1]
-        return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
-    finally:
-        model.train(was_training)
+    missing = ids.shape[1] + max_new_tokens - written.shape[1]
+    return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
 
 
 def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) -> None:
@@ -621,6 +701,18 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
             f"read is the reading of other ids ({tuple(read.ids.shape)}): read_prompt(model, "
             f"ids) with these ids {tuple(ids.shape)}"
         )
+    if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
+        raise ValueError(
+            "read is another model's reading of these ids (read_prompt(other, ids)): its caches "
+            "and logits are that model's; use read_prompt(model, ids) with this model"
+        )
+    if not is_current(read, model):
+        raise ValueError(
+            "read is the model's reading of these ids before it was changed (a training step, "
+            "a load, an edit in place or through .data, a .to(), a module replaced, a hook "
+            "added or removed since): its caches and logits are the old model's; read them "
+            "again with read_prompt(model, ids)"
+        )
     positions, rows = model._check_caches(read.caches)
     logits = read.logits
     if (rows, positions) != tuple(ids.shape) or not (
@@ -628,17 +720,6 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
     ):
         raise ValueError(
             "read was not made by read_prompt(model, ids): its caches or logits differ"
-        )
-    if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
-        raise ValueError(
-            "read is another model's reading of these ids (read_prompt(other, ids)): its caches "
-            "and logits are that model's; use read_prompt(model, ids) with this model"
-        )
-    if read.versions != _weight_versions(model):
-        raise ValueError(
-            "read is the model's reading of these ids before its weights were changed (a "
-            "training step, a load or an in-place edit since): its caches and logits are the "
-            "old weights'; read them again with read_prompt(model, ids)"
         )
 
 

@@ -239,3 +239,67 @@ def test_a_menu_set_to_nothing_clears_the_earlier_results(explorer, name):
     assert explorer.render_png() == shown  # the picture is the emptied figure
     explorer.controls[name].value = kept
     assert len(explorer.state["samples"]) == 3 and explorer._sample_lines[1].get_text()
+
+
+# After a seventh hostile pass: a model changed in place is read again.
+
+
+def current_samples(explorer, models) -> list[str]:
+    """What sample_texts writes now from the explorer's model at its current settings."""
+    controls = explorer.controls
+    ids = decoder_only.text_prompt(explorer.tokenizer, 8000, controls["prompt"].value, "translate")
+    return decoder_only.sample_texts(
+        models["translate"], explorer.tokenizer, ids, 3, 2 * (ids.shape[1] - 2) + 5,
+        controls["temperature"].value, None, controls["top_p"].value, controls["seed"].value,
+    )  # fmt: skip
+
+
+CHANGES = {  # each change, and whether it changes what the model writes
+    "in place": (lambda m: m.tokens.weight.requires_grad_(False).mul_(-1), True),
+    "through .data": (lambda m: m.tokens.weight.data.mul_(-1), True),
+    "to float64": (lambda m: m.double(), False),
+}
+
+
+@pytest.mark.parametrize(("change", "writes_otherwise"), CHANGES.values(), ids=list(CHANGES))
+def test_a_model_changed_since_its_prompt_was_read_is_read_again(change, writes_otherwise):
+    """The explorer showed the old model's samples, or was stuck on 'read them again with
+    read_prompt' or 'caches of another model, or filled before a .to()'."""
+    models = {"translate": tiny(0), "continue": tiny(1)}
+    explorer = DecoderOnlyExplorer(models=models)
+    before = explorer.state["samples"]
+    change(models["translate"])
+    explorer.controls["seed"].value = 1
+    explorer.controls["seed"].value = 0  # a setting whose samples were kept
+    assert "error" not in explorer.state, explorer.state["error"]
+    assert explorer.state["samples"] == current_samples(explorer, models)
+    assert (explorer.state["samples"] != before) == writes_otherwise
+    with torch.no_grad():
+        logits = models["translate"](explorer.reading("translate", "Tom has a blue car.")["ids"])
+    torch.testing.assert_close(
+        explorer.reading("translate", "Tom has a blue car.")["logits"], logits[:, -1]
+    )
+
+
+def test_the_explorer_leaves_every_module_of_its_model_in_its_own_mode():
+    models = {"translate": tiny(0), "continue": tiny(1)}
+    models["translate"].train()
+    models["translate"].blocks[0].eval()
+    modes = [module.training for module in models["translate"].modules()]
+    DecoderOnlyExplorer(models=models)
+    assert [module.training for module in models["translate"].modules()] == modes
+
+
+def test_samples_kept_beyond_their_forgotten_reading_are_not_shown_after_a_change(monkeypatch):
+    """A prompt's samples outlived its reading (8 readings kept, 64 samples): read again after
+    the model changed, the prompt still showed the old model's samples."""
+    import helpers.widgets.ch12_decoder_only as module
+
+    monkeypatch.setattr(module, "REMEMBERED_READINGS", 1)
+    models = {"translate": tiny(0), "continue": tiny(1)}
+    explorer = DecoderOnlyExplorer(models=models)
+    before = explorer.state["samples"]
+    explorer.controls["prompt"].value = "I see."  # its reading pushes out the first prompt's
+    models["translate"].tokens.weight.data.mul_(-1)
+    explorer.controls["prompt"].value = "Tom has a blue car."
+    assert explorer.state["samples"] == current_samples(explorer, models) != before

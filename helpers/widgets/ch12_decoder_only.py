@@ -23,7 +23,7 @@ from helpers.decoder_only import (
     sample_texts,
     text_prompt,
 )
-from helpers.gpt import next_token_probabilities, read_prompt
+from helpers.gpt import evaluating, is_current, next_token_probabilities, read_prompt
 from helpers.translation import MAX_WORDS
 from helpers.widgets.base import (
     Dropdown,
@@ -230,20 +230,20 @@ class DecoderOnlyExplorer(Explorer):
         return self._read(task, prompt)
 
     def _read(self, task: str, prompt: str) -> dict:
-        key = (task, prompt)
-        if key in self._reading:
+        """The reading kept, if the task's model has not changed since it was made; else the
+        prompt read again, and the samples kept of it (written from an older reading, perhaps
+        of the model before a change) forgotten."""
+        key, model = (task, prompt), self._model(task)
+        if key in self._reading and is_current(self._reading[key]["read"], model):
             self._reading.move_to_end(key)
         else:
-            model = self._model(task)
+            self._reading.pop(key, None)
+            for old in [old for old in self._samples if old[:2] == key]:
+                del self._samples[old]
             ids = text_prompt(self.tokenizer, self.separator_id, prompt, task)  # (1, P)
-            was_training = model.training
-            model.eval()
-            try:
-                with torch.no_grad():
-                    logits = model(ids)[:, -1]  # (1, V)
+            with evaluating(model), torch.no_grad():
+                logits = model(ids)[:, -1]  # (1, V)
                 attention = torch.stack([maps[0, :, -1] for maps in model.attention_maps()])
-            finally:
-                model.train(was_training)
             _remember(
                 self._reading,
                 key,
@@ -268,11 +268,11 @@ class DecoderOnlyExplorer(Explorer):
 
     def _sample(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         key = (task, prompt, temperature, top_k, top_p, seed)
+        found = self._read(task, prompt)  # first: a new reading drops the prompt's samples
         if key in self._samples:
             self._samples.move_to_end(key)
         else:
-            model, found = self._model(task), self._read(task, prompt)
-            ids = found["ids"]
+            model, ids = self._model(task), found["ids"]
             wanted = CONTINUE_TOKENS
             if task == "translate":
                 wanted = 2 * (ids.shape[1] - 2) + 5  # the English is the prompt less <bos>, <sep>
