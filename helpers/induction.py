@@ -31,7 +31,7 @@ from helpers.checkpoints import (
     save_checkpoint,
     weights_misfit,
 )
-from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size
+from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size, evaluating
 
 # The task
 
@@ -298,16 +298,10 @@ def logits_with_heads_zeroed(
     model: GPT, ids: torch.Tensor, heads: Iterable[tuple[int, int]]
 ) -> torch.Tensor:
     """model(ids) (B, T, vocab) with the given (layer, head) pairs' outputs zeroed, without
-    gradients, in eval mode (the model's mode is restored afterwards)."""
+    gradients, in eval mode (each module's mode is restored afterwards)."""
     _check_model_and_ids(model, ids)
-    with zeroed_heads(model, heads):
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                return model(ids)  # GPT refuses logits that overflow
-        finally:
-            model.train(was_training)
+    with zeroed_heads(model, heads), evaluating(model), torch.no_grad():
+        return model(ids)  # GPT refuses logits that overflow
 
 
 def _check_model_and_ids(model: object, ids: object) -> None:

@@ -869,3 +869,11 @@ def test_induction_score_refuses_a_start_where_the_copy_does_not_fit():
     weights = torch.eye(10)
     with pytest.raises(ValueError, match="at start 3 and its copy end at position 12"):
         induction_score(weights, 5, start=3)
+
+
+def test_logits_with_heads_zeroed_leaves_every_module_in_its_own_mode():
+    model = small_model()
+    model.train()
+    model.blocks[0].eval()  # a mixed state: model.train(was_training) would flatten it
+    logits_with_heads_zeroed(model, ids_of(), [(0, 0)])
+    assert model.training and not model.blocks[0].training and model.blocks[1].training
