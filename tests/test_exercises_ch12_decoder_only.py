@@ -18,10 +18,12 @@ from helpers.exercises.ch12_decoder_only import (
     EXACT,
     FLOAT64_NEAR_EDGE,
     NEAR_EDGE,
+    SENTENCE_SIZE,
     answer_loss_cases,
     prefix_mask_cases,
     top_p_cases,
 )
+from helpers.exercises.framework import TORCH_GLOBAL_SETTINGS_NAMED
 from helpers.gpt import next_token_probabilities
 from helpers.masks import causal_mask
 from solutions.ch12_decoder_only import answer_loss, prefix_lm_mask, top_p_filter
@@ -1574,3 +1576,188 @@ def test_a_loss_mistake_of_a_sixth_pass_is_named_in_every_case(answer, words, ru
     failures = out.splitlines()[1:]
     assert verdict is False and len(failures) == len(answer_loss_cases()), out
     assert all(words in line for line in failures), out
+
+
+# Regressions from a seventh learner's pass: a prefix mask built for 6 positions, logits given
+# requires_grad by the answer, the first 4 rows of a larger batch and a result kept by shape,
+# dtype and top_p were judged Correct; a denominator with the pads after <eos>, pads scored as
+# <eos>, a second shift and a squared error got the general hint; the most likely token dropped
+# in a nucleus of several tokens was told only a count, and float32 probabilities of float64
+# logits were also told "or float16"; the prompts did not list every global setting watched
+
+
+def prefix_built_for_6_positions(prompt_lengths, size):
+    causal = causal_mask(6)[:size, :size]  # BUG: a size typed in
+    in_prompt = torch.arange(size)[None, :] < prompt_lengths[:, None]
+    return causal[None] | (in_prompt[:, :, None] & in_prompt[:, None, :])
+
+
+def top_p_switching_requires_grad_on(logits, top_p):
+    logits.requires_grad_(True)  # BUG: the caller's tensor now records gradients
+    return top_p_filter(logits.detach(), top_p)
+
+
+def top_p_of_the_first_4_rows(logits, top_p):
+    return top_p_filter(logits[:4], top_p)  # BUG: a batch of at most 4 rows
+
+
+_KEPT_BY_SHAPE = {}
+
+
+def top_p_kept_by_shape_dtype_and_top_p(logits, top_p):
+    key = (logits.shape, logits.dtype, top_p)  # BUG: the values left out of the key
+    if key not in _KEPT_BY_SHAPE:
+        _KEPT_BY_SHAPE[key] = top_p_filter(logits, top_p)
+    return _KEPT_BY_SHAPE[key].clone()
+
+
+def top_p_shifting_the_keep_mask_without_its_first_entry(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
+    keep_sorted = torch.zeros_like(probabilities, dtype=torch.bool)
+    keep_sorted[..., 1:] = probabilities.cumsum(-1)[..., :-1] < top_p  # BUG: [..., 0] stays False
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, NEG_INF)
+
+
+def answer_loss_divided_by_every_position_after_the_separator(logits, sequences, separator_id):
+    after = _targets_after(sequences, separator_id) != 0
+    after_separator = (sequences == separator_id).cumsum(1)[:, :-1] > 0  # pads included
+    losses = F.cross_entropy(logits.mT, sequences[:, 1:], reduction="none")
+    return (losses * after).sum() / after_separator.sum()  # BUG: the pads counted
+
+
+def answer_loss_scoring_the_pads_as_eos(logits, sequences, separator_id):
+    after_separator = (sequences == separator_id).cumsum(1)[:, :-1] > 0
+    targets = sequences[:, 1:].masked_fill(sequences[:, 1:] == 0, 2)  # BUG: <pad> as <eos>
+    return F.cross_entropy(logits[after_separator], targets[after_separator])
+
+
+def answer_loss_shifting_twice(logits, sequences, separator_id):
+    scored = (_targets_after(sequences, separator_id) != 0)[:, 1:]
+    targets = sequences[:, 1:][:, 1:]  # BUG: shifted again
+    return F.cross_entropy(logits[:, :-1][scored], targets[scored])
+
+
+def answer_loss_as_a_squared_error(logits, sequences, separator_id):
+    scored = _targets_after(sequences, separator_id) != 0
+    one_hot = F.one_hot(sequences[:, 1:][scored], logits.shape[-1]).to(logits.dtype)
+    return ((logits[scored].softmax(-1) - one_hot) ** 2).sum(-1).mean()  # BUG: not the CE
+
+
+REFUSED_AFTER_A_SEVENTH_PASS = [
+    (
+        "prefix-LM mask",
+        prefix_built_for_6_positions,
+        "of size 6 at most, passed: is a size typed in (causal_mask(6), range(6))",
+    ),
+    (
+        "top-p filter",
+        top_p_switching_requires_grad_on,
+        "switches requires_grad on for its input `logits`",
+    ),
+    ("top-p filter", top_p_of_the_first_4_rows, "shape (4, 10), expected (6, 10)"),
+    (
+        "top-p filter",
+        top_p_kept_by_shape_dtype_and_top_p,
+        "returns its result of an earlier case of this shape, dtype and top_p",
+    ),
+    (
+        "top-p filter",
+        top_p_shifting_the_keep_mask_without_its_first_entry,
+        "drops its most likely token",
+    ),
+    (
+        "answer loss",
+        answer_loss_divided_by_every_position_after_the_separator,
+        "divided by every position after <sep>, the pads after <eos> included",
+    ),
+    (
+        "answer loss",
+        answer_loss_scoring_the_pads_as_eos,
+        "the pads after <eos> are scored as predictions of <eos>",
+    ),
+    ("answer loss", answer_loss_shifting_twice, "scored against token t + 2"),
+    (
+        "answer loss",
+        answer_loss_as_a_squared_error,
+        "the squared error between the softmax and a one-hot target",
+    ),
+]
+
+WRONG += REFUSED_AFTER_A_SEVENTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (answer, words)
+        for exercise, answer, words in REFUSED_AFTER_A_SEVENTH_PASS
+        if exercise == "answer loss"
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_loss_mistake_of_a_seventh_pass_is_named_in_every_case(answer, words, run_checker):
+    verdict, out = run_checker(check_answer_loss, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(answer_loss_cases()), out
+    assert all(words in line for line in failures), out
+
+
+def test_a_prefix_case_is_as_long_as_a_sentence():
+    assert max(size for _, _, size in prefix_mask_cases()) == SENTENCE_SIZE >= 12
+
+
+def test_a_top_p_case_has_more_than_4_rows_and_one_repeats_an_earlier_shape_dtype_and_top_p():
+    cases = top_p_cases()
+    assert max(len(logits) for _, logits, _ in cases) > 4
+    assert any(
+        earlier.shape == logits.shape
+        and earlier.dtype == logits.dtype
+        and p == top_p
+        and not torch.equal(earlier, logits)
+        for index, (_, logits, top_p) in enumerate(cases)
+        for _, earlier, p in cases[:index]
+    )
+
+
+def test_the_caller_keeps_its_logits_requires_grad(run_checker):
+    """The checker hands the answer logits without gradients, as a sampler's come."""
+    verdict, out = run_checker(check_top_p_filter, top_p_switching_requires_grad_on)
+    failures = out.splitlines()[1:]
+    assert verdict is False and len(failures) == len(top_p_cases()), out
+
+
+def test_the_top_token_dropped_is_named_in_every_case_a_nucleus_has_several_tokens(run_checker):
+    verdict, out = run_checker(
+        check_top_p_filter, top_p_shifting_the_keep_mask_without_its_first_entry
+    )
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    for line in failures:
+        assert "most likely token" in line, line
+
+
+def test_float32_probabilities_of_float64_logits_are_not_told_float16(run_checker):
+    _, out = run_checker(check_top_p_filter, top_p_with_probabilities_in_float32)
+    (failure,) = out.splitlines()[1:]
+    assert IN_FLOAT32 in failure and "float16" not in failure[failure.index(IN_FLOAT32) :]
+
+
+@pytest.mark.parametrize("exercise", CHECKERS)
+def test_the_prompts_state_every_global_setting_the_checkers_put_back(exercise):
+    checker, solution = CHECKERS[exercise]
+    cells = {cell.get("id"): cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells}
+    for text in (cells["exercises"], cells[f"your-turn-{solution.__name__}"], checker.__doc__):
+        text = " ".join(text.split())
+        assert TORCH_GLOBAL_SETTINGS_NAMED in text, text
+        if exercise != "prefix-LM mask":  # (its one tensor is of ints: it has no gradients)
+            assert "requires_grad as it came" in text, text
+
+
+def test_only_a_mask_that_fails_the_sentence_case_alone_is_asked_about_a_typed_size(run_checker):
+    """The question came after a leak in a case of size 6 too, where the cases before it were
+    of size 5 and under."""
+    _, out = run_checker(check_prefix_lm_mask, prefix_prompt_reads_the_whole_row)
+    assert "is a size typed in" not in out, out

@@ -97,6 +97,7 @@ def _kept_by_order(
 NEAR_EDGE = 1e-4  # the closest a cumulative probability comes to top_p in the float32 cases
 FLOAT64_NEAR_EDGE = 1e-9  # the closest in the float64 cases: float32 cannot tell it apart
 EXACT = "exact boundary"  # in the names of the cases where the nucleus reaches top_p exactly
+OTHER_LOGITS = "other logits"  # in the name of a case whose shape, dtype and top_p come earlier
 FAR_BELOW = " and one far below them per row (logit -300 or -200)"
 
 
@@ -205,6 +206,13 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
             _edges_near(FLOAT64_NEAR_EDGE, torch.float64),
             0.7,
         ),
+        ("B = 6 rows, V = 10, top_p = 0.7", random(6, 10), 0.7),
+        (
+            f"{OTHER_LOGITS}, B = 4 rows, V = 10, top_p = 0.7 (the first case's shape, dtype and "
+            f"top_p)",
+            random(4, 10),
+            0.7,
+        ),
     ]
 
 
@@ -304,21 +312,26 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
             "descending=True"
         ] = _kept_only(logits, ascending)
+    in_float32 = None
     if top_p < 1 and logits.dtype == torch.float64:
+        in_float32 = _kept_only(logits, _kept_by_order(logits.float().softmax(-1), top_p))
         mistakes[
             "the probabilities are computed in float32: float64 logits need float64 "
             "probabilities, since a cumulative probability may lie 1e-9 from top_p (in one "
             "case), closer than float32 (about 7 significant digits) tells apart; compute them "
             "in the logits' dtype"
-        ] = _kept_only(logits, _kept_by_order(logits.float().softmax(-1), top_p))
+        ] = in_float32
     if top_p < 1:  # at top_p = 1 a rounded running sum is named apart (_dropped_at_one)
         for low, digits in LOWER_PRECISIONS:
+            in_low = _kept_only(logits, _kept_by_order(logits.to(low).softmax(-1), top_p))
+            if in_float32 is not None and torch.equal(in_low, in_float32):
+                continue  # float32 is the likelier slip; the float32 cases name the lower one
             mistakes[
                 f"the probabilities are computed in {str(low).removeprefix('torch.')}/lower "
                 f"precision, which keeps {digits} significant digits: a cumulative probability "
                 f"close to top_p (1e-4 away in one case) rounds to its other side; compute them "
                 f"in the logits' dtype"
-            ] = _kept_only(logits, _kept_by_order(logits.to(low).softmax(-1), top_p))
+            ] = in_low
     mistakes.update(
         lower_precision_mistakes(lambda lg: _kept_only(lg, _nucleus(lg, top_p)), logits, "logits")
     )
@@ -345,6 +358,20 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             logits, _kept_by_order(written_out, top_p, first=True)
         )
     return named_together(mistakes)
+
+
+def _results_of_earlier_cases(earlier: list, logits: torch.Tensor, top_p: float) -> dict:
+    """{diagnosis: the right answer of an earlier case of this shape, dtype and top_p}: what an
+    answer returns that keeps its results between calls, looked up by those alone."""
+    return {
+        f"returns its result of an earlier case of this shape, dtype and top_p ({name}): a "
+        f"result kept between calls (a cache, or a mutable default argument) is looked up by a "
+        f"key that leaves out the logits' values, and each nucleus depends on them": _kept_only(
+            before, _nucleus(before, p)
+        )
+        for name, before, p in earlier
+        if before.shape == logits.shape and before.dtype == logits.dtype and p == top_p
+    }
 
 
 def _kept_only(logits: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
@@ -393,6 +420,15 @@ def _what_the_kept_tokens_show(
         return (
             f" (row {empty[0]} keeps no token: the most likely token always stays, even when its "
             f"probability alone exceeds top_p)"
+        )
+    most_likely = probabilities == probabilities.amax(-1, keepdim=True)
+    without_it = (~(kept & most_likely).any(-1)).nonzero().flatten().tolist()
+    if without_it:
+        row = without_it[0]
+        return (
+            f" (row {row} drops its most likely token, token "
+            f"{most_likely[row].nonzero()[0].item()}: the nucleus is the most likely tokens, and "
+            f"the first of them always stays; after a sort, keep_sorted[..., 0] must be True)"
         )
     if torch.equal(kept, nucleus):
         return (
@@ -462,14 +498,19 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     running sum of the sorted probabilities reaches only after it has rounded to 1. Where
     tokens of equal probability straddle the boundary, any of them may stay (the set must
     still be that small). The input is left as it was (no in-place operation on it, even one
-    that changes no value). The gradients are not checked: nothing is learned through a filter
-    before sampling. Without helpers.gpt's next_token_probabilities (a call to it is refused).
-    Each call returns within 5 s and leaves torch's grad mode, default dtype, random generator
-    and module hooks as they were."""
+    that changes no value, and its requires_grad as it came). The gradients are not checked:
+    nothing is learned through a filter before sampling. Without helpers.gpt's
+    next_token_probabilities (a call to it is refused). Each call returns within 5 s and leaves
+    torch's grad mode, default dtype, random generator, anomaly detection,
+    deterministic-algorithms setting, thread count and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
     naming_a_way, fits = [], {}  # fits: {way of computing: the answer returns it so far}
-    for name, logits, top_p in top_p_cases():
-        mistakes = _top_p_mistakes(logits, top_p)
+    cases = top_p_cases()
+    for index, (name, logits, top_p) in enumerate(cases):
+        mistakes = {
+            **_top_p_mistakes(logits, top_p),
+            **_results_of_earlier_cases(cases[:index], logits, top_p),
+        }
         answers = {}
 
         def learner(lg, p, answers=answers):
@@ -553,6 +594,9 @@ _LEAK = (
 )
 
 
+SENTENCE_SIZE = 12  # the last prefix-mask case's size, longer than the others'
+
+
 def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
     """(name, prompt_lengths (B,), size) for every case the checker runs."""
     return [
@@ -561,6 +605,12 @@ def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
         ("prompt lengths 3, 0, 6 and 1 in one batch, size 6", torch.tensor([3, 0, 6, 1]), 6),
         ("one row, prompt length 3, size 5", torch.tensor([3]), 5),
         ("size 1, prompt lengths 0 and 1", torch.tensor([0, 1]), 1),
+        (
+            f"prompt lengths 7, 12, 0 and 4, size {SENTENCE_SIZE} (a sentence's length, longer "
+            f"than the cases before)",
+            torch.tensor([7, 12, 0, 4]),
+            SENTENCE_SIZE,
+        ),
     ]
 
 
@@ -704,9 +754,11 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     prompt_lengths is left as it was (no in-place operation on it, even one that changes no
     value). Without helpers.decoder_only.prefix_lm_mask (a call to it is refused;
     helpers.masks.causal_mask is allowed). Each call returns within 5 s and leaves torch's grad
-    mode, default dtype, random generator and module hooks as they were."""
+    mode, default dtype, random generator, anomaly detection, deterministic-algorithms setting,
+    thread count and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_mask)
-    for name, prompt_lengths, size in prefix_mask_cases():
+    cases = prefix_mask_cases()
+    for index, (name, prompt_lengths, size) in enumerate(cases):
         mistakes = _prefix_mistakes(prompt_lengths, size)
         answers = {}
 
@@ -733,6 +785,13 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
                 diagnosis in failures[-1] for diagnosis in mistakes
             ):
                 _name_the_leak(failures, got, prompt_lengths, size)
+            if size == SENTENCE_SIZE and passed == index:  # every shorter case passed
+                longest_before = max(size for _, _, size in cases[:index])
+                failures[-1] += (
+                    f"; every case before this one, of size {longest_before} at most, passed: "
+                    f"is a size typed in (causal_mask({longest_before}), "
+                    f"range({longest_before})) where the argument `size` belongs?"
+                )
         passed += right
     return report(failures, passed)
 
@@ -802,6 +861,15 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "the pads after <eos> are scored: leave the <pad> targets out of the mean": (
             losses.masked_fill(~after_sep, 0.0).sum() / after_sep.sum()
         ),
+        "the pads after <eos> are scored as predictions of <eos>: a <pad> target is no token of "
+        "the answer; leave it out of the loss (ignore_index=0), do not turn it into <eos>": (
+            F.cross_entropy(
+                logits[after_sep], targets.masked_fill(targets == PAD_ID, EOS_ID)[after_sep]
+            )
+        ),
+        "the sum over the scored positions is divided by every position after <sep>, the pads "
+        "after <eos> included: divide by the number of scored positions only, the French "
+        "tokens and <eos>": (losses * scored).sum() / after_sep.sum(),
         "the positions set to <pad> (the English and the padding) are scored as predicting "
         "<pad>: leave them out (ignore_index=0 in F.cross_entropy)": F.cross_entropy(
             logits.flatten(0, 1), answer.flatten()
@@ -852,6 +920,23 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
             logits.flatten(0, 1), answer.flatten(), ignore_index=PAD_ID, label_smoothing=0.1
         ),
     }
+    one_hot = F.one_hot(targets[scored], logits.shape[-1]).to(logits.dtype)
+    squared_errors = (logits[scored].softmax(-1) - one_hot) ** 2
+    for how, squared_error in (
+        ("summed over the vocabulary, then averaged", squared_errors.sum(-1).mean()),
+        ("F.mse_loss, averaged over the vocabulary too", squared_errors.mean()),
+    ):
+        mistakes[
+            f"the squared error between the softmax and a one-hot target ({how}), not the "
+            f"cross-entropy: the loss is -log softmax(logits)[target], averaged over the scored "
+            f"positions (F.cross_entropy)"
+        ] = squared_error
+    shifted_again = scored[:, 1:]  # the targets of sequences[:, 2:], position t's token t + 2
+    mistakes[
+        "position t's logits are scored against token t + 2 (logits[:, :-1] against targets[:, "
+        "1:], a second shift): the logits are (B, T - 1, V) already, position t's prediction of "
+        "token t + 1, so they pair with sequences[:, 1:] as they are"
+    ] = F.cross_entropy(logits[:, :-1][shifted_again], targets[:, 1:][shifted_again])
     if separator_id != 8000:
         hard_wired = loss_targets(sequences, 8000, "answer").flatten()
         mistakes[
@@ -894,9 +979,12 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     The mean cross-entropy over the positions whose target comes after <sep> (every French
     token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
     logits of those positions only. The inputs are left as they were (no in-place operation on
-    them, even one that changes no value). Without helpers.decoder_only's loss_targets and
-    training_loss (a call to either is refused). Each call returns within 5 s and leaves torch's
-    grad mode, default dtype, random generator and module hooks as they were."""
+    them, even one that changes no value, their requires_grad as it came, and no backward pass
+    inside, which would fill the .grad of the tensors the logits come from). Without
+    helpers.decoder_only's loss_targets and training_loss (a call to either is refused). Each
+    call returns within 5 s and leaves torch's grad mode, default dtype, random generator,
+    anomaly detection, deterministic-algorithms setting, thread count and module hooks as they
+    were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)
     for name, logits, sequences, separator_id in answer_loss_cases():
         seen = {}
