@@ -1844,3 +1844,22 @@ def test_the_model_comes_back_with_the_hooks_of_its_own():
     with pytest.raises(Refused, match="removes a forward pre-hook the model already had"):
         _watched(clearing_every_pre_hook, model, layer, head)(ids)
     assert (dict(W_o._forward_pre_hooks), dict(W_o._forward_hooks)) == hooks
+
+
+@pytest.mark.parametrize(
+    ("checker", "solution"),
+    [
+        (check_previous_token_score, previous_token_score),
+        (check_induction_score, induction_score),
+        (check_logits_with_head_zeroed, logits_with_head_zeroed),
+    ],
+    ids=["previous-token score", "induction score", "head zeroed"],
+)
+def test_the_prompts_state_every_global_setting_the_checkers_put_back(checker, solution):
+    from helpers.exercises.framework import TORCH_GLOBAL_SETTINGS_NAMED
+
+    cells = {cell.get("id"): cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells}
+    for text in (cells["exercises"], cells[f"your-turn-{solution.__name__}"], checker.__doc__):
+        text = " ".join(text.split())
+        assert TORCH_GLOBAL_SETTINGS_NAMED in text, text
+        assert "requires_grad as it came" in text, text

@@ -8,8 +8,9 @@
 
 What every answer must do besides its values (the framework checks it, each docstring below
 states it): each call returns within ANSWER_TIME_LIMIT_SECONDS, leaves torch's global settings
-(grad mode, default dtype, random generator, global module hooks) as they were, and does not
-call the copy of the exercise's function in helpers.induction.
+(grad mode, default dtype, random generator, anomaly detection, deterministic-algorithms
+setting, thread count and module hooks) as they were, leaves its inputs' requires_grad as it
+came, and does not call the copy of the exercise's function in helpers.induction.
 """
 
 import copy
@@ -292,13 +293,14 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
 @exercise_checker
 def check_previous_token_score(learner_score: Callable) -> bool:
     """learner_score(weights) -> (...): weights (..., n, n) attention weights, float32 or
-    float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t,
-    t - 1], the weight each query puts on the token just before it; one score per (n, n)
-    matrix, a tensor in the weights' dtype, with gradients; the weights left as they were (no
-    in-place operation on them, even one that changes no value). Without calling
-    helpers.induction.previous_token_score (refused by name). Each call returns within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
-    generator and global module hooks as they were."""
+    float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t, t
+    - 1], the weight each query puts on the token just before it; one score per (n, n) matrix, a
+    tensor in the weights' dtype, with gradients; the weights left as they were (no in-place
+    operation on them, even one that changes no value, and their requires_grad as it came).
+    Without calling helpers.induction.previous_token_score (refused by name). Each call returns
+    within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
+    generator, anomaly detection, deterministic-algorithms setting, thread count and module
+    hooks as they were."""
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
@@ -405,13 +407,15 @@ def _induction_mistakes(weights: torch.Tensor, length: int) -> dict:
 def check_induction_score(learner_score: Callable) -> bool:
     """learner_score(weights, length) -> (...): weights (..., n, n) attention weights on a
     block of `length` tokens followed by its copy, n = 2 * length, length >= 2, float32 or
-    float64, any leading dims. The mean over the queries of the copy, t = length..2*length-1,
-    of weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of
-    the query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with
+    float64, any leading dims. The mean over the queries of the copy, t = length..2*length-1, of
+    weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of the
+    query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with
     gradients; the weights left as they were (no in-place operation on them, even one that
-    changes no value). Without calling helpers.induction.induction_score (refused by name).
-    Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode,
-    default dtype, random generator and global module hooks as they were."""
+    changes no value, and their requires_grad as it came). Without calling
+    helpers.induction.induction_score (refused by name). Each call returns within
+    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
+    generator, anomaly detection, deterministic-algorithms setting, thread count and module
+    hooks as they were."""
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights, length in induction_cases():
@@ -1103,17 +1107,18 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     head*d_head:(head+1)*d_head of the merged heads, d_head = d_model // num_heads (the cases
     have heads 4 and 6 wide), its bias stays. A tensor in the model's dtype: the logits, not
     probabilities. ids is left as it was (no in-place operation on it, even one that changes no
-    value). The model must be left as it came: its modules, their forward and their other
-    attributes (num_heads, say), its weights with their values, their dtype (model.double()
-    converts the model itself), their requires_grad and their .grad (left empty: no backward
-    pass through the model), its hooks and its train/eval mode; also when model(ids) raises:
-    one case passes ids longer than the context, on which the function must let model(ids)'s
-    error through and still leave the model as it came (try/finally, or a `with` block). The
-    gradients are not checked: an ablation measures a trained model, nothing is learned
-    through it. Without calling helpers.induction.logits_with_heads_zeroed or
+    value, and its requires_grad as it came). The model must be left as it came: its modules,
+    their forward and their other attributes (num_heads, say), its weights with their values,
+    their dtype (model.double() converts the model itself), their requires_grad and their .grad
+    (left empty: no backward pass through the model), its hooks and its train/eval mode; also
+    when model(ids) raises: one case passes ids longer than the context, on which the function
+    must let model(ids)'s error through and still leave the model as it came (try/finally, or a
+    `with` block). The gradients are not checked: an ablation measures a trained model, nothing
+    is learned through it. Without calling helpers.induction.logits_with_heads_zeroed or
     helpers.induction.zeroed_heads (refused by name). Each call returns within
     ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
-    generator and global module hooks as they were."""
+    generator, anomaly detection, deterministic-algorithms setting, thread count and module
+    hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     forbidden = {
         "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
