@@ -19,6 +19,7 @@ functions compute in float64, so the numbers they print are the same on any thre
 import inspect
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -66,6 +67,10 @@ REMAKE = "make vision-models"
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
 LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
+LARGEST_ACTIVATION = 2**28  # bytes in one tensor a forward pass builds, 256 MiB (2^26 numbers of
+# float32, 2^25 of the evaluations' float64): a pass holds several such tensors at once
+MOST_READING_WORK = 2**35  # multiply-adds of one read_canvas, about 10 s: 3 times what reading
+# the 1,000 test canvases takes
 FINDER_DIGITS = 3  # distinct digits on each canvas the finder trains and is tested on
 
 
@@ -91,7 +96,11 @@ class PatchEmbedding(nn.Module):
         self.register_buffer("positions", positions, persistent=False)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        _check_images(self, images)
+        return self.embedded(_check_images(self, images))
+
+    def embedded(self, images: torch.Tensor) -> torch.Tensor:
+        """forward without its checks, for a model that has checked the images for all of its
+        layers (_check_images)."""
         patches = patchify(images, PATCH)  # (B, n, 16)
         return self.project(patches) + self.positions  # (B, n, d_model)
 
@@ -145,20 +154,24 @@ def _check_grid(grid: object) -> int:
     return grid
 
 
-def _check_images(embed: PatchEmbedding, images: object, converting: bool = False) -> torch.Tensor:
-    """images (B, 1, S, S) for the embedding's image size S, pixels in 0..1, in the dtype of
-    its weights (of any floating dtype if converting: the caller converts them)."""
+def _check_images(
+    module: nn.Module, images: object, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """images (B, 1, S, S) for the image size S of module (a model or its PatchEmbedding),
+    pixels in 0..1, in the dtype of its weights, of a batch whose every tensor in a forward pass
+    of module fits in LARGEST_ACTIVATION (_check_activations). With a dtype, the images may be
+    of any floating dtype: the caller converts them to that one."""
+    embed = module if isinstance(module, PatchEmbedding) else module.embed
     size = embed.image_size
     shape = f"(B, 1, {size}, {size})"
     validation.tensor(images, "images", shape)
     if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
         raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
-    _check_batch(images.shape[0], embed, f"a batch of {images.shape[0]:,} images")
-    check_pixels(images, "images", shape)
     weight = embed.project.weight
-    if converting:
-        return images
-    if images.dtype != weight.dtype or images.device != weight.device:
+    batch = f"a batch of {images.shape[0]:,} images"
+    _check_activations(images.shape[0], _activations(module), dtype or weight.dtype, batch)
+    check_pixels(images, "images", shape)
+    if dtype is None and (images.dtype != weight.dtype or images.device != weight.device):
         raise ValueError(
             f"images are {images.dtype} on {images.device} but the model's weights are "
             f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
@@ -166,20 +179,53 @@ def _check_images(embed: PatchEmbedding, images: object, converting: bool = Fals
     return images
 
 
-def _check_batch(batch: int, embed: PatchEmbedding, what: str) -> None:
-    """A batch of `batch` images, and their embeddings, fit in LARGEST_TENSOR numbers each."""
-    _check_batch_size(batch, embed.image_size, embed.positions.shape[-1], what)
+def _activations(module: nn.Module) -> dict[str, int]:
+    """_encoder_activations of a model, or of its PatchEmbedding alone, from its modules."""
+    embed = module if isinstance(module, PatchEmbedding) else module.embed
+    blocks = [block for block in module.modules() if isinstance(block, EncoderBlock)]
+    return _encoder_activations(
+        embed.image_size,
+        embed.positions.shape[-1],
+        max((block.self_attention.num_heads for block in blocks), default=0),
+        max((block.ffn.linear1.out_features for block in blocks), default=0),
+        isinstance(module, VisionTransformer),
+    )
 
 
-def _check_batch_size(batch: int, image_size: int, d_model: int, what: str) -> None:
-    """Images (batch, 1, S, S) and their embeddings (batch, (S/4)^2, d_model) fit in
-    LARGEST_TENSOR numbers each (more is a typing mistake; indexing a batch builds the first)."""
-    per_image = max(image_size**2, (image_size // PATCH) ** 2 * d_model)
-    if batch * per_image > LARGEST_TENSOR:
+def _encoder_activations(
+    image_size: int, d_model: int, num_heads: int, d_ff: int, class_token: bool = False
+) -> dict[str, int]:
+    """The numbers per image of the largest tensors a model's forward pass builds, by name: the
+    image, its patch embeddings (and the class token's) and, for encoder blocks (num_heads and
+    d_ff 0 where there are none), their attention weights and feed-forward activations. A
+    reader's decoder builds smaller ones: it writes at most grid^2 + 1 tokens, fewer than the
+    canvas's 4 grid^2 patches."""
+    patches = (image_size // PATCH) ** 2 + class_token
+    return {
+        "images": image_size**2,
+        "patch embeddings": patches * d_model,
+        f"attention weights ({num_heads} head(s) x {patches} x {patches} patches)": (
+            num_heads * patches**2
+        ),
+        f"feed-forward activations ({patches} patches x d_ff {d_ff})": patches * d_ff,
+    }
+
+
+def _check_batch(batch: int, model: nn.Module, what: str) -> None:
+    """_check_activations of a batch for the model, in the dtype of its weights."""
+    _check_activations(batch, _activations(model), model.embed.project.weight.dtype, what)
+
+
+def _check_activations(batch: int, each: dict[str, int], dtype: torch.dtype, what: str) -> None:
+    """The largest tensor a forward pass builds for a batch (each: its numbers for one item,
+    by name) takes at most LARGEST_ACTIVATION bytes in dtype (float64 twice float32's): more is
+    a typing mistake, and a forward pass holds several such tensors at once."""
+    name = max(each, key=each.get)
+    if batch * each[name] * dtype.itemsize > LARGEST_ACTIVATION:
         raise ValueError(
-            f"{what} would make images or embeddings of more than {LARGEST_TENSOR:,} numbers "
-            f"({per_image:,} per {image_size} x {image_size} image at d_model {d_model}): "
-            "pass fewer images at a time"
+            f"{what} would make {name} of {batch * each[name] * dtype.itemsize:,} bytes in "
+            f"{dtype} ({each[name]:,} numbers each), more than one tensor here may take "
+            f"({LARGEST_ACTIVATION:,} bytes, 256 MiB): pass fewer at a time"
         )
 
 
@@ -294,7 +340,7 @@ class VisionTransformer(nn.Module):
         self.head = nn.Linear(d_model, NUM_CLASSES)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        patches = self.embed(images)  # (B, 4, d_model): the images checked there
+        patches = self.embed.embedded(_check_images(self, images))  # (B, 4, d_model)
         cls = self.class_token.expand(len(images), -1, -1)  # (B, 1, d_model)
         x = torch.cat([cls, patches], dim=1)  # (B, 5, d_model)
         for block in self.blocks:
@@ -322,7 +368,7 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
     over images of the entropy (nats) of the class token's row over its keys (itself and the 4
     patches), "uniform": ln(keys), the entropy of a uniform row, the largest possible}."""
     model = float64_copy(check_model(model, VisionTransformer))
-    images = _check_images(model.embed, images, converting=True).double()
+    images = _check_images(model, images, torch.float64).double()
     if not len(images):
         raise ValueError("images must hold at least one digit: the mean over none is undefined")
     model(images)
@@ -337,7 +383,9 @@ def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
     check_model(model, VisionTransformer)
     if not len(check_digit_labels(digits)):
         raise ValueError("digits must hold at least one image: an accuracy over none is undefined")
-    _check_batch(len(digits), model.embed, f"digits of {len(digits):,} images")
+    _check_activations(
+        len(digits), _activations(model), torch.float64, f"digits of {len(digits):,} images"
+    )
     check_pixels(digits.images, "digits.images", "(N, 1, 8, 8)")  # check_digits, by parts
     model = float64_copy(model)
     predicted = model(digits.images.double()).argmax(-1)  # (N,)
@@ -376,9 +424,9 @@ class DigitFinder(nn.Module):
         self.register_buffer("local", same_cell_mask(self.grid), persistent=False)
 
     def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        _check_images(self.embed, images)
+        _check_images(self, images)
         _check_words(words, len(images))
-        patches = self.embed(images)  # (B, 36, d_model)
+        patches = self.embed.embedded(images)  # (B, 36, d_model)
         for block in self.blocks:
             patches = block(patches, self.local)
         query = self.words(words)[:, None]  # (B, 1, d_model)
@@ -436,14 +484,15 @@ def same_cell_mask(grid: int = GRID) -> torch.Tensor:
 
 
 def _check_canvases(canvases: object, model: "DigitFinder | CanvasReader") -> Canvases:
-    """Canvases of at least one canvas, of the model's grid, a batch it can embed."""
+    """Canvases of at least one canvas, of the model's grid, a batch it can read in the dtype of
+    its weights."""
     canvases = check_canvases(canvases)
     grid = model.grid
     if canvases.grid != grid:
         raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
     if not len(canvases):
         raise ValueError("canvases must hold at least one canvas: a share of none is undefined")
-    _check_batch(len(canvases), model.embed, f"{len(canvases):,} canvases")
+    _check_batch(len(canvases), model, f"{len(canvases):,} canvases")
     return canvases
 
 
@@ -459,7 +508,7 @@ def finder_questions(canvases: Canvases, generator: torch.Generator | None = Non
     _check_distinct(canvases)
     scores = torch.rand(filled.shape, generator=generator).masked_fill(~filled, -1.0)
     cells = scores.argmax(1)  # (B,): a random filled cell
-    words = canvases.digits.gather(1, cells[:, None])[:, 0]  # (B,)
+    words = canvases.digits.gather(1, cells[:, None])[:, 0].long()  # (B,), of any digits' dtype
     return words, cells
 
 
@@ -481,19 +530,18 @@ def evaluate_finder(
 ) -> dict:
     """{"accuracy": the share of questions answered with the right cell, "attention_on_cell":
     the mean attention mass of the word's query on the 4 patches of the right cell}."""
-    check_model(model, DigitFinder)
+    model = float64_copy(check_model(model, DigitFinder))  # names a grid changed by hand
     canvases = _check_canvases(canvases, model)
     _check_distinct(canvases)
     _check_words(words, len(canvases))
     cells = _check_cells(cells, len(canvases), model.grid**2)
-    asked = canvases.digits.gather(1, cells[:, None])[:, 0]  # (B,): the digit in each cell
+    asked = canvases.digits.gather(1, cells[:, None])[:, 0].long()  # (B,): each cell's digit
     if not torch.equal(asked, words.long()):
         wrong = int((asked != words).nonzero()[0, 0])
         raise ValueError(
             f"cells must hold the words' digits (finder_questions()): canvas {wrong} asks for "
             f"{int(words[wrong])} at cell {int(cells[wrong])}, which holds {int(asked[wrong])}"
         )
-    model = float64_copy(model)
     predicted = model(canvases.images.double(), words).argmax(-1)  # (B,)
     weights = model.attention.attention_weights[:, 0, 0]  # (B, patches)
     on_cell = (weights * cell_masks(model.grid)[cells]).sum(-1)  # (B,)
@@ -548,7 +596,7 @@ class CanvasReader(nn.Module):
 
     def encode(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 1, 24, 24) -> (B, 36, d_model)."""
-        x = self.embed(images)  # (B, 36, d_model): the images checked there
+        x = self.embed.embedded(_check_images(self, images))  # (B, 36, d_model)
         for block in self.encoder:
             x = block(x, None)
         memory = self.encoder_norm(x)
@@ -564,6 +612,10 @@ class CanvasReader(nn.Module):
         _check_memory(memory, self.head.weight)
         _check_tokens(tokens, len(memory), self.max_len)
         length = tokens.shape[1]
+        _check_activations(
+            len(memory), self._decoder_activations(length, memory.shape[1]), memory.dtype,
+            f"decoding {length} tokens of {len(memory):,} canvases",
+        )  # fmt: skip
         y = self.tokens(tokens) + self.positions[:length]  # (B, T, d_model)
         mask = causal_mask(length).to(tokens.device)  # (T, T), True where allowed
         for block in self.decoder:
@@ -576,6 +628,33 @@ class CanvasReader(nn.Module):
                 f"or {self._largest_weight()} are too large"
             )
         return logits
+
+    def _reading_work(self) -> int:
+        """About how many multiply-adds read_canvas takes for one canvas: the encoder's blocks
+        once, then at each of max_len steps every decoder block over the t tokens written so
+        far, again (attention to them and to the patches, projections, feed-forward)."""
+        patches, d_model = self.embed.positions.shape
+        d_ff = max(block.ffn.linear1.out_features for block in [*self.encoder, *self.decoder])
+        per_position = 4 * d_model**2 + 2 * d_model * d_ff  # projections, feed-forward
+        encoder = len(self.encoder) * patches * (2 * patches * d_model + per_position)
+        steps = range(1, self.max_len + 1)
+        tokens = sum(steps)  # the tokens decoded in all
+        attended = sum(t * (t + patches) for t in steps)  # their keys, written and patches
+        decoder = len(self.decoder) * (2 * attended * d_model + tokens * 2 * per_position)
+        return encoder + decoder
+
+    def _decoder_activations(self, length: int, patches: int) -> dict[str, int]:
+        """The numbers per canvas of the largest tensors decode builds for `length` tokens over a
+        memory of `patches` patches, by name."""
+        heads = max(block.cross_attention.num_heads for block in self.decoder)
+        d_ff = max(block.ffn.linear1.out_features for block in self.decoder)
+        per_head = f"{heads} head(s) x {length} tokens"
+        return {
+            f"cross-attention weights ({per_head} x {patches} patches)": heads * length * patches,
+            f"self-attention weights ({per_head} x {length} tokens)": heads * length**2,
+            f"feed-forward activations ({length} tokens x d_ff {d_ff})": length * d_ff,
+            "logits": length * READER_VOCAB,
+        }
 
     def _largest_weight(self) -> str:
         name, weight = max(self.state_dict().items(), key=lambda kv: kv[1].abs().max().item())
@@ -658,6 +737,15 @@ def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
     after it (a row that never writes <eos> holds cells + 1 digits)."""
     check_model(model, CanvasReader)
+    _check_images(model, images)
+    work = len(images) * model._reading_work()
+    if work > MOST_READING_WORK:
+        raise ValueError(
+            f"reading {len(images):,} canvases of {model.grid} x {model.grid} cells would take "
+            f"about {work:,} multiply-adds, more than {MOST_READING_WORK:,} (about 10 s): each "
+            f"of the {model.max_len} tokens decodes every token before it again; pass fewer "
+            "canvases at a time"
+        )
     memory = model.encode(images)  # (B, 36, d_model)
     written = torch.full((len(images), 1), BOS, dtype=torch.long)  # (B, 1)
     done = torch.zeros(len(images), dtype=torch.bool)
@@ -679,12 +767,11 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     <eos>), "attention_share": the mean over canvases of the mean over their digits of the
     cross-attention (decoder block `layer`, averaged over heads) on the 4 patches of that
     digit's cell, as the digit is written (teacher forcing with the true digits)}."""
-    check_model(model, CanvasReader)
+    model = float64_copy(check_model(model, CanvasReader))  # names a grid changed by hand
     canvases = _check_canvases(canvases, model)
     if not (canvases.digits >= 0).any():
         raise ValueError("canvases must hold at least one digit to read: every cell is empty")
     layer = _check_layer(layer, len(model.decoder))
-    model = float64_copy(model)
     images = canvases.images.double()
     inputs, targets = reader_sequences(canvases)
     exact = (read_canvas(model, images) == targets).all(1)  # (B,)
@@ -763,7 +850,8 @@ class VitRecipe(Recipe):
         super().__post_init__()
         _check_sizes(self.d_model, self.num_heads, self.d_ff)
         _check_parameters(self.d_model, self.d_ff, self.num_layers)
-        _check_batch_size(self.batch_size, PIXELS, self.d_model, f"batch_size {self.batch_size:,}")
+        each = _encoder_activations(PIXELS, self.d_model, self.num_heads, self.d_ff, True)
+        _check_activations(self.batch_size, each, torch.float32, f"batch_size {self.batch_size:,}")
 
 
 @dataclass(frozen=True)
@@ -777,7 +865,8 @@ class FinderRecipe(Recipe):
         super().__post_init__()
         _check_sizes(self.d_model, 1, self.d_ff)
         _check_parameters(self.d_model, self.d_ff, self.encoder_layers + 1)
-        _check_canvas_batch(self, FINDER_DIGITS)
+        local = self.encoder_layers > 0  # one head, of the local blocks
+        _check_canvas_batch(self, FINDER_DIGITS, int(local), self.d_ff if local else 0)
 
 
 @dataclass(frozen=True)
@@ -805,15 +894,17 @@ class ReaderRecipe(Recipe):
                 f"digits per canvas must satisfy 1 <= fewest ({self.fewest}) <= most "
                 f"({self.most}) <= {GRID * GRID} cells"
             )
-        _check_canvas_batch(self, self.most)
+        _check_canvas_batch(self, self.most, self.num_heads, self.d_ff)
 
 
-def _check_canvas_batch(recipe: "FinderRecipe | ReaderRecipe", most: int) -> None:
+def _check_canvas_batch(
+    recipe: "FinderRecipe | ReaderRecipe", most: int, num_heads: int, d_ff: int
+) -> None:
     """A batch of canvases of up to `most` digits that make_canvases builds in seconds, and
-    that the model can embed."""
+    that the model (of encoder blocks of num_heads and d_ff, 0 if none) can read."""
     check_placed_digits(recipe.batch_size, most, "batch_size")
-    size = GRID * PIXELS
-    _check_batch_size(recipe.batch_size, size, recipe.d_model, f"batch_size {recipe.batch_size:,}")
+    each = _encoder_activations(GRID * PIXELS, recipe.d_model, num_heads, d_ff)
+    _check_activations(recipe.batch_size, each, torch.float32, f"batch_size {recipe.batch_size:,}")
 
 
 MODELS = {"vit": VitRecipe, "finder": FinderRecipe, "reader": ReaderRecipe}
@@ -844,7 +935,7 @@ def vit_loss(
 ) -> torch.Tensor:
     """Cross-entropy on a batch of random training digits."""
     _check_step(model, VisionTransformer, recipe, VitRecipe, digits, generator)
-    _check_batch(recipe.batch_size, model.embed, f"recipe.batch_size {recipe.batch_size:,}")
+    _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
     batch = torch.randint(len(digits), (recipe.batch_size,), generator=generator)
     return F.cross_entropy(model(digits.images[batch]), digits.labels[batch])
 
@@ -855,6 +946,7 @@ def finder_loss(
     """Cross-entropy of the cell, on fresh canvases of FINDER_DIGITS distinct training digits."""
     _check_step(model, DigitFinder, recipe, FinderRecipe, digits, generator)
     _check_room(model, FINDER_DIGITS, f"its training canvases hold {FINDER_DIGITS} digits")
+    _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
     canvases = make_canvases(digits, recipe.batch_size, FINDER_DIGITS, model.grid, True, generator)
     words, cells = finder_questions(canvases, generator)
     return F.cross_entropy(model(canvases.images, words), cells)
@@ -867,6 +959,7 @@ def reader_loss(
     of training digits (labels may repeat)."""
     _check_step(model, CanvasReader, recipe, ReaderRecipe, digits, generator)
     _check_room(model, recipe.most, f"the recipe's canvases hold up to most = {recipe.most} digits")
+    _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
     span = (recipe.fewest, recipe.most)
     canvases = make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
     inputs, targets = reader_sequences(canvases)
@@ -914,18 +1007,26 @@ def train(recipe: Recipe, progress: bool = False) -> dict:
             f"recipe must be a VitRecipe, FinderRecipe or ReaderRecipe, got {type(recipe).__name__}"
         )
     progress = validation.flag(progress, "progress")
-    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
     try:
-        with (
-            torch.random.fork_rng(devices=[]),
-            torch.inference_mode(False),
-            torch.enable_grad(),
-        ):
+        with torch.random.fork_rng(devices=[]), _trainable_float32():
             return _fit(recipe, progress)
     finally:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def _trainable_float32():
+    """Inside, models are built in float32 with gradients on, so that they can be trained,
+    whatever the caller set (torch.no_grad(), torch.inference_mode(), another default dtype);
+    the caller's settings are put back."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
         torch.set_default_dtype(dtype)
 
 
@@ -1052,8 +1153,9 @@ def _check_recipes(recipes: object) -> dict:
 
 def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     """The saved models (checksum verified, weights_only=True): {"vit": VisionTransformer,
-    "finder": DigitFinder, "reader": CanvasReader} in eval mode, plus "recipes" {name: recipe}
-    and "logs" {name: {"step", "loss"}}."""
+    "finder": DigitFinder, "reader": CanvasReader} in eval mode, built in float32 and ready to
+    train further, whatever the caller set (torch.inference_mode(), another default dtype),
+    plus "recipes" {name: recipe} and "logs" {name: {"step", "loss"}}."""
     saved = load_checkpoint(path, ("recipes", "weights", "logs"), REMAKE)
     for key in ("recipes", "weights", "logs"):
         if not isinstance(saved[key], dict) or set(saved[key]) != set(MODELS):
@@ -1073,9 +1175,10 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
         weights[name] = float_weights(saved["weights"][name], where)
     for name in MODELS:
         where = f"{path} ({name})"
-        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+        # initial weights, overwritten: not the caller's random numbers; as train() builds them
+        with torch.random.fork_rng(devices=[]), _trainable_float32():
             model = build(loaded["recipes"][name])
-        load_weights(model, weights[name], where)
+            load_weights(model, weights[name], where)
         loaded[name] = model.eval()
     return loaded
 

@@ -470,7 +470,7 @@ def test_sinusoidal_2d_refuses_sizes_beyond_memory_before_building(rows, cols, d
 
 
 def _four_digits(images=None, labels=None) -> Digits:
-    images = torch.rand(4, 1, 8, 8) if images is None else images
+    images = torch.full((4, 1, 8, 8), 0.5) if images is None else images
     return Digits(images, torch.tensor([1, 2, 3, 4]) if labels is None else labels)
 
 

@@ -5,8 +5,9 @@ which no helper may draw from behind the caller's back."""
 
 import gzip
 import os
+import re
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -17,10 +18,10 @@ from helpers import validation, vision_models
 from helpers.attention import MultiHeadAttention
 from helpers.checkpoints import CheckpointError, checksum_path, save_checkpoint, sha256
 from helpers.vision import (
-    LARGEST_TENSOR,
     LONGEST_DIGITS_TEXT,
     MAX_INK,
     MOST_PLACED_DIGITS,
+    PIXELS,
     Canvases,
     Digits,
     cell_patches,
@@ -759,7 +760,7 @@ def test_a_batch_too_large_for_memory_is_refused_before_the_forward_pass():
     models = load_vision_models()
     huge = torch.zeros(1, 1, 8, 8).expand(2**24, -1, -1, -1)  # a view: no memory yet
     with pytest.raises(
-        ValueError, match="a batch of 16,777,216 images would make images or embeddings"
+        ValueError, match="a batch of 16,777,216 images would make feed-forward activations"
     ):
         models["vit"](huge)
 
@@ -903,7 +904,7 @@ def test_a_training_step_checks_the_labels_at_the_door(models, test_digits, chan
             lambda m, d: vit_attention_entropy(
                 m["vit"], torch.zeros(1, 1, 8, 8).expand(2**34, -1, -1, -1)
             ),
-            "a batch of 17,179,869,184 images would make images or embeddings",
+            "a batch of 17,179,869,184 images would make",
         ),
         (
             lambda m, d: evaluate_vit(
@@ -927,7 +928,7 @@ def test_a_training_step_checks_the_labels_at_the_door(models, test_digits, chan
                     torch.zeros(1, dtype=torch.long).expand(2**22),
                 ),
             ),
-            "digits of 4,194,304 images would make images or embeddings",
+            "digits of 4,194,304 images would make patch embeddings",
         ),  # 2^28 pixels, read and copied to float64 (2 GiB) before the model refused them
     ],
     ids=["check_pixels", "ink_counts", "check_digits", "entropy", "evaluate_vit", "patchify",
@@ -945,14 +946,20 @@ def test_expanded_tensors_beyond_memory_are_refused_before_anything_is_copied(
 def test_a_vit_recipes_batch_beyond_memory_is_refused_before_indexing(test_digits):
     """VitRecipe took batch_size 2^31 - 1, and vit_loss allocated 4-16 GiB of indices and images
     before the model refused the batch."""
-    with pytest.raises(ValueError, match="batch_size 16,777,216 would make images or embeddings"):
+    with pytest.raises(ValueError, match="batch_size 16,777,216 would make feed-forward activ"):
         VitRecipe(batch_size=2**24)
-    with pytest.raises(ValueError, match="batch_size 2,147,483,647 would make images or"):
+    with pytest.raises(ValueError, match="batch_size 2,147,483,647 would make feed-forward"):
         VitRecipe(batch_size=2**31 - 1)
-    largest = LARGEST_TENSOR // 128  # 4 patches x d_model 32 numbers of embedding per image
+    recipe = VitRecipe()  # its feed-forward layers' 5 x d_ff 64 float32 per image are the most
+    each = (1 + (PIXELS // vision_models.PATCH) ** 2) * recipe.d_ff * torch.float32.itemsize
+    largest = vision_models.LARGEST_ACTIVATION // each
     assert VitRecipe(batch_size=largest).batch_size == largest
-    small_recipe = VitRecipe(d_model=4, num_heads=1, batch_size=2**22)  # 64 pixels per image
-    with pytest.raises(ValueError, match="recipe.batch_size 4,194,304 would make images or"):
+    with pytest.raises(ValueError, match="would make feed-forward activations .5 patches x d_ff"):
+        VitRecipe(batch_size=largest + 1)
+    pixels = PIXELS**2 * torch.float32.itemsize  # the most a model of d_model 4, d_ff 4 makes
+    batch = vision_models.LARGEST_ACTIVATION // pixels
+    small_recipe = VitRecipe(d_model=4, num_heads=1, d_ff=4, batch_size=batch)
+    with pytest.raises(ValueError, match=f"recipe.batch_size {batch:,} would make patch embed"):
         vit_loss(VisionTransformer(32, 2, 1, 8), small_recipe, test_digits, torch.Generator())
 
 
@@ -976,7 +983,7 @@ def test_a_vit_recipes_batch_beyond_memory_is_refused_before_indexing(test_digit
         ),
         (
             lambda d: FinderRecipe(d_model=2048, batch_size=5000),
-            "batch_size 5,000 would make images or embeddings",
+            "batch_size 5,000 would make patch embeddings",
         ),
     ],
     ids=["400,000 canvases", "grid 32", "finder 20,000", "finder 400,000", "reader 10,001",
@@ -1141,3 +1148,112 @@ def test_load_digits_refuses_a_file_that_unzips_past_its_limit_before_splitting_
         file.write("0," * (LONGEST_DIGITS_TEXT // 2 + 1))  # one row, all of it
     with pytest.raises(ValueError, match=f"unzips to more than {LONGEST_DIGITS_TEXT:,} characters"):
         load_digits(bomb)
+
+
+# Attention and feed-forward layers count toward a batch's memory (a seventh hostile pass)
+
+
+def _asked(canvases: Canvases) -> tuple:
+    return (canvases, *finder_questions(canvases, torch.Generator().manual_seed(0)))
+
+
+def _expanded_canvases(count: int) -> tuple:
+    """count copies of one test canvas and its question, as views: no memory yet."""
+    canvases, words, cells = finder_test_set(1)
+    copies = Canvases(
+        canvases.images.expand(count, -1, -1, -1), canvases.digits.expand(count, -1), 3
+    )
+    return copies, words.expand(count), cells.expand(count)
+
+
+def _grid_32_reader() -> CanvasReader:
+    return CanvasReader(8, 2, 1, 1, 8, grid=32)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda d: evaluate_reader(_grid_32_reader(), make_canvases(d, 16, 1, 32)),
+            "16 canvases would make attention weights (2 head(s) x 4096 x 4096 patches) of "
+            "4,294,967,296 bytes in torch.float64",
+        ),
+        (
+            lambda d: evaluate_finder(
+                DigitFinder(8, 1, 8, grid=32), *_asked(make_canvases(d, 16, 3, 32, True))
+            ),
+            "16 canvases would make attention weights (1 head(s) x 4096 x 4096 patches)",
+        ),
+        (
+            lambda d: read_canvas(_grid_32_reader(), make_canvases(d, 8, 1, 32).images),
+            "a batch of 8 images would make attention weights (2 head(s) x 4096 x 4096",
+        ),
+        (
+            lambda d: reader_loss(
+                _grid_32_reader(), ReaderRecipe(batch_size=4), d, torch.Generator()
+            ),
+            "recipe.batch_size 4 would make attention weights (2 head(s) x 4096 x 4096",
+        ),
+        (
+            lambda d: evaluate_vit(
+                load_vision_models()["vit"],
+                Digits(d.images[:1].expand(2**21, -1, -1, -1), d.labels[:1].expand(2**21)),
+            ),
+            "digits of 2,097,152 images would make feed-forward activations (5 patches x d_ff "
+            "64) of 5,368,709,120 bytes in torch.float64",
+        ),
+        (
+            lambda d: evaluate_finder(load_vision_models()["finder"], *_expanded_canvases(200_000)),
+            "200,000 canvases would make feed-forward activations (36 patches x d_ff 64)",
+        ),
+        (
+            lambda d: load_vision_models()["reader"].decode(
+                torch.full((1, 10), BOS), torch.zeros(1, 1, 64).expand(1, 2**22, 64)
+            ),
+            "decoding 10 tokens of 1 canvases would make cross-attention weights (4 head(s) x "
+            "10 tokens x 4194304 patches)",
+        ),
+        (
+            lambda d: read_canvas(_grid_32_reader(), make_canvases(d, 1, 1, 32).images),
+            "reading 1 canvases of 32 x 32 cells would take about",
+        ),
+    ],
+    ids=["evaluate_reader grid 32", "evaluate_finder grid 32", "read_canvas grid 32",
+         "reader_loss grid 32", "evaluate_vit 2^21", "evaluate_finder 200,000", "decode",
+         "read_canvas's time"],
+)  # fmt: skip
+def test_a_batch_whose_attention_or_feed_forward_layers_exceed_memory_is_refused(
+    test_digits, call, words
+):
+    """Only images and embeddings were counted: a grid-32 reader's attention (2 heads x 4096^2
+    numbers a canvas, in float64) ran into torch's allocator at 16 canvases and peaked at 4.5 GB
+    at 8; 2^21 expanded digits passed the check, then needed 2 GiB; a grid-32 reader took
+    minutes to read 8 canvases, each of its 1,025 steps decoding all the tokens before it."""
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(words)):
+        call(test_digits)
+    assert time.perf_counter() - start < 5
+
+
+def test_questions_about_int8_digits_are_int64_words():
+    """finder_questions handed back int8 words for int8 digits, which evaluate_finder refused."""
+    canvases = finder_test_set(5)[0]
+    small = replace(canvases, digits=canvases.digits.to(torch.int8))
+    words, cells = finder_questions(small, torch.Generator().manual_seed(0))
+    assert words.dtype == torch.int64
+    assert 0 <= evaluate_finder(load_vision_models()["finder"], small, words, cells)["accuracy"]
+
+
+@pytest.mark.parametrize(
+    ("name", "evaluate"),
+    [
+        ("finder", lambda model: evaluate_finder(model, *finder_test_set(5))),
+        ("reader", lambda model: evaluate_reader(model, reader_test_set(5))),
+    ],
+)
+def test_a_grid_changed_by_hand_is_named_not_blamed_on_the_canvases(name, evaluate):
+    """f.grid = 4 on a loaded finder: "canvases must have a 4 x 4 grid, got 3"."""
+    model = load_vision_models()[name]
+    model.grid = 4
+    with pytest.raises(ValueError, match="the model has grid 4 where its sizes build 3"):
+        evaluate(model)

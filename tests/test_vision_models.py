@@ -637,3 +637,27 @@ def test_a_saved_recipe_too_large_to_build_is_a_checkpoint_error(tmp_path):
     save_checkpoint(tmp_path / "huge.pt", contents)
     with pytest.raises(CheckpointError, match=r"recipe is not a valid one .*more than 2\^26"):
         load_vision_models(tmp_path / "huge.pt")
+
+
+def test_loaded_models_are_float32_and_trainable_whatever_the_caller_set():
+    """Under torch.set_default_dtype(torch.bfloat16) the models were built in bfloat16, their
+    weights rounded; loaded inside torch.inference_mode() they could not be trained."""
+    saved = torch.load(vision_models.SAVED_MODELS, weights_only=True)["weights"]
+    caller = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        models = load_vision_models()
+        assert torch.get_default_dtype() == torch.bfloat16  # the caller's setting, put back
+    finally:
+        torch.set_default_dtype(caller)
+    for name in vision_models.MODELS:
+        for key, weight in models[name].state_dict().items():
+            assert weight.dtype == torch.float32, (name, key)
+            if key in saved[name]:
+                assert torch.equal(weight, saved[name][key].float()), (name, key)
+    with torch.inference_mode():
+        models = load_vision_models()
+    train_digits = load_digits()[0]
+    logits = models["vit"](train_digits.images[:4])
+    torch.nn.functional.cross_entropy(logits, train_digits.labels[:4]).backward()
+    assert models["vit"].head.weight.grad is not None
