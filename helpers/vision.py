@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from helpers import validation
-from helpers.checkpoints import NOT_REGULAR, as_path
+from helpers.checkpoints import NOT_REGULAR, as_path, shown_path
 from helpers.positional import sinusoidal_encoding
 
 DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
@@ -46,20 +46,22 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     """(train, test): the 1,797 digits, split once by a fixed permutation (seed 0) into 1,438
     training and 359 test images. Each row of the file is 64 pixels (0..16) and the label."""
     path = as_path(path)
+    shown = shown_path(path)
     try:  # opening a pipe would wait for a writer forever
         mode = path.stat().st_mode
     except (OSError, ValueError):
         mode = None  # gzip.open below says why the path cannot be read
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise ValueError(f"cannot read the digits from {path}: it {NOT_REGULAR}")
+        raise ValueError(f"cannot read the digits from {shown}: it {NOT_REGULAR}")
     try:
         with gzip.open(path, "rt") as file:
             text = file.read(LONGEST_DIGITS_TEXT + 1)  # a small gzip can unzip to gigabytes
-    except (OSError, EOFError, ValueError) as error:
-        raise ValueError(f"cannot read the digits from {path}: {error}") from None
+    except (OSError, EOFError, ValueError) as error:  # the system's text names the path again
+        reason = getattr(error, "strerror", None) or error
+        raise ValueError(f"cannot read the digits from {shown}: {reason}") from None
     if len(text) > LONGEST_DIGITS_TEXT:
         raise ValueError(
-            f"{path} unzips to more than {LONGEST_DIGITS_TEXT:,} characters: the UCI digits "
+            f"{shown} unzips to more than {LONGEST_DIGITS_TEXT:,} characters: the UCI digits "
             "file is about 0.26 M, 64 pixels and a label a row"
         )
     rows = [line.strip().split(",") for line in text.splitlines() if line.strip()]
@@ -68,23 +70,23 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     if uneven and len({len(row) for row in rows}) > 1:  # torch would say "expected sequence"
         number, held = uneven[0]
         raise ValueError(
-            f"{path}: each row must hold 64 pixels and a label: row {number} holds {held} "
+            f"{shown}: each row must hold 64 pixels and a label: row {number} holds {held} "
             f"numbers, not {width}"
         )
     try:
         values = torch.tensor([[float(x) for x in row] for row in rows], dtype=torch.float64)
     except ValueError as error:
-        raise ValueError(f"cannot read the digits from {path}: {error}") from None
+        raise ValueError(f"cannot read the digits from {shown}: {error}") from None
     if not len(values):
-        raise ValueError(f"{path} holds no rows: each row must hold 64 pixels and a label")
+        raise ValueError(f"{shown} holds no rows: each row must hold 64 pixels and a label")
     if values.ndim != 2 or values.shape[1] != PIXELS * PIXELS + 1:
         raise ValueError(
-            f"{path}: each row must hold 64 pixels and a label, got rows of "
+            f"{shown}: each row must hold 64 pixels and a label, got rows of "
             f"{values.shape[-1]} numbers"
         )
     if len(values) < 5:
         raise ValueError(
-            f"{path} holds {len(values)} digit(s): at least 5 are needed, so that the test split "
+            f"{shown} holds {len(values)} digit(s): at least 5 are needed, so that the test split "
             "(a fifth of them) holds one"
         )
     pixels, labels = values[:, :-1], values[:, -1]
@@ -94,7 +96,7 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
         or pixels.max() > MAX_INK
         or not torch.isin(labels, torch.arange(10.0)).all()
     ):
-        raise ValueError(f"{path}: pixels must lie in 0..16 and labels in 0..9")
+        raise ValueError(f"{shown}: pixels must lie in 0..16 and labels in 0..9")
     images = (pixels / MAX_INK).float().reshape(-1, 1, PIXELS, PIXELS)  # (N, 1, 8, 8)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
     test_size = len(labels) // 5

@@ -510,3 +510,36 @@ def _nested(tensor: torch.Tensor) -> torch.Tensor:
 def test_nested_and_sparse_tensors_are_refused_by_their_layout(call, words):
     with pytest.raises(ValueError, match=f"must be an ordinary dense tensor, {words}"):
         call()
+
+
+# What an explorer hands out is a copy: changing it changes nothing the explorer keeps
+
+
+def test_a_reading_handed_out_is_a_copy_of_the_one_kept(tiny):
+    """Appending to reading(image)["written"] changed the kept reading; zeroing its attention
+    zeroed the kept attention."""
+    explorer = CanvasExplorer(mode="read", models=tiny)
+    image = explorer.canvases.images[5:6].double()
+    first = explorer.reading(image)
+    kept = copy.deepcopy(first)
+    first["written"].append(7)
+    first["attention"].zero_()
+    again = explorer.reading(image)
+    assert again["written"] == kept["written"]
+    assert torch.equal(again["attention"], kept["attention"])
+
+
+def test_changing_the_state_changes_nothing_drawn_after_it(tiny):
+    """Appending to explorer.state["written"] showed an extra token after switching the mode to
+    "find" and back; appending to a drawing's state["strokes"] changed the drawing."""
+    explorer = CanvasExplorer(mode="read", models=tiny)
+    values = explorer.values()
+    written = list(explorer.state["written"])
+    explorer.state["written"].append(7)
+    explorer.draw(**{**values, "mode": "find"})
+    explorer.draw(**values)
+    assert explorer.state["written"] == written
+    drawing = DrawingExplorer(SEVEN_AND_ONE, models=tiny)
+    drawing.compute()
+    drawing.state["strokes"].append([(1.0, 1.0)])
+    assert drawing.strokes == DrawingExplorer(SEVEN_AND_ONE, models=tiny).strokes

@@ -1257,3 +1257,12 @@ def test_a_grid_changed_by_hand_is_named_not_blamed_on_the_canvases(name, evalua
     model.grid = 4
     with pytest.raises(ValueError, match="the model has grid 4 where its sizes build 3"):
         evaluate(model)
+
+
+def test_a_path_too_long_for_the_system_is_named_once_and_shortened():
+    """load_digits("a" * 5000) said so in 10,063 characters, the path twice."""
+    with pytest.raises(
+        ValueError, match=r"a{60}\.\.\. \(5,000 characters\): File name too long"
+    ) as raised:
+        load_digits("a" * 5000)
+    assert len(str(raised.value)) < 200

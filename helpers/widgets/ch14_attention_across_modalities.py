@@ -302,14 +302,16 @@ class CanvasExplorer(Explorer):
         }
 
     def reading(self, image: torch.Tensor) -> dict:
-        """read_with_attention of the explorer's reader, kept by the canvas's pixels."""
+        """read_with_attention of the explorer's reader, kept by the canvas's pixels; a copy,
+        which the caller may change without changing what the explorer keeps."""
         _check_image(image)
         key = image.detach().numpy().tobytes()  # the reading is computed without gradients
         if key not in self._readings:
             if len(self._readings) > 2 * TEST_CANVASES:
                 self._readings.clear()
             self._readings[key] = read_with_attention(self.reader, image)
-        return self._readings[key]
+        kept = self._readings[key]
+        return {"written": list(kept["written"]), "attention": kept["attention"].clone()}
 
     def draw(self, mode, word, token, source, canvas, layout) -> None:
         token = _check_choices(mode, word, token)
@@ -727,7 +729,7 @@ class DrawingExplorer(DirectExplorer):
         reading = read_with_attention(self.reader, image)
         inked, probabilities = self.naming(image)
         self.state = {
-            "strokes": self.strokes,
+            "strokes": [list(stroke) for stroke in self.strokes],  # a copy: not the drawing
             "counts": counts[0, 0],
             "image": image,
             "written": reading["written"],
