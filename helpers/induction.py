@@ -523,7 +523,7 @@ class Recipe:
     shortest_block: int = 2
     longest_block: int = 20  # blocks of every length, so no fixed offset predicts the copy
     batch_size: int = 64
-    steps: int = 4000  # the phase change comes after about 1,200 to 1,500
+    steps: int = 4000  # the phase change comes at about 950; the rest sharpens the circuit
     learning_rate: float = 1e-3  # at 3e-3 the layer-0 heads settled on a shifted circuit
     weight_decay: float = 0.0  # 0.1 kept short copies late in the context less sure
     log_every: int = 25  # steps between two rows of the log

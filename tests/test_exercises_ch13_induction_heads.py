@@ -31,6 +31,7 @@ from helpers.induction import induction_score as helpers_induction_score
 from helpers.induction import logits_with_heads_zeroed, zeroed_heads
 from helpers.induction import previous_token_score as helpers_previous_token_score
 from helpers.masks import causal_mask
+from helpers.positional import apply_rope
 from solutions.ch13_induction_heads import (
     induction_score,
     logits_with_head_zeroed,
@@ -563,12 +564,17 @@ def by_hooking_the_heads_before_they_merge(model, ids, layer, head):
 
 
 def by_writing_the_forward_pass_out(model, ids, layer, head):
+    model.check_ids(ids)  # ids longer than the context raise, as model(ids) does
     steps = ids.shape[1]
-    x = model.tokens(ids) + model.positions(torch.arange(steps))
+    x = model.tokens(ids)
+    if model.positions is not None:
+        x = x + model.positions(torch.arange(steps))
     for index, block in enumerate(model.blocks):
         attention = block.attention
         h = block.attention_residual.norm(x)
         heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
+        if attention.rope:
+            heads = [apply_rope(part) for part in heads]
         values = split_heads(attention.W_v(h), model.config.num_heads)
         written = attention.attention(*heads, values, mask=causal_mask(steps))
         if index == layer:
@@ -1833,6 +1839,63 @@ REFUSED_AFTER_A_SIXTH_PASS = [
 ]
 
 WRONG += REFUSED_AFTER_A_SIXTH_PASS  # tests/test_exercises.py names each
+
+
+def forward_pass_without_rope(model, ids, layer, head):
+    model.check_ids(ids)
+    steps = ids.shape[1]
+    x = model.tokens(ids)
+    if model.positions is not None:
+        x = x + model.positions(torch.arange(steps))
+    for index, block in enumerate(model.blocks):
+        attention = block.attention
+        h = block.attention_residual.norm(x)
+        heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
+        values = split_heads(attention.W_v(h), model.config.num_heads)
+        written = attention.attention(*heads, values, mask=causal_mask(steps))
+        if index == layer:
+            keep = torch.ones(model.config.num_heads, 1, 1, dtype=x.dtype)
+            keep[head] = 0.0
+            written = written * keep
+        x = x + attention.W_o(merge_heads(written))
+    return model.output(model.norm(x))
+
+
+def forward_pass_without_the_context_check(model, ids, layer, head):
+    x = model.tokens(ids)
+    steps = ids.shape[1]
+    for index, block in enumerate(model.blocks):
+        attention = block.attention
+        h = block.attention_residual.norm(x)
+        heads = [
+            apply_rope(split_heads(W(h), model.config.num_heads))
+            for W in (attention.W_q, attention.W_k)
+        ]
+        values = split_heads(attention.W_v(h), model.config.num_heads)
+        written = attention.attention(*heads, values, mask=causal_mask(steps))
+        if index == layer:
+            keep = torch.ones(model.config.num_heads, 1, 1, dtype=x.dtype)
+            keep[head] = 0.0
+            written = written * keep
+        x = x + attention.W_o(merge_heads(written))
+    return model.output(model.norm(x))
+
+
+def through_float32_and_back(model, ids, layer, head):
+    dtype = model.tokens.weight.dtype
+    model.float()
+    try:
+        return logits_with_head_zeroed(model, ids, layer, head).to(dtype)
+    finally:
+        model.to(dtype)
+
+
+REFUSED_AFTER_A_SEVENTH_PASS = [
+    ("logits with a head zeroed", forward_pass_without_rope, "computes the attention without RoPE"),
+    ("logits with a head zeroed", forward_pass_without_the_context_check, "model(ids) raises"),
+    ("logits with a head zeroed", through_float32_and_back, "weight"),
+]
+WRONG += REFUSED_AFTER_A_SEVENTH_PASS  # tests/test_exercises.py names each
 
 
 def test_the_model_comes_back_with_the_hooks_of_its_own():

@@ -69,7 +69,8 @@ DEFAULT_DIMS = (
 NOTHING_BEFORE_THE_QUERY = (
     "every score is 0, as if the weights read lay above the diagonal, on keys after the query, "
     "which the causal mask leaves at 0: a key before the query is below the diagonal (a "
-    "negative offset in torch.diagonal, key index t - length + 1)"
+    "negative offset in torch.diagonal, key index t - length + 1); or as if integer division "
+    "(//) rounded the mean, a number below 1, down to 0 (divide with /)"
 )
 LEADING_DIMS = (
     "the mean runs over the leading (batch, head) dims too: keep one score per (n, n) matrix, "
@@ -459,8 +460,11 @@ def check_induction_score(learner_score: Callable) -> bool:
 # 3. The logits with one head zeroed
 
 
-def _model(seed: int, num_layers: int, num_heads: int, d_model: int, dtype) -> GPT:
-    """A random attention-only GPT whose heads all change its logits (embeddings of std 1)."""
+def _model(
+    seed: int, num_layers: int, num_heads: int, d_model: int, dtype, position: str = "learned"
+) -> GPT:
+    """A random attention-only GPT whose heads all change its logits (embeddings of std 1); in
+    float64, weights float32 cannot hold (a round trip through float32 changes them)."""
     config = GPTConfig(
         vocab_size=16,
         context_length=16,
@@ -469,13 +473,20 @@ def _model(seed: int, num_layers: int, num_heads: int, d_model: int, dtype) -> G
         num_layers=num_layers,
         d_ff=4 * d_model,
         attention_only=True,
+        position=position,
     )
     torch.manual_seed(seed)
     model = GPT(config)
     with torch.no_grad():
         model.tokens.weight.normal_(std=1.0)
-        model.positions.weight.normal_(std=1.0)
-    return model.to(dtype).eval()
+        if model.positions is not None:
+            model.positions.weight.normal_(std=1.0)
+    model = model.to(dtype).eval()
+    if dtype == torch.float64:
+        with torch.no_grad():
+            for weight in model.parameters():
+                weight.add_(1e-12 * torch.randn_like(weight))
+    return model
 
 
 def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
@@ -486,6 +497,7 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
         in_float64 = _model(134, 2, 2, 8, torch.float64)
         wider_heads = _model(136, 2, 3, 18, torch.float32)
         in_training = _model(137, 2, 2, 12, torch.float32).train()
+        with_rope = _model(139, 2, 2, 16, torch.float32, position="rope")
     generator = torch.Generator().manual_seed(135)
     random_ids = torch.randint(16, (2, 10), generator=generator)
     repeated = repeated_sequences(1, 6, 16, generator)
@@ -498,6 +510,8 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
         ("two layers of 3 heads of width 6 (d_head = 6): layer 1, head 1", wider_heads, repeated,
          1, 1),
         ("a model in training mode (d_head = 6): layer 0, head 1", in_training, random_ids, 0, 1),
+        ("RoPE positions, as chapter 13's models (d_head = 8): layer 1, head 1", with_rope,
+         repeated, 1, 1),
     ]  # fmt: skip
 
 
@@ -516,8 +530,8 @@ def _with_hooks_of_its_own(model: GPT) -> GPT:
 
 def failing_forward_case() -> tuple[str, GPT, torch.Tensor, int, int]:
     """(name, model, ids, layer, head) on which model(ids) raises: ids longer than the context."""
-    with torch.random.fork_rng(devices=[]):
-        model = _model(138, 2, 2, 8, torch.float32)
+    with torch.random.fork_rng(devices=[]):  # RoPE: no position table to run out of
+        model = _model(138, 2, 2, 8, torch.float32, position="rope")
     ids = torch.zeros(1, model.config.context_length + 1, dtype=torch.int64)
     name = (
         f"ids of {ids.shape[1]} tokens, longer than the model's context of "
@@ -652,6 +666,18 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
             logits.log_softmax(-1)
         ),
     }
+    if config.position == "rope":
+
+        def without_rope(edited):
+            for block in edited.blocks:
+                block.attention.rope = False
+            attention(edited).W_o.weight[:, rows] = 0.0
+
+        mistakes[
+            "computes the attention without RoPE: this model turns each head's queries and keys "
+            "by their positions (helpers.positional.apply_rope on q and k, after split_heads); "
+            "check a pass written by hand against model(ids) with nothing zeroed first"
+        ] = _edited_logits(model, ids, without_rope)
     batch, positions = ids.shape
     if batch > 1:
         mistakes[
@@ -1112,13 +1138,13 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     their dtype (model.double() converts the model itself), their requires_grad and their .grad
     (left empty: no backward pass through the model), its hooks and its train/eval mode; also
     when model(ids) raises: one case passes ids longer than the context, on which the function
-    must let model(ids)'s error through and still leave the model as it came (try/finally, or a
-    `with` block). The gradients are not checked: an ablation measures a trained model, nothing
-    is learned through it. Without calling helpers.induction.logits_with_heads_zeroed or
-    helpers.induction.zeroed_heads (refused by name). Each call returns within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
-    generator, anomaly detection, deterministic-algorithms setting, thread count and module
-    hooks as they were."""
+    must let model(ids)'s error through (or raise one of its type from a check of its own) and
+    still leave the model as it came (try/finally, or a `with` block). The gradients are not
+    checked: an ablation measures a trained model, nothing is learned through it. Without
+    calling helpers.induction.logits_with_heads_zeroed or helpers.induction.zeroed_heads
+    (refused by name). Each call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves
+    torch's grad mode, default dtype, random generator, anomaly detection,
+    deterministic-algorithms setting, thread count and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_logits)
     forbidden = {
         "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
