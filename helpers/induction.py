@@ -8,6 +8,7 @@ silences heads (zeroed_heads, logits_with_heads_zeroed).
 
 import contextlib
 import io
+import itertools
 import math
 import numbers
 import time
@@ -171,7 +172,7 @@ def induction_score(weights: torch.Tensor, length: int, start: int | None = None
             f"{validation.shown(length)} and its copy are n = 2 * length = "
             f"{validation.shown(2 * length)}"
         )
-    start = _check_start(start or 0, length, n)
+    start = _check_start(0 if start is None else start, length, n)
     stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # (t, t - length + 1)
     return stripe[..., start + 1 : start + length + 1].mean(-1)  # t = start + length ..
 
@@ -337,7 +338,7 @@ def _check_repeated(
             f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
             f"its copy, got {tuple(ids.shape)}"
         )
-    start = _check_start(start or 0, length, ids.shape[1])
+    start = _check_start(0 if start is None else start, length, ids.shape[1])
     block = ids[:, start : start + length]  # (B, length)
     differ = (block != ids[:, start + length : start + 2 * length]).any(1)  # (B,)
     if differ.any():
@@ -411,6 +412,11 @@ def placement_map(
     (lengths, starts) float64 tensors, NaN where the block and its copy do not fit}."""
     _check_model_and_ids(model, torch.zeros(1, 2, dtype=torch.long))
     n = model.config.context_length
+    if model.config.vocab_size < n:
+        raise ValueError(
+            f"the model's vocabulary ({model.config.vocab_size} tokens) is smaller than its "
+            f"context ({n}): a placed repeat needs every other token different"
+        )
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
     _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
@@ -430,9 +436,17 @@ def placement_map(
 
 
 def _check_lengths(lengths: object, n: int) -> list[int]:
-    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable):
+    """lengths as a list of whole numbers, at most n // 2 of them (the lengths that fit)."""
+    zero_d = isinstance(lengths, torch.Tensor | np.ndarray) and lengths.ndim == 0
+    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable) or zero_d:
         raise TypeError(f"lengths must be a list of block lengths, got {validation.shown(lengths)}")
-    lengths = [validation.whole_number(length, "a block length", minimum=2) for length in lengths]
+    read = list(itertools.islice(lengths, n // 2 + 1))  # an endless iterator stops here
+    if len(read) > n // 2:
+        raise ValueError(
+            f"lengths must be at most {n // 2} block lengths (2 to {n // 2} fit twice in the "
+            f"context of {n}), got more"
+        )
+    lengths = [validation.whole_number(length, "a block length", minimum=2) for length in read]
     if not lengths or lengths != sorted(set(lengths)) or 2 * lengths[-1] > n:
         raise ValueError(
             f"lengths must be block lengths in increasing order, each >= 2 and fitting twice in "
@@ -549,6 +563,7 @@ class Recipe:
                         f"position must be one of {', '.join(POSITIONS)}, got "
                         f"{validation.shown(value)}"
                     )
+                value = str(value)  # numpy's str_ would not load from a checkpoint
             else:
                 value = validation.whole_number(getattr(self, field.name), field.name)
                 if value > LARGEST_SIZE:
@@ -776,7 +791,7 @@ def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
 
     def written(snapshots: int) -> int:  # each state_dict() names its weights anew, as in _train
         kept_weights = {
-            layers: {step: half_weights(model) for step in kept[:snapshots]}
+            layers: {step: _half_weights(model) for step in kept[:snapshots]}
             for layers, model in models.items()
         }
         weights = {layers: model.state_dict() for layers, model in models.items()}
@@ -787,12 +802,22 @@ def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
     return one + (len(kept) - 1) * (written(2) - one)
 
 
-def half_weights(model: GPT) -> dict[str, torch.Tensor]:
-    """The model's state_dict in float16, a weight the model ties under two names (the token
-    embedding and the output layer) still one tensor: saved once, not twice."""
-    halves = {}  # by the address of the numbers a weight holds
+def _half_weights(model: GPT) -> dict[str, torch.Tensor]:
+    """A copy of the model's state_dict in float16, a weight the model ties under two names (the
+    token embedding and the output layer) still one tensor: saved once, not twice."""
+    halves = {}  # by where a weight's numbers lie: a tied weight's two names share them
+    for key, value in model.state_dict().items():
+        where = (value.untyped_storage().data_ptr(), value.storage_offset(), value.shape)
+        if where not in halves:
+            half = value.to(torch.float16, copy=True)
+            if not half.isfinite().all():  # check_snapshots would refuse the saved file
+                raise ValueError(
+                    f"the weight {key} holds a value beyond float16's range (65,504) or NaN, "
+                    f"which a snapshot cannot keep"
+                )
+            halves[where] = half
     return {
-        key: halves.setdefault(value.data_ptr(), value.half())
+        key: halves[(value.untyped_storage().data_ptr(), value.storage_offset(), value.shape)]
         for key, value in model.state_dict().items()
     }
 
@@ -827,7 +852,14 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
             rows.append({"step": step, **measure(model, held_out, recipe.eval_length)})
             bar.set_postfix(second_copy_loss=f"{rows[-1]['second_copy_loss']:.2f}")
         if step % recipe.snapshot_every == 0:
-            snapshots[step] = half_weights(model)
+            try:
+                snapshots[step] = _half_weights(model)
+            except ValueError as problem:  # weights beyond float16's range: they grew unbounded
+                raise ValueError(
+                    f"training diverged at step {step}: {problem}; the learning rate "
+                    f"{recipe.learning_rate:g} is too large (the recipe's default is "
+                    f"{Recipe.learning_rate:g})"
+                ) from None
         if step == recipe.steps:
             break
         ids = training_batch(recipe, generator)  # (batch, n)

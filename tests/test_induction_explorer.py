@@ -516,3 +516,24 @@ def test_the_explorer_names_a_repeat_that_does_not_fit(arguments, message):
     with pytest.raises(ValueError) as raised:
         InductionExplorer(training=tiny_induction_training(), **arguments)
     assert message in str(raised.value)
+
+
+def test_find_repeat_refuses_a_sequence_longer_than_the_explorer_draws():
+    """20,000 tokens searched in cubic time for about 15 minutes."""
+    with pytest.raises(ValueError, match="at most 256 tokens"):
+        find_repeat(torch.arange(20000)[None])
+
+
+def test_a_training_of_a_short_context_gets_a_repeat_that_fits(tmp_path):
+    """A valid load_training() dict of context 16 was refused for not holding a block of 24."""
+    from helpers.induction import load_training, train_and_save
+
+    recipe = Recipe(
+        vocab_size=16, context_length=16, d_model=8, batch_size=2, steps=2, log_every=1,
+        snapshot_every=1, eval_batch=2, eval_length=8, longest_block=8,
+    )  # fmt: skip
+    train_and_save(tmp_path / "tiny.pt", recipe)
+    explorer = InductionExplorer(training=load_training(tmp_path / "tiny.pt"))
+    assert "error" not in explorer.state and explorer.state["length"] == 8
+    explorer = InductionExplorer(training=load_training(tmp_path / "tiny.pt"), length=2, start=5)
+    assert (explorer.state["start"], explorer.state["length"]) == (5, 2)

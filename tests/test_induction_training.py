@@ -1120,3 +1120,64 @@ def test_a_position_file_that_names_other_models_is_refused(tmp_path):
         CheckpointError, match=r"its weights should name \['learned', 'sinusoidal'\]"
     ):
         load_position_models(path)
+
+
+# Regressions from a seventh hostile pass
+
+
+@pytest.mark.parametrize(
+    "start", [False, 0.0, "", [], np.array([0]), torch.tensor(0.0), torch.tensor([1, 2])]
+)
+def test_a_start_that_is_not_a_whole_number_is_refused_not_read_as_zero(start):
+    """`start or 0` read False, 0.0, '' and [] as 0, and a two-element tensor raised torch's
+    'ambiguous' error."""
+    model = tiny_model()
+    ids = placed_repeats(2, 16, 0, 4, 16, torch.Generator().manual_seed(0))
+    for call in (
+        lambda: induction_score(torch.eye(16)[None], 4, start),
+        lambda: measure(model, ids, 4, start=start),
+    ):
+        with pytest.raises((TypeError, ValueError), match="start"):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("lengths", "words"),
+    [
+        (__import__("itertools").count(2), "at most 8 block lengths"),
+        (torch.tensor(4), "lengths must be a list of block lengths"),
+        (np.array(4), "lengths must be a list of block lengths"),
+    ],
+    ids=["endless", "0-d tensor", "0-d array"],
+)
+def test_a_placement_map_names_lengths_it_cannot_read(lengths, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        placement_map(tiny_model(), lengths=lengths, rows=1)
+
+
+def test_a_placement_map_names_a_vocabulary_smaller_than_the_context():
+    config = GPTConfig(
+        vocab_size=10, context_length=16, d_model=8, num_heads=2, num_layers=1, d_ff=8,
+        attention_only=True,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"vocabulary \(10 tokens\) is smaller than its context"):
+        placement_map(GPT(config), lengths=[2], rows=1)
+
+
+def test_a_recipes_position_is_kept_as_a_plain_str():
+    assert type(Recipe(position=np.str_("rope")).position) is str
+
+
+def test_snapshots_are_copies_and_a_weight_float16_cannot_hold_is_named():
+    from helpers.induction import _half_weights
+
+    model = tiny_model().half()
+    kept = _half_weights(model)
+    with torch.no_grad():
+        model.norm.weight.add_(1.0)
+    assert not torch.equal(kept["norm.weight"], model.norm.weight)  # a copy, not the weight
+    large = tiny_model()
+    with torch.no_grad():
+        large.norm.weight[0] = 1e5
+    with pytest.raises(ValueError, match="norm.weight holds a value beyond float16's range"):
+        _half_weights(large)

@@ -74,14 +74,14 @@ class InductionExplorer(Explorer):
         tokens: str | None = None,
         seed: int = 0,
         start: int = 0,
-        length: int = REPEAT_LENGTH,
+        length: int | None = None,
         training: dict | None = None,
     ):
         """step: a snapshot's step (default: the last); layer: default the model's last;
         head: default the one with the highest induction score in the log's last row;
         tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
-        start, length: where the repeat's block starts and how long it is (its copy follows it
-        at once; both must fit in the context);
+        start, length: where the repeat's block starts and how long it is, default 24 or half
+        the context (its copy follows it at once; both must fit in the context);
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
         _model_name(model)
@@ -99,6 +99,8 @@ class InductionExplorer(Explorer):
         self._snapshots, self._reading = {}, {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
         config = self.training["models"][model].config
+        if length is None:  # a block of 24, or as long as the context holds twice
+            length = min(REPEAT_LENGTH, config.context_length // 2)
         length, start = _placement(length, start, config.context_length)
         controls = {
             "model": ToggleButtons(options=list(MODEL_LAYERS), value=model, description="model"),
@@ -504,6 +506,11 @@ def find_repeat(ids: torch.Tensor) -> tuple[int, int] | None:
     validation.token_ids(ids, "ids", None, "(1, n), one sequence")  # whole numbers, not NaN
     if ids.shape[0] != 1:
         raise ValueError(f"ids must be (1, n), one sequence, got shape {tuple(ids.shape)}")
+    if ids.shape[1] > MOST_POSITIONS:  # the search takes time n^3
+        raise ValueError(
+            f"ids must be at most {MOST_POSITIONS} tokens (the explorer's longest context), got "
+            f"{ids.shape[1]}"
+        )
     tokens = ids[0].tolist()
     n = len(tokens)
     for length in range(n // 2, 1, -1):
@@ -611,11 +618,6 @@ def _checked_training(training: object) -> dict:
             raise ValueError(
                 f"training['models'][{name!r}] must be the model training['recipe'] builds, "
                 f"{model_config(recipe, MODEL_LAYERS[name])}, got {model.config}"
-            )
-        if model.config.context_length < 2 * REPEAT_LENGTH:
-            raise ValueError(
-                f"the {name} model's context of {model.config.context_length} does not hold a "
-                f"block of {REPEAT_LENGTH} and its copy"
             )
         layers = MODEL_LAYERS[name]
         check_snapshots(
