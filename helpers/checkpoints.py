@@ -395,6 +395,11 @@ def _read(path: Path, fix: str) -> object:
             warnings.simplefilter("ignore")
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many kinds for a file that is not a checkpoint
+        if "GLOBAL numpy" in str(error):  # torch.save wrote it, but of numpy's numbers
+            raise CheckpointError(
+                f"{path} holds a numpy number or array where a checkpoint holds Python ints, "
+                f"floats and tensors only (weights_only loading reads no numpy); {fix}"
+            ) from None
         raise CheckpointError(
             f"{path} is a damaged checkpoint, or a zip archive torch.save did not write "
             f"({_torch_reason(error)}); {fix}"

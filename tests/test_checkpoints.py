@@ -773,3 +773,14 @@ def test_a_name_sha256sum_escapes_is_written_as_sha256sum_writes_it(tmp_path, na
     )
     assert checked.returncode == 0, checked.stderr
     assert load_checkpoint(tmp_path / name, ("x",), "make x") == {"x": 1}
+
+
+def test_a_numpy_number_inside_a_checkpoint_is_named_as_one(tmp_path):
+    """It was called a damaged checkpoint, with torch's 'Unsupported global' text."""
+    import numpy as np
+
+    path = tmp_path / "numpy.pt"
+    torch.save({"step": [np.int64(0)]}, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match="holds a numpy number or array where a checkpoint"):
+        load_checkpoint(path, ("step",), "make x")
