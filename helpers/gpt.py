@@ -265,9 +265,12 @@ class GPT(nn.Module):
         large for the logits' dtype. caches: the ones the pass read, which it grew past
         `cached`."""
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-            raise TypeError(
-                f"logits must be a floating-point tensor, got {validation.shown(logits)}"
+            found = (
+                f"a {logits.dtype} tensor {tuple(logits.shape)}"
+                if isinstance(logits, torch.Tensor)
+                else validation.shown(logits)
             )
+            raise TypeError(f"logits must be a floating-point tensor, got {found}")
         validation.dense_tensor(logits, "logits", "(B, T, vocab_size)")
         if caches is not None and not isinstance(caches, list | tuple):
             raise TypeError(
@@ -338,7 +341,7 @@ class GPT(nn.Module):
         ):
             raise ValueError(
                 f"caches must be a list of {len(self.blocks)} KeyValueCache, one per layer "
-                f"(model.new_caches()), got {validation.shown(caches):.80}"
+                f"(model.new_caches()), got {_kinds_of(caches)}"
             )
         if len({id(cache) for cache in caches}) < len(caches):
             raise ValueError(
@@ -541,10 +544,20 @@ def _nucleus(probabilities: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probabilities, dtype=torch.bool).scatter(-1, order, kept)
 
 
+def _kinds_of(caches: object) -> str:
+    """What a caches argument holds, in words: "a list of 1 KeyValueCache", "a dict"."""
+    if not isinstance(caches, list | tuple):
+        return f"a {type(caches).__name__}"
+    kinds = sorted({type(cache).__name__ for cache in caches})
+    return f"a {type(caches).__name__} of {len(caches)} {' and '.join(kinds) or 'items'}"
+
+
 @contextmanager
 def evaluating(model: nn.Module):
     """model in eval mode (no dropout) inside the with block; after it, each of its modules in
     its own mode as before (model.train(was_training) would put them all in the model's)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
@@ -609,7 +622,13 @@ def _model_layout(model: nn.Module) -> tuple:
         tuple(torch.nn.modules.module._global_forward_hooks),
     )
     modules = tuple(
-        (name, id(module), tuple(module._forward_pre_hooks), tuple(module._forward_hooks))
+        (
+            name,
+            id(module),
+            tuple(module._forward_pre_hooks),
+            tuple(module._forward_hooks),
+            _plain_attributes(module),
+        )
         for name, module in model.named_modules()
     )
     tensors = tuple(
@@ -619,14 +638,33 @@ def _model_layout(model: nn.Module) -> tuple:
     return hooks, modules, tensors
 
 
+def _plain_attributes(module: nn.Module) -> tuple:
+    """A module's settings a pass reads besides its weights (a LayerNorm's eps, an attention's
+    rope flag, the model's config), and a forward set on the module itself, by identity; not
+    its train/eval mode, which generate sets and puts back."""
+    settings = (bool, int, float, str, tuple, type(None), GPTConfig)  # not tensors a pass keeps
+    return tuple(
+        (key, id(value) if key == "forward" else repr(value))
+        for key, value in vars(module).items()
+        if not key.startswith("_")
+        and key != "training"
+        and (key == "forward" or isinstance(value, settings))
+    )
+
+
 def _weight_sums(model: nn.Module) -> torch.Tensor:
-    """Each weight's and buffer's sum, in float64 (the same on any thread count), on the cpu:
-    an edit through .data, which no version counts, changes them (all but one that only moves
-    a weight's numbers about). One pass over the weights: cheaper than reading a prompt."""
+    """Each weight's and buffer's sum, and its sum weighted by position, in float64 (the same on
+    any thread count), on the cpu: an edit through .data, which no version counts, changes them,
+    even one that only moves a weight's numbers about. Two passes over the weights: cheaper than
+    reading a prompt."""
     tensors = [*model.parameters(), *model.buffers()]
     if not tensors:
         return torch.zeros(0, dtype=torch.float64)
-    return torch.stack([t.detach().sum(dtype=torch.float64) for t in tensors]).cpu()
+    sums = []
+    for t in tensors:
+        numbers = t.detach().flatten().double()
+        sums += [numbers.sum(), (numbers * torch.arange(numbers.numel(), device=t.device)).sum()]
+    return torch.stack(sums).cpu()
 
 
 @torch.no_grad()

@@ -1099,3 +1099,46 @@ def test_a_block_refuses_a_residual_stream_too_large_for_its_layer_norm():
         block.ffn.linear2.weight[0, 0] = float("inf")
     with pytest.raises(ValueError, match="its weight ffn.linear2.weight holds NaN or inf"):
         block(torch.ones(1, 2, 16), causal_mask(2))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: setattr(m.norm, "eps", 10.0),
+        lambda m: setattr(m.blocks[0].attention, "rope", not m.blocks[0].attention.rope),
+        lambda m: setattr(m, "config", dataclasses.replace(m.config, position="rope")),
+        lambda m: setattr(m.blocks[0], "forward", lambda x, mask, cache=None, check_input=True: x),
+        lambda m: m.tokens.weight.data.copy_(m.tokens.weight.data.flip(0)),
+    ],
+    ids=["eps", "rope flag", "config", "forward", "weights permuted"],
+)
+def test_a_reading_is_stale_after_a_change_of_a_setting_or_a_permutation(change):
+    """An eighth hostile pass: is_current said True after each, and generate wrote from the old
+    caches."""
+    from helpers.gpt import is_current, read_prompt
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(11, 8, 8, 2, 2, 16)).eval()
+    ids = torch.randint(0, 11, (2, 3))
+    read = read_prompt(model, ids)
+    model(ids)  # a pass in between keeps the reading current
+    assert is_current(read, model)
+    change(model)
+    assert not is_current(read, model)
+
+
+def test_bad_caches_logits_and_models_are_named_by_kind():
+    from helpers.gpt import evaluating
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(11, 8, 8, 2, 2, 16)).eval()
+    ids = torch.randint(0, 11, (2, 3))
+    with pytest.raises(ValueError, match="got a list of 1 KeyValueCache$"):
+        model(ids, model.new_caches()[:1])
+    with pytest.raises(ValueError, match="got a dict$"):
+        model(ids, {0: None, 1: None})
+    with pytest.raises(TypeError, match=r"got a torch.int64 tensor \(2, 3\)"):
+        model.check_finite_logits(ids)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module, got int"):
+        with evaluating(5):
+            pass
