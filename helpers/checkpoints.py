@@ -185,6 +185,7 @@ MOST_NESTING = 100  # dicts and lists inside one another: the checkpoints here n
 LARGEST_INT = 2**2039 - 1  # the largest integer pickle writes in 255 bytes (its LONG1 code), the
 # most torch.load's weights-only reader reads back (614 digits)
 INF_OR_NAN = "holds inf or NaN"
+SET_REFUSED = "is a set: a checkpoint holds tensors, numbers, strings, lists and dicts"
 
 
 class _Beyond(Exception):
@@ -230,6 +231,9 @@ class _Survey:
                     f"every time it is listed (up to {_where(place)}), more than load_checkpoint "
                     "reads"
                 )
+        if isinstance(value, set | frozenset):
+            self.refused.append((_where(place), SET_REFUSED, False))
+            return 1, 0
         if not isinstance(value, torch.Tensor | dict | list | tuple):
             return 1, 0
         if id(value) in self.holding:
@@ -272,6 +276,8 @@ class _Survey:
         named = isinstance(value, dict)
         items, nesting = 1, 0
         for key, item in value.items() if named else enumerate(value):
+            if named and isinstance(key, float | complex) and not cmath.isfinite(key):
+                self.refused.append((_where((place, key, True)), INF_OR_NAN, cmath.isinf(key)))
             if depth >= MOST_NESTING:
                 raise _Beyond(
                     f"{_where(place)} is nested more than {MOST_NESTING} dicts or lists deep"
@@ -386,8 +392,11 @@ def _read(path: Path, fix: str) -> object:
             f"{path} is a zip archive torch.save did not write: it holds no data.pkl, the record "
             f"torch.save keeps of what it saved; {fix}"
         )
-    with zipfile.ZipFile(path) as archive:
-        problem = _records_problem(archive)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            problem = _records_problem(archive)
+    except zipfile.BadZipFile as error:  # a record that fails its CRC: damaged after writing
+        raise CheckpointError(f"{path} is damaged ({error}); {fix}") from None
     if problem:
         raise CheckpointError(f"{path} cannot be loaded: {problem}; {fix}")
     try:
@@ -395,6 +404,11 @@ def _read(path: Path, fix: str) -> object:
             warnings.simplefilter("ignore")
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many kinds for a file that is not a checkpoint
+        if "Unsupported operand 139" in str(error):  # pickle's LONG4: an int of 256+ bytes
+            raise CheckpointError(
+                f"{path} holds an integer of more than 614 digits, which torch.load cannot read "
+                f"back (save_checkpoint refuses it: save it as text); {fix}"
+            ) from None
         if "GLOBAL numpy" in str(error):  # torch.save wrote it, but of numpy's numbers
             raise CheckpointError(
                 f"{path} holds a numpy number or array where a checkpoint holds Python ints, "
@@ -682,6 +696,8 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
             raise CheckpointError(
                 f"{path}: its weight {key} should hold real numbers, found {value.dtype}"
             )
+        if value.is_floating_point() and not value.isfinite().all():
+            raise CheckpointError(f"{path}: its weight {key} holds NaN or inf")
     misfit = weights_misfit(model, weights)
     if misfit:
         raise CheckpointError(f"{path}: {misfit}")

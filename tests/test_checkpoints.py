@@ -784,3 +784,36 @@ def test_a_numpy_number_inside_a_checkpoint_is_named_as_one(tmp_path):
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
     with pytest.raises(CheckpointError, match="holds a numpy number or array where a checkpoint"):
         load_checkpoint(path, ("step",), "make x")
+
+
+def test_a_set_and_a_non_finite_key_are_refused_on_saving(tmp_path):
+    """NaN in a set, or inf as a dict key, was saved and loaded back (an eighth hostile pass)."""
+    with pytest.raises(CheckpointError, match="is a set: a checkpoint holds"):
+        save_checkpoint(tmp_path / "set.pt", {"a": {float("nan")}})
+    with pytest.raises(CheckpointError, match="holds inf or NaN"):
+        save_checkpoint(tmp_path / "key.pt", {"b": {float("inf"): 1}})
+
+
+def test_load_weights_names_a_nan_weight():
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(CheckpointError, match="its weight weight holds NaN or inf"):
+        load_weights(
+            model, {"weight": torch.full((2, 2), float("nan")), "bias": torch.ones(2)}, "p"
+        )
+
+
+def test_a_record_that_fails_its_crc_and_an_overlong_integer_are_named(tmp_path):
+    buffer = io.BytesIO()
+    torch.save({"a": torch.ones(4)}, buffer)
+    damaged = bytearray(buffer.getvalue())
+    damaged[damaged.find(b"_rebuild_tensor")] ^= 1
+    path = tmp_path / "crc.pt"
+    path.write_bytes(bytes(damaged))
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match="is damaged"):
+        load_checkpoint(path, ("a",), "make x")
+    path = tmp_path / "long.pt"
+    torch.save({"a": 10**700}, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match="an integer of more than 614 digits"):
+        load_checkpoint(path, ("a",), "make x")
