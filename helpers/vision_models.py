@@ -18,6 +18,7 @@ functions compute in float64, so the numbers they print are the same on any thre
 
 import inspect
 import math
+import numbers
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -260,6 +261,12 @@ def float64_copy(model: nn.Module) -> nn.Module:
     which must build the modules it has (the same heads in each attention, ...), with torch's
     global random numbers left as they were: the fresh weights the constructor draws are
     overwritten."""
+    return _rebuilt(model).double().eval()
+
+
+def _rebuilt(model: nn.Module) -> nn.Module:
+    """The model built again from its sizes, with its weights: an error where its sizes do not
+    build the modules it has, or their settings (grid, max_len, num_heads, ...) were changed."""
     if not isinstance(model, MODEL_KINDS):
         raise TypeError(
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
@@ -286,8 +293,10 @@ def float64_copy(model: nn.Module) -> nn.Module:
     differing = next((name for name in [*held, *built] if held.get(name) != built.get(name)), None)
     if differing is not None:
         have, want = held.get(differing, {}), built.get(differing, {})
+        module, built_module = dict(model.named_modules()), dict(twin.named_modules())
         what = ", ".join(
-            f"{key} {have.get(key)!r} where its sizes build {want.get(key)!r}"
+            f"{key} {_setting_shown(module.get(differing), key)} where its sizes build "
+            f"{_setting_shown(built_module.get(differing), key)}"
             for key in sorted(have.keys() | want.keys())
             if have.get(key) != want.get(key)
         )
@@ -295,24 +304,46 @@ def float64_copy(model: nn.Module) -> nn.Module:
             f"the model's modules are not those its sizes {sizes} build ({differing or 'the model'}"
             f" has {what}): was model.sizes or a module changed? build the model again"
         )
-    return twin.double().eval()
+    return twin
 
 
 def _settings(model: nn.Module) -> dict[str, dict]:
     """Each module's type and plain settings (num_heads, in_features, p, eps, ...) by name:
     what its forward reads besides its weights."""
-    plain = int | float | str | tuple
+    plain = int | float | str | tuple | numbers.Number  # numpy's numbers among them
     return {
         name: {
             "type": type(module),
             **{
-                key: value
+                key: _comparable(value)
                 for key, value in vars(module).items()
                 if isinstance(value, plain) and not key.startswith("_") and key != "training"
             },
         }
         for name, module in model.named_modules()
     }
+
+
+def _comparable(value: object) -> tuple:
+    """A setting with its kind: a whole number (an int, an np.int64) stands for itself, while a
+    3.0 is not the grid 3 a model was built with."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int, int(value)
+    return type(value), value
+
+
+def _setting_shown(module: nn.Module | None, key: str) -> str:
+    """A module's setting as an error shows it: its value, and its type where not a plain one."""
+    if module is None:
+        return "none"
+    if key == "type":  # _settings' own entry, beside the settings vars() holds
+        return type(module).__name__
+    if key not in vars(module):
+        return "none"
+    value = vars(module)[key]
+    if type(value) in (int, float, str, tuple):
+        return validation.shown(value)
+    return f"{validation.shown(value)} ({type(value).__name__})"
 
 
 # 1. A small Vision Transformer
@@ -736,7 +767,7 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
 def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
     after it (a row that never writes <eos> holds cells + 1 digits)."""
-    check_model(model, CanvasReader)
+    _rebuilt(check_model(model, CanvasReader))  # names a grid or max_len changed by hand
     _check_images(model, images)
     work = len(images) * model._reading_work()
     if work > MOST_READING_WORK:

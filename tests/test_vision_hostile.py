@@ -3,6 +3,7 @@ pixels outside the documented 0..1, meta and sparse tensors, models with NaN, me
 weights, damaged checkpoint logs, sizes nobody can allocate, and torch's global random numbers,
 which no helper may draw from behind the caller's back."""
 
+import copy
 import gzip
 import os
 import re
@@ -1257,6 +1258,45 @@ def test_a_grid_changed_by_hand_is_named_not_blamed_on_the_canvases(name, evalua
     model.grid = 4
     with pytest.raises(ValueError, match="the model has grid 4 where its sizes build 3"):
         evaluate(model)
+
+
+@pytest.mark.parametrize(
+    "changed, named",
+    [
+        ({"max_len": 12}, "the model has max_len 12 where its sizes build 10"),
+        ({"grid": 2}, "the model has grid 2 where its sizes build 3"),
+        ({"grid": 2, "max_len": 12}, "grid 2 where its sizes build 3, max_len 12 where"),
+    ],
+)
+def test_read_canvas_names_a_grid_or_max_len_changed_by_hand(models, canvases, changed, named):
+    """r.max_len = 12 gave (B, 12) tokens and r.grid = 2 read the canvas as 3 x 3, silently."""
+    reader = copy.deepcopy(models["reader"])
+    for setting, value in changed.items():
+        setattr(reader, setting, value)
+    with pytest.raises(ValueError, match=named):
+        read_canvas(reader, canvases.images)
+
+
+def test_a_numpy_whole_number_grid_is_taken_and_a_float_one_named_with_its_type(
+    models, test_digits
+):
+    """f.grid = np.int64(3): "the model has grid None where its sizes build 3"."""
+    finder, reader = copy.deepcopy(models["finder"]), copy.deepcopy(models["reader"])
+    canvases = make_canvases(test_digits, 4, 3, generator=torch.Generator().manual_seed(0))
+    asked = finder_questions(canvases, torch.Generator().manual_seed(0))
+    expected = evaluate_finder(finder, canvases, *asked)
+    read = read_canvas(reader, canvases.images)
+    finder.grid, reader.grid = np.int64(3), np.int64(3)
+    assert evaluate_finder(finder, canvases, *asked) == expected
+    assert torch.equal(read_canvas(reader, canvases.images), read)
+    finder.grid = np.float64(3)
+    with pytest.raises(
+        ValueError, match=r"grid np.float64\(3.0\) \(float64\) where its sizes build 3"
+    ):
+        evaluate_finder(finder, canvases, *asked)
+    reader.grid = torch.tensor(3)
+    with pytest.raises(ValueError, match=r"grid tensor\(3\) \(Tensor\) where its sizes build 3"):
+        read_canvas(reader, canvases.images)
 
 
 def test_a_path_too_long_for_the_system_is_named_once_and_shortened():
