@@ -160,8 +160,12 @@ def test_cell_mass_and_read_with_attention_name_what_they_take(tiny):
     with pytest.raises(ValueError, match=r"got \[0.5, 0.5\]"):
         cell_mass([0.5, 0.5], 3)
     reader = float64_copy(tiny["reader"])
-    with pytest.raises(ValueError, match=r"image must be one canvas \(1, 1, 24, 24\)"):
+    with pytest.raises(ValueError, match=r"image must be a float64 canvas \(1, 1, 24, 24\)"):
         read_with_attention(reader, torch.zeros(2, 1, 24, 24, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"image must be a float64 canvas .* got torch.float32"):
+        read_with_attention(reader, torch.zeros(1, 1, 24, 24))
+    with pytest.raises((TypeError, ValueError), match=r"^image must be a torch.Tensor \(1, 1, 24"):
+        read_with_attention(reader, [[0.0] * 24] * 24)
     with pytest.raises(ValueError, match=r"must hold pixels in 0..1, as load_digits scales"):
         read_with_attention(reader, torch.full((1, 1, 24, 24), MAX_INK, dtype=torch.float64))
 

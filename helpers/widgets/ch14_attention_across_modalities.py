@@ -435,10 +435,7 @@ def read_with_attention(reader: CanvasReader, image: torch.Tensor) -> dict:
     first <eos> the last token) as "written", and its cross-attention as each is written
     (tokens, 36) as "attention": the last decoder block's, averaged over its heads (how
     helpers.vision_models measures it)."""
-    if isinstance(image, torch.Tensor) and (image.dim() != 4 or len(image) != 1):
-        raise ValueError(
-            f"image must be one canvas (1, 1, {SIDE}, {SIDE}), got {tuple(image.shape)}"
-        )
+    _check_image(image)
     tokens = read_canvas(reader, image)[0].tolist()
     end = tokens.index(EOS) + 1 if EOS in tokens else len(tokens)
     written = tokens[:end]
