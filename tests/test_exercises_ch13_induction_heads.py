@@ -1890,7 +1890,18 @@ def through_float32_and_back(model, ids, layer, head):
         model.to(dtype)
 
 
+def refusing_ids_as_long_as_the_context(model, ids, layer, head):
+    if ids.shape[1] >= model.config.context_length:  # off by one: T == context fits
+        raise ValueError("ids too long for the model")
+    return logits_with_head_zeroed(model, ids, layer, head)
+
+
 REFUSED_AFTER_A_SEVENTH_PASS = [
+    (
+        "logits with a head zeroed",
+        refusing_ids_as_long_as_the_context,
+        "ids exactly as long as the context",
+    ),
     ("logits with a head zeroed", forward_pass_without_rope, "computes the attention without RoPE"),
     ("logits with a head zeroed", forward_pass_without_the_context_check, "model(ids) raises"),
     ("logits with a head zeroed", through_float32_and_back, "weight"),

@@ -501,6 +501,7 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
     generator = torch.Generator().manual_seed(135)
     random_ids = torch.randint(16, (2, 10), generator=generator)
     repeated = repeated_sequences(1, 6, 16, generator)
+    full_context = torch.randint(16, (1, with_rope.config.context_length), generator=generator)
     return [
         ("two layers of 3 heads (d_head = 4): layer 0, head 1", two_layers, random_ids, 0, 1),
         ("the same model: layer 1, head 0 (the first columns)", two_layers, random_ids, 1, 0),
@@ -512,6 +513,8 @@ def head_zeroed_cases() -> list[tuple[str, GPT, torch.Tensor, int, int]]:
         ("a model in training mode (d_head = 6): layer 0, head 1", in_training, random_ids, 0, 1),
         ("RoPE positions, as chapter 13's models (d_head = 8): layer 1, head 1", with_rope,
          repeated, 1, 1),
+        ("ids exactly as long as the context (16 tokens), which model(ids) reads: layer 0, "
+         "head 1", with_rope, full_context, 0, 1),
     ]  # fmt: skip
 
 
