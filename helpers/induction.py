@@ -182,8 +182,9 @@ def _check_start(start: object, length: int, n: int) -> int:
     start = validation.whole_number(start, "start", minimum=0)
     if start + 2 * length > n:
         raise ValueError(
-            f"a block of {length} at start {validation.shown(start)} and its copy end at "
-            f"position {validation.shown(start + 2 * length - 1)}, beyond the {n} positions"
+            f"a block of {validation.shown(length)} at start {validation.shown(start)} and its "
+            f"copy end at position {validation.shown(start + 2 * length - 1)}, beyond the {n} "
+            f"positions"
         )
     return start
 
@@ -410,8 +411,13 @@ def placement_map(
     (the copy right after the block, every other token different). Returns {"lengths": [...],
     "starts": [0, 1, ...], and "first_copy_loss", "second_copy_loss", "second_copy_accuracy":
     (lengths, starts) float64 tensors, NaN where the block and its copy do not fit}."""
-    _check_model_and_ids(model, torch.zeros(1, 2, dtype=torch.long))
+    _check_model_and_ids(model, torch.zeros(1, 1, dtype=torch.long))
     n = model.config.context_length
+    if n < 4:
+        raise ValueError(
+            f"the model's context ({n}) is too short for a block of 2 and its copy, the shortest "
+            f"placement_map measures"
+        )
     if model.config.vocab_size < n:
         raise ValueError(
             f"the model's vocabulary ({model.config.vocab_size} tokens) is smaller than its "
@@ -733,13 +739,19 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     bit-identical on the same machine."""
     _check_trainable(recipe, [num_layers])  # before the minutes of training
     progress = validation.flag(progress, "progress")
-    threads = torch.get_num_threads()
+    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
     torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float32)  # the caller's default would change every number
     try:
-        with torch.random.fork_rng(devices=[]):  # the caller's random numbers stay theirs
+        with (
+            torch.random.fork_rng(devices=[]),  # the caller's random numbers stay theirs
+            torch.inference_mode(False),  # a caller's no_grad or inference_mode would stop
+            torch.enable_grad(),  # the backward pass
+        ):
             return _train(num_layers, recipe, progress)
     finally:
         torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
 
 
 def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:

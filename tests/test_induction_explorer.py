@@ -537,3 +537,11 @@ def test_a_training_of_a_short_context_gets_a_repeat_that_fits(tmp_path):
     assert "error" not in explorer.state and explorer.state["length"] == 8
     explorer = InductionExplorer(training=load_training(tmp_path / "tiny.pt"), length=2, start=5)
     assert (explorer.state["start"], explorer.state["length"]) == (5, 2)
+
+
+def test_numpys_strings_choose_a_model_and_a_sequence():
+    """np.str_('one-layer') passed the explorer's own check and was refused by its control."""
+    explorer = InductionExplorer(
+        training=tiny_induction_training(), model=np.str_("one-layer"), sequence=np.str_("typed")
+    )
+    assert explorer.values()["model"] == "one-layer" and "error" not in explorer.state

@@ -1181,3 +1181,38 @@ def test_snapshots_are_copies_and_a_weight_float16_cannot_hold_is_named():
         large.norm.weight[0] = 1e5
     with pytest.raises(ValueError, match="norm.weight holds a value beyond float16's range"):
         _half_weights(large)
+
+
+# Regressions from an eighth hostile pass
+
+
+def test_a_length_too_large_to_print_is_named_not_a_crash_of_the_message():
+    with pytest.raises(ValueError, match="a block of an int too large to print"):
+        placed_repeats(2, 10, 3, 10**5000, 20)
+
+
+def test_a_placement_map_names_a_context_too_short_for_any_block():
+    config = GPTConfig(
+        vocab_size=5, context_length=1, d_model=8, num_heads=2, num_layers=1, d_ff=8,
+        attention_only=True, position="rope",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"context \(1\) is too short for a block of 2"):
+        placement_map(GPT(config), lengths=[2], rows=1)
+
+
+@pytest.mark.parametrize("state", ["no_grad", "inference_mode", "float64"])
+def test_training_is_the_same_under_a_callers_grad_mode_or_default_dtype(state):
+    """no_grad and inference_mode crashed inside backward; a float64 default trained other
+    weights and wrote another file."""
+    expected = train_model(1, TINY)["model"].state_dict()
+    if state == "float64":
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            found = train_model(1, TINY)["model"].state_dict()
+        finally:
+            torch.set_default_dtype(before)
+    else:
+        with getattr(torch, state)():
+            found = train_model(1, TINY)["model"].state_dict()
+    assert all(torch.equal(found[key], value) for key, value in expected.items())

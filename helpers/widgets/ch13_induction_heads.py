@@ -84,8 +84,7 @@ class InductionExplorer(Explorer):
         the context (its copy follows it at once; both must fit in the context);
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
-        _model_name(model)
-        _sequence_name(sequence)
+        model, sequence = str(_model_name(model)), str(_sequence_name(sequence))  # not numpy's
         if tokens is None:
             tokens = DEFAULT_TOKENS
         if not isinstance(tokens, str):
