@@ -1761,3 +1761,17 @@ def test_only_a_mask_that_fails_the_sentence_case_alone_is_asked_about_a_typed_s
     of size 5 and under."""
     _, out = run_checker(check_prefix_lm_mask, prefix_prompt_reads_the_whole_row)
     assert "is a size typed in" not in out, out
+
+
+def loss_finding_sep_by_argmax(logits, sequences, separator_id):
+    targets = sequences[:, 1:]
+    separator_at = sequences.argmax(1)  # <sep> is the largest id only when nothing lies above it
+    positions = torch.arange(targets.shape[1])[None]
+    keep = (positions >= separator_at[:, None]) & (targets != 0)
+    return F.cross_entropy(logits[keep], targets[keep])
+
+
+def test_a_loss_that_finds_sep_by_the_largest_id_is_refused(run_checker):
+    """Every case had <sep> as its largest id (an eighth learner's pass)."""
+    verdict, out = run_checker(check_answer_loss, loss_finding_sep_by_argmax)
+    assert verdict is False and "ids above <sep>" in out, out

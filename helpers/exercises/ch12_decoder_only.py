@@ -949,13 +949,14 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
     """(name, logits (B, T - 1, V), sequences (B, T), separator_id) for every case."""
     generator = torch.Generator().manual_seed(122)
 
-    def ids(length, vocab):
-        return torch.randint(3, vocab - 1, (length,), generator=generator).tolist()
+    def ids(length, vocab, separator_id):
+        drawn = torch.randint(3, vocab - 1, (length,), generator=generator).tolist()
+        return [token + (token == separator_id) for token in drawn]  # never <sep> itself
 
-    def case(name, lengths, separator_id, dtype=torch.float32):
-        vocab = separator_id + 1
-        english = [ids(e, vocab) for e, _ in lengths]
-        french = [ids(f, vocab) for _, f in lengths]
+    def case(name, lengths, separator_id, dtype=torch.float32, vocab=None):
+        vocab = separator_id + 1 if vocab is None else vocab
+        english = [ids(e, vocab, separator_id) for e, _ in lengths]
+        french = [ids(f, vocab, separator_id) for _, f in lengths]
         sequences = build_sequences(english, french, separator_id)
         shape = (sequences.shape[0], sequences.shape[1] - 1, vocab)
         logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 2
@@ -968,6 +969,12 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
         case("<sep> = 11 (not 8000), two rows", [(2, 3), (4, 2)], 11),
         case("a row whose answer is only <eos>", [(3, 0), (2, 2)], 9),
         case("float64, <sep> = 9", [(4, 3), (2, 5), (3, 1)], 9, torch.float64),
+        case(
+            "<sep> = 11 in a vocabulary of 20: ids above <sep>",
+            [(3, 2), (1, 5), (4, 1)],
+            11,
+            vocab=20,
+        ),
     ]
 
 
