@@ -563,8 +563,11 @@ def by_hooking_the_heads_before_they_merge(model, ids, layer, head):
         handle.remove()
 
 
-def by_writing_the_forward_pass_out(model, ids, layer, head):
-    model.check_ids(ids)  # ids longer than the context raise, as model(ids) does
+def _forward_by_hand(model, ids, layer, head, rope=True, check_context=True):
+    """The attention-only GPT's pass written out, head `head` of block `layer` zeroed; rope and
+    check_context False leave out the turn of queries and keys, or the context check."""
+    if check_context:
+        model.check_ids(ids)  # ids longer than the context raise, as model(ids) does
     steps = ids.shape[1]
     x = model.tokens(ids)
     if model.positions is not None:
@@ -573,7 +576,7 @@ def by_writing_the_forward_pass_out(model, ids, layer, head):
         attention = block.attention
         h = block.attention_residual.norm(x)
         heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
-        if attention.rope:
+        if rope and attention.rope:
             heads = [apply_rope(part) for part in heads]
         values = split_heads(attention.W_v(h), model.config.num_heads)
         written = attention.attention(*heads, values, mask=causal_mask(steps))
@@ -583,6 +586,10 @@ def by_writing_the_forward_pass_out(model, ids, layer, head):
             written = written * keep
         x = x + attention.W_o(merge_heads(written))
     return model.output(model.norm(x))
+
+
+def by_writing_the_forward_pass_out(model, ids, layer, head):
+    return _forward_by_hand(model, ids, layer, head)
 
 
 RIGHT = [
@@ -1842,43 +1849,11 @@ WRONG += REFUSED_AFTER_A_SIXTH_PASS  # tests/test_exercises.py names each
 
 
 def forward_pass_without_rope(model, ids, layer, head):
-    model.check_ids(ids)
-    steps = ids.shape[1]
-    x = model.tokens(ids)
-    if model.positions is not None:
-        x = x + model.positions(torch.arange(steps))
-    for index, block in enumerate(model.blocks):
-        attention = block.attention
-        h = block.attention_residual.norm(x)
-        heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
-        values = split_heads(attention.W_v(h), model.config.num_heads)
-        written = attention.attention(*heads, values, mask=causal_mask(steps))
-        if index == layer:
-            keep = torch.ones(model.config.num_heads, 1, 1, dtype=x.dtype)
-            keep[head] = 0.0
-            written = written * keep
-        x = x + attention.W_o(merge_heads(written))
-    return model.output(model.norm(x))
+    return _forward_by_hand(model, ids, layer, head, rope=False)
 
 
 def forward_pass_without_the_context_check(model, ids, layer, head):
-    x = model.tokens(ids)
-    steps = ids.shape[1]
-    for index, block in enumerate(model.blocks):
-        attention = block.attention
-        h = block.attention_residual.norm(x)
-        heads = [
-            apply_rope(split_heads(W(h), model.config.num_heads))
-            for W in (attention.W_q, attention.W_k)
-        ]
-        values = split_heads(attention.W_v(h), model.config.num_heads)
-        written = attention.attention(*heads, values, mask=causal_mask(steps))
-        if index == layer:
-            keep = torch.ones(model.config.num_heads, 1, 1, dtype=x.dtype)
-            keep[head] = 0.0
-            written = written * keep
-        x = x + attention.W_o(merge_heads(written))
-    return model.output(model.norm(x))
+    return _forward_by_hand(model, ids, layer, head, check_context=False)
 
 
 def through_float32_and_back(model, ids, layer, head):
