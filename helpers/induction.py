@@ -380,7 +380,13 @@ def measure(
     _check_bytes(
         "measure", _measure_bytes(model.config, batch, positions), rows=batch, positions=positions
     )
-    exact = _float64_copy(model)
+    return _measured(_float64_copy(model), ids, length, start, pairs)
+
+
+def _measured(
+    exact: GPT, ids: torch.Tensor, length: int, start: int, pairs: list[tuple[int, int]] = ()
+) -> dict:
+    """measure's numbers on exact, a float64 copy, for ids and arguments already checked."""
     with _zeroing(exact, pairs):
         logits = exact(ids)  # (B, n, vocab): GPT refuses logits that overflow
     targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
@@ -426,6 +432,8 @@ def placement_map(
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
     _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
+    _check_no_hooks(model)
+    exact = _float64_copy(model)  # once, for every cell
     generator = _seeded(validation.seed(seed))
     starts = list(range(n - 2 * min(lengths) + 1))
     found = {
@@ -435,7 +443,7 @@ def placement_map(
     for i, length in enumerate(lengths):
         for start in range(n - 2 * length + 1):
             ids = placed_repeats(rows, n, start, length, model.config.vocab_size, generator)
-            measured = measure(model, ids, length, start=start)
+            measured = _measured(exact, ids, length, start)
             for key, table in found.items():
                 table[i, start] = measured[key]
     return {"lengths": lengths, "starts": starts, **found}
