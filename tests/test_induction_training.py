@@ -1216,3 +1216,10 @@ def test_training_is_the_same_under_a_callers_grad_mode_or_default_dtype(state):
         with getattr(torch, state)():
             found = train_model(1, TINY)["model"].state_dict()
     assert all(torch.equal(found[key], value) for key, value in expected.items())
+
+
+def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_run():
+    model = tiny_model()
+    model.blocks[0].register_forward_hook(lambda module, inputs, output: output)
+    with pytest.raises(ValueError, match="has forward hooks"):
+        placement_map(model, lengths=[2], rows=1)
