@@ -101,13 +101,27 @@ OTHER_LOGITS = "other logits"  # in the name of a case whose shape, dtype and to
 FAR_BELOW = " and one far below them per row (logit -300 or -200)"
 
 
-def _edges_near(distance: float, dtype: torch.dtype) -> torch.Tensor:
-    """(2, 3) logits whose nucleus at top_p = 0.7 has its edge `distance` below top_p in row 0
-    (it needs the third token) and `distance` above it in row 1 (two tokens reach it)."""
-    return torch.tensor(
-        [[0.35, 0.35 - distance, 0.3 + distance], [0.35 + distance, 0.35, 0.3 - distance]],
-        dtype=dtype,
-    ).log()
+def _edges_near(distance: float, dtype: torch.dtype, rows: int = 64, size: int = 8) -> torch.Tensor:
+    """(rows, size) logits whose nucleus at top_p = 0.7 has its edge `distance` below top_p in
+    the even rows (the sum before the edge token falls short, so that token stays) and
+    `distance` above it in the odd rows (the tokens before it reach top_p). Tokens follow the
+    edge and the mass spreads differently in each row, so a running sum rounded to a lower
+    precision lands on the wrong side of top_p in some row, whichever way it is summed. No two
+    probabilities lie within 1e-3 of each other or of 0."""
+    generator = torch.Generator().manual_seed(121)
+    found = []
+    while len(found) < rows:
+        side = 1 if len(found) % 2 else -1
+        draws = -torch.rand(size, generator=generator, dtype=torch.float64).log()
+        ordered = draws.sort(descending=True).values
+        edge = int(torch.randint(1, size - 1, (1,), generator=generator))
+        before = ordered[:edge] * (0.7 + side * distance) / ordered[:edge].sum()
+        after = ordered[edge:] * (0.3 - side * distance) / ordered[edge:].sum()
+        probabilities = torch.cat([before, after])  # descending
+        if (probabilities[:-1] - probabilities[1:]).min() < 1e-3 or probabilities[-1] < 1e-3:
+            continue
+        found.append(probabilities[torch.randperm(size, generator=generator)])
+    return torch.stack(found).log().to(dtype)
 
 
 def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
@@ -195,14 +209,15 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
             0.8,
         ),
         (
-            f"nucleus edges {NEAR_EDGE:g} from top_p = 0.7, below it in row 0 and above it in "
-            f"row 1: float16 cannot tell them apart",
+            f"nucleus edges {NEAR_EDGE:g} from top_p = 0.7, below it in the even rows and above "
+            f"it in the odd ones, 64 rows of 8 tokens: float16 cannot tell them apart",
             _edges_near(NEAR_EDGE, torch.float32),
             0.7,
         ),
         (
-            f"float64, nucleus edges {FLOAT64_NEAR_EDGE:g} from top_p = 0.7, below it in row 0 "
-            f"and above it in row 1: float32 cannot tell them apart",
+            f"float64, nucleus edges {FLOAT64_NEAR_EDGE:g} from top_p = 0.7, below it in the even "
+            f"rows and above it in the odd ones, 64 rows of 8 tokens: float32 cannot tell them "
+            f"apart",
             _edges_near(FLOAT64_NEAR_EDGE, torch.float64),
             0.7,
         ),
@@ -437,6 +452,9 @@ def _what_the_kept_tokens_show(
         )
     if top_p >= 1 and (kept <= nucleus).all():
         return f" ({_dropped_at_one(kept, nucleus, logits)})"
+    rounded = _rounded_across_top_p(kept, nucleus, probabilities, top_p)
+    if rounded:
+        return rounded
     if one_too_many:
         row = one_too_many[0]
         return (
@@ -471,6 +489,33 @@ def _what_the_kept_tokens_show(
     )
 
 
+def _rounded_across_top_p(
+    kept: torch.Tensor, nucleus: torch.Tensor, probabilities: torch.Tensor, top_p: float
+) -> str:
+    """What an answer shows whose kept tokens differ from the nucleus, in each row where they
+    differ, by the one token where the probability before it lies within 1e-3 of top_p, but not
+    on it: a running sum rounded to the wrong side of top_p. "" otherwise."""
+    differ = (kept != nucleus).any(-1).nonzero().flatten().tolist()
+    before = probabilities.sort(-1, descending=True)
+    mass_before = torch.zeros_like(probabilities).scatter(
+        -1, before.indices, before.values.cumsum(-1) - before.values
+    )  # (B, V): the probability of the tokens more likely than each
+    distance = (mass_before - top_p).abs()
+    near = (distance > 0) & (distance <= 1e-3)
+    if not differ or ((kept != nucleus).sum(-1) > 1).any() or (near < (kept != nucleus)).any():
+        return ""
+    row = differ[0]
+    token = (kept[row] != nucleus[row]).nonzero()[0].item()
+    distance = mass_before[row, token].item() - top_p
+    return (
+        f" (row {row} {'keeps' if kept[row, token] else 'drops'} token {token}, where the "
+        f"tokens more likely than it sum to top_p {'+' if distance > 0 else '-'} "
+        f"{abs(distance):.1g}: a running sum in lower precision (float16 keeps about 3 "
+        f"significant digits, float32 about 7) lands on the wrong side of top_p there. Compute "
+        f"the probabilities and their cumulative sum in the logits' dtype)"
+    )
+
+
 def _dropped_at_one(kept: torch.Tensor, nucleus: torch.Tensor, logits: torch.Tensor) -> str:
     """What an answer that drops tokens at top_p = 1, where every token stays, ran into."""
     row, token = (nucleus & ~kept).nonzero()[0].tolist()
@@ -492,8 +537,8 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     nucleus: the smallest set of most likely tokens (by softmax(logits)) whose probabilities
     sum to at least top_p (a set that reaches it exactly is the nucleus: the next token goes);
     a cumulative probability may lie 1e-4 from top_p, closer than float16 tells apart, and in
-    a float64 case 1e-9, closer than float32 tells apart, so the probabilities are computed in
-    the logits' dtype. The most likely token always stays, and
+    a float64 case 1e-9, closer than float32 tells apart, so the probabilities and their
+    running sum are computed in the logits' dtype. The most likely token always stays, and
     top_p = 1 keeps every token, also one whose probability underflows to 0 and those a
     running sum of the sorted probabilities reaches only after it has rounded to 1. Where
     tokens of equal probability straddle the boundary, any of them may stay (the set must
