@@ -545,3 +545,11 @@ def test_numpys_strings_choose_a_model_and_a_sequence():
         training=tiny_induction_training(), model=np.str_("one-layer"), sequence=np.str_("typed")
     )
     assert explorer.values()["model"] == "one-layer" and "error" not in explorer.state
+
+
+def test_a_seed_of_more_digits_than_python_prints_leaves_the_explorer_printable(explorer):
+    """repr(explorer) raised Python's "Exceeds the limit (4300 digits)" (an eighth hostile
+    pass)."""
+    explorer.controls["seed"].value = HUGE
+    shown = repr(explorer)
+    assert shown.startswith("InductionExplorer(") and "seed=an int too large to print" in shown

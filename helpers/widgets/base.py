@@ -181,10 +181,19 @@ class Explorer:
 def settings_repr(explorer) -> str:
     """An explorer's class and its controls' values: "KernelRegressionExplorer(width=0.3)"."""
     settings = ", ".join(
-        f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={value!r}"
+        f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={_printable(value)}"
         for name, value in explorer.values().items()
     )
     return f"{type(explorer).__name__}({settings})"
+
+
+def _printable(value: object) -> str:
+    """repr(value), or what messages show where Python refuses to print it (an int of more
+    than 4,300 digits set from code)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return shown(value)
 
 
 def log_slider(
