@@ -112,7 +112,11 @@ def _finite(value: numbers.Real) -> bool:
 
 def positive_number(value: object, name: str, allow_zero: bool = False) -> float:
     """value as a float, if it is a finite real number > 0 (or >= 0 with allow_zero)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _finite(value):
+    if not isinstance(value, numbers.Real | bool):
+        kind = type(value).__name__
+        hint = ": tensor.item() gives its number" if isinstance(value, torch.Tensor) else ""
+        raise ValueError(f"{name} must be an int or a float, got {shown(value)} (a {kind}{hint})")
+    if isinstance(value, bool) or not _finite(value):
         raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"

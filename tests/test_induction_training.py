@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import math
 import warnings
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -1223,3 +1224,18 @@ def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_r
     model.blocks[0].register_forward_hook(lambda module, inputs, output: output)
     with pytest.raises(ValueError, match="has forward hooks"):
         placement_map(model, lengths=[2], rows=1)
+
+
+@pytest.mark.parametrize(
+    ("rate", "words"),
+    [
+        (Decimal("0.001"), "got Decimal('0.001') (a Decimal)"),
+        (torch.tensor(1e-3), "(a Tensor: tensor.item() gives its number)"),
+    ],
+    ids=["Decimal", "0-d tensor"],
+)
+def test_a_learning_rate_of_another_type_is_named_as_such(rate, words):
+    """The message said "must be a finite number" of 0.001 (an eighth hostile pass)."""
+    with pytest.raises(ValueError, match="learning_rate must be an int or a float") as raised:
+        Recipe(learning_rate=rate)
+    assert words in str(raised.value)

@@ -600,7 +600,7 @@ def test_pattern_explorer_counts_what_it_draws():
         (lambda: RopeExplorer(shift=-5), "shift must be a whole number >= 0"),
         (lambda: RopeExplorer(shift=2000), "shift must be at most 1000"),
         (lambda: RopeExplorer(base=1.0), "base must be between 10 and 100000"),
-        (lambda: RopeExplorer(base="x"), "base must be a finite number"),
+        (lambda: RopeExplorer(base="x"), "base must be an int or a float, got 'x'"),
         (lambda: SparsePatternExplorer(pattern="dilated"), "pattern must be one of"),
         (lambda: SparsePatternExplorer(radius=100), "radius must be at most 16"),
         (lambda: SparsePatternExplorer(dilation=0), "dilation must be a whole number >= 1"),
