@@ -1912,3 +1912,62 @@ def test_the_prompts_state_every_global_setting_the_checkers_put_back(checker, s
         text = " ".join(text.split())
         assert TORCH_GLOBAL_SETTINGS_NAMED in text, text
         assert "requires_grad as it came" in text, text
+
+
+def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
+    """The attention-only GPT's pass written out with its scores computed by hand, head `head`
+    of block `layer` zeroed, leaving out one step: "scale", "mask", "norm" (each block's) or
+    "final norm"."""
+    model.check_ids(ids)
+    steps = ids.shape[1]
+    x = model.tokens(ids)
+    if model.positions is not None:
+        x = x + model.positions(torch.arange(steps))
+    for index, block in enumerate(model.blocks):
+        attention = block.attention
+        h = x if left_out == "norm" else block.attention_residual.norm(x)
+        q, k, v = (
+            split_heads(W(h), model.config.num_heads)
+            for W in (attention.W_q, attention.W_k, attention.W_v)
+        )
+        if attention.rope:
+            q, k = apply_rope(q), apply_rope(k)
+        scores = q @ k.transpose(-2, -1)  # (B, heads, T, T)
+        if left_out != "scale":
+            scores = scores / q.shape[-1] ** 0.5
+        if left_out != "mask":
+            scores = scores.masked_fill(~causal_mask(steps), float("-inf"))
+        written = scores.softmax(-1) @ v  # (B, heads, T, d_head)
+        if index == layer:
+            written = written.clone()
+            written[:, head] = 0.0
+        x = x + attention.W_o(merge_heads(written))
+    return model.output(x if left_out == "final norm" else model.norm(x))
+
+
+@pytest.mark.parametrize(
+    ("left_out", "words"),
+    [
+        ("scale", "does not divide the scores by sqrt(d_head)"),
+        ("mask", "has no causal mask"),
+        ("norm", "leaves out each block's layer norm"),
+        ("final norm", "leaves out the final layer norm"),
+    ],
+)
+def test_a_pass_written_by_hand_is_told_the_step_it_left_out(left_out, words, run_checker):
+    """Each was answered with the general hint alone (an eighth learner's pass)."""
+
+    def answer(model, ids, layer, head):
+        return _pass_by_hand_leaving_out(model, ids, layer, head, left_out)
+
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures and all(words in line for line in failures), out
+
+
+def test_the_pass_by_hand_leaving_nothing_out_is_right(run_checker):
+    def answer(model, ids, layer, head):
+        return _pass_by_hand_leaving_out(model, ids, layer, head, None)
+
+    verdict, out = run_checker(check_logits_with_head_zeroed, answer)
+    assert verdict is True, out

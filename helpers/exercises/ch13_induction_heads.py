@@ -14,6 +14,7 @@ came, and does not call the copy of the exercise's function in helpers.induction
 """
 
 import copy
+import math
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -679,8 +680,9 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         mistakes[
             "computes the attention without RoPE: this model turns each head's queries and keys "
             "by their positions (helpers.positional.apply_rope on q and k, after split_heads); "
-            "check a pass written by hand against model(ids) with nothing zeroed first"
+            f"{WRITTEN_OUT}"
         ] = _edited_logits(model, ids, without_rope)
+    mistakes.update(_written_out_mistakes(model, ids, layer, rows))
     batch, positions = ids.shape
     if batch > 1:
         mistakes[
@@ -753,6 +755,57 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
         f"must lie inside W_o's input (head {head} is {columns}, d_head = {d_head} here), and "
         f"an edited copy must be the model that runs"
     ] = plain
+    return mistakes
+
+
+WRITTEN_OUT = "check a pass written by hand against model(ids) with nothing zeroed first"
+
+
+def _written_out_mistakes(model: GPT, ids: torch.Tensor, layer: int, rows: slice) -> dict:
+    """What a forward pass written out by hand returns when it leaves out one step of the
+    model's own, with the head (W_o's input columns `rows` of block `layer`) zeroed."""
+    d_head = model.config.d_model // model.config.num_heads
+
+    def unscaled(edited, block):
+        def hook(module, inputs):  # (queries, keys, values, valid_lens, mask)
+            return (inputs[0] * math.sqrt(d_head),) + inputs[1:]
+
+        block.attention.attention.register_forward_pre_hook(hook)
+
+    def unmasked(edited, block):
+        def hook(module, inputs):
+            return inputs[:4] + (None,)
+
+        block.attention.attention.register_forward_pre_hook(hook)
+
+    def unnormed(edited, block):
+        block.attention_residual.norm = nn.Identity()
+
+    def without_final_norm(edited, block):
+        edited.norm = nn.Identity()
+
+    steps = {
+        f"does not divide the scores by sqrt(d_head) = sqrt({d_head}): the model's attention "
+        f"scales q @ k^T by 1 / sqrt(d_head) before the softmax": unscaled,
+        "has no causal mask, so each position reads the keys after it: the model masks them "
+        "(helpers.masks.causal_mask(T), -inf before the softmax)": unmasked,
+        "leaves out each block's layer norm: the attention reads "
+        "block.attention_residual.norm(x), not x (the residual adds to x itself)": unnormed,
+        "leaves out the final layer norm: the logits are model.output(model.norm(x))": (
+            without_final_norm
+        ),
+    }
+    mistakes = {}
+    for diagnosis, step in steps.items():
+
+        def edit(edited, step=step):
+            for block in edited.blocks:
+                step(edited, block)
+            edited.blocks[layer].attention.W_o.weight[:, rows] = 0.0
+
+        mistakes[f"computes a pass that {diagnosis}; {WRITTEN_OUT}"] = _edited_logits(
+            model, ids, edit
+        )
     return mistakes
 
 
