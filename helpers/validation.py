@@ -116,7 +116,9 @@ def positive_number(value: object, name: str, allow_zero: bool = False) -> float
         kind = type(value).__name__
         hint = ": tensor.item() gives its number" if isinstance(value, torch.Tensor) else ""
         raise ValueError(f"{name} must be an int or a float, got {shown(value)} (a {kind}{hint})")
-    if isinstance(value, bool) or not _finite(value):
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an int or a float, got the bool {value}")
+    if not _finite(value):
         raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"

@@ -189,7 +189,7 @@ SETTINGS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": 0}  # samp
     ("name", "kept", "message"),
     [
         ("seed", 1, "seed must be a whole number >= 0, got True"),
-        ("temperature", 1.0, "temperature must be a finite number, got True"),
+        ("temperature", 1.0, "temperature must be an int or a float, got the bool True"),
         ("top_k", 1, "top_k must be a whole number >= 1, got True"),
     ],
 )
