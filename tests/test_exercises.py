@@ -6,6 +6,7 @@ its typical wrong answers with the words their report must contain (WRONG)."""
 
 import contextlib
 import importlib
+import inspect
 import io
 import re
 import signal
@@ -422,6 +423,41 @@ def test_a_backward_pass_inside_an_answer_is_refused():
     )
 
 
+@pytest.mark.parametrize(
+    "leave",
+    [lambda x: x.register_hook(lambda grad: grad), lambda x: x.retain_grad()],
+    ids=["register_hook", "retain_grad"],
+)
+def test_an_answer_that_leaves_a_hook_on_its_input_is_refused(leave):
+    """Each was judged Correct: the input's values and requires_grad were as they came (an
+    eighth learner's pass)."""
+    from helpers.exercises.framework import run_case
+
+    def doubled_leaving_a_hook(x):
+        leave(x)  # BUG: the hook stays on the caller's tensor
+        return x * 2
+
+    for given in (torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True) * 1):
+        failures: list[str] = []
+        passed = run_case("case", doubled_leaving_a_hook, (given,), lambda t: t * 2, failures)
+        assert not passed and "leaves a hook on its input `argument 1`" in failures[0], failures
+
+
+def test_a_hook_removed_before_returning_is_accepted():
+    from helpers.exercises.framework import run_case
+
+    def doubled_with_a_hook_removed(x):
+        handle = x.register_hook(lambda grad: grad)
+        try:
+            return x * 2
+        finally:
+            handle.remove()
+
+    failures: list[str] = []
+    given = torch.ones(3, requires_grad=True)
+    assert run_case("case", doubled_with_a_hook_removed, (given,), lambda t: t * 2, failures)
+
+
 def test_an_input_detached_in_place_is_refused():
     from helpers.exercises.framework import run_case
 
@@ -440,3 +476,50 @@ def test_an_input_detached_in_place_is_refused():
     )
     assert not passed
     assert failures[0].startswith("case: switches requires_grad off for its input `x`"), failures
+
+
+def _switching_requires_grad_on(solution):
+    def answer(*args):
+        for arg in args:
+            if isinstance(arg, torch.Tensor) and arg.is_floating_point() and arg.is_leaf:
+                arg.requires_grad_(True)  # BUG: the caller's tensor now records gradients
+        return solution(*args)
+
+    answer.__signature__ = inspect.signature(solution)
+    return answer
+
+
+def _switching_requires_grad_off(solution):
+    def answer(*args):
+        for arg in args:
+            if isinstance(arg, torch.Tensor) and arg.is_leaf and arg.requires_grad:
+                arg.requires_grad_(False)  # BUG: the caller's leaf stops recording gradients
+        return solution(*args)
+
+    answer.__signature__ = inspect.signature(solution)
+    return answer
+
+
+NO_TENSOR_TO_SWITCH = {
+    "leave one out": "a kernel function beside the tensors, whose calls the checker counts",
+    "greedy decoding": "a model and token ids",
+    "prefix-LM mask": "integer lengths",
+    "logits with a head zeroed": "a model and token ids",
+    "2-D sinusoidal encoding": "sizes only",
+}
+ON_LEAVES_THAT_RECORD_NONE = {"top-p filter"}  # a sampler's logits, never recording gradients
+
+
+@pytest.mark.parametrize("exercise", [e for e in CHECKERS if e not in NO_TENSOR_TO_SWITCH])
+@pytest.mark.parametrize("switch", [_switching_requires_grad_on, _switching_requires_grad_off])
+def test_an_answer_that_switches_its_inputs_requires_grad_is_refused(exercise, switch, run_checker):
+    """The cases hand each answer copies of leaves that record gradients, where
+    requires_grad_() raises and a leaf's switch has nothing to act on: answers that switched it
+    on a tensor without gradients, or off a leaf, were judged Correct (a ninth learner's
+    pass)."""
+    checker, solution = CHECKERS[exercise]
+    verdict, out = run_checker(checker, switch(solution))
+    if switch is _switching_requires_grad_off and exercise in ON_LEAVES_THAT_RECORD_NONE:
+        assert verdict is True, out
+        return
+    assert "switches requires_grad" in out, out

@@ -26,6 +26,7 @@ from helpers.exercises.framework import (
     name_a_partial_last_block,
     not_a_multiple,
     recording_calls,
+    register_checker_hook,
     report,
     run_case,
     whole_blocks_only,
@@ -143,7 +144,7 @@ def _empty_rows_unjudged(learner_merge: Callable, empty: torch.Tensor) -> Callab
     def learner(output_a, lse_a, output_b, lse_b):
         for output in (output_a, output_b):
             if isinstance(output, torch.Tensor) and output.requires_grad:
-                output.register_hook(lambda grad: grad.masked_fill(empty[..., None], 0.0))
+                register_checker_hook(output, lambda grad: grad.masked_fill(empty[..., None], 0.0))
         return learner_merge(output_a, lse_a, output_b, lse_b)
 
     return learner

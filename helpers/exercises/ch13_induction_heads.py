@@ -30,6 +30,7 @@ from helpers.exercises.framework import (
     exercise_checker,
     lower_precision_mistakes,
     recording_calls,
+    register_checker_hook,
     report,
     run_case,
     wrong_only,
@@ -116,7 +117,7 @@ def _seen(learner: Callable) -> tuple[Callable, dict]:
     def call(weights, *rest):
         seen.update(weights=weights, got=None, gradient=None)
         if weights.requires_grad:
-            weights.register_hook(lambda gradient: seen.update(gradient=gradient))
+            register_checker_hook(weights, lambda gradient: seen.update(gradient=gradient))
         seen["got"] = learner(weights, *rest)
         return seen["got"]
 
@@ -764,13 +765,26 @@ WRITTEN_OUT = "check a pass written by hand against model(ids) with nothing zero
 def _written_out_mistakes(model: GPT, ids: torch.Tensor, layer: int, rows: slice) -> dict:
     """What a forward pass written out by hand returns when it leaves out one step of the
     model's own, with the head (W_o's input columns `rows` of block `layer`) zeroed."""
-    d_head = model.config.d_model // model.config.num_heads
+    d_model = model.config.d_model
+    d_head = d_model // model.config.num_heads
 
     def unscaled(edited, block):
         def hook(module, inputs):  # (queries, keys, values, valid_lens, mask)
             return (inputs[0] * math.sqrt(d_head),) + inputs[1:]
 
         block.attention.attention.register_forward_pre_hook(hook)
+
+    def scaled_by_model_width(edited, block):
+        def hook(module, inputs):  # scores / sqrt(d_model) in place of / sqrt(d_head)
+            return (inputs[0] * math.sqrt(d_head / d_model),) + inputs[1:]
+
+        block.attention.attention.register_forward_pre_hook(hook)
+
+    def without_residual(edited, block):
+        def hook(module, inputs, output):  # what the attention wrote, without x added
+            return output - inputs[0]
+
+        block.attention_residual.register_forward_hook(hook)
 
     def unmasked(edited, block):
         def hook(module, inputs):
@@ -787,6 +801,12 @@ def _written_out_mistakes(model: GPT, ids: torch.Tensor, layer: int, rows: slice
     steps = {
         f"does not divide the scores by sqrt(d_head) = sqrt({d_head}): the model's attention "
         f"scales q @ k^T by 1 / sqrt(d_head) before the softmax": unscaled,
+        f"divides the scores by sqrt(d_model) = sqrt({d_model}): the model's attention scales "
+        f"each head's q @ k^T by 1 / sqrt(d_head), the width of one head, sqrt({d_head}) here": (
+            scaled_by_model_width
+        ),
+        "replaces x with what the attention writes: each block adds it to the residual "
+        "stream, x = x + W_o(heads)": without_residual,
         "has no causal mask, so each position reads the keys after it: the model masks them "
         "(helpers.masks.causal_mask(T), -inf before the softmax)": unmasked,
         "leaves out each block's layer norm: the attention reads "

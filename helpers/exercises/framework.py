@@ -90,6 +90,7 @@ def exercise_checker(check: Callable) -> Callable:
             print(f"Not yet: {not_callable}")
             return Verdict(False)
         answers = tuple(watched(a) if callable(a) else a for a in answers)
+        _PROBED.clear()
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):
@@ -329,9 +330,30 @@ def _autograd_state(tensors: tuple | list) -> list:
     """(requires_grad, .grad) of each tensor, .grad None for a tensor that is not a leaf (it
     holds none); None for anything else."""
     return [
-        (t.requires_grad, t.grad if t.is_leaf else None) if isinstance(t, torch.Tensor) else None
+        (t.requires_grad, t.grad if t.is_leaf else None, _tensor_hooks(t))
+        if isinstance(t, torch.Tensor)
+        else None
         for t in tensors
     ]
+
+
+_CHECKERS_OWN_HOOKS: set[int] = set()  # the handle ids of register_checker_hook's hooks
+
+
+def register_checker_hook(tensor: torch.Tensor, hook: Callable) -> None:
+    """tensor.register_hook(hook) for a checker's own look at a gradient, which a learner's call
+    is not blamed for leaving on its input."""
+    _CHECKERS_OWN_HOOKS.add(tensor.register_hook(hook).id)
+
+
+def _tensor_hooks(tensor: torch.Tensor) -> tuple:
+    """What a learner's call may leave registered on a caller's tensor: (retains_grad, the
+    keys of its gradient hooks but the checker's own, of its post-accumulate-grad hooks)."""
+    return (
+        tensor.retains_grad,
+        tuple(key for key in tensor._backward_hooks or () if key not in _CHECKERS_OWN_HOOKS),
+        tuple(getattr(tensor, "_post_accumulate_grad_hooks", None) or ()),
+    )
 
 
 def _autograd_changed(tensors: tuple | list, before: list, names: tuple) -> str | None:
@@ -340,8 +362,16 @@ def _autograd_changed(tensors: tuple | list, before: list, names: tuple) -> str 
     for index, (tensor, state) in enumerate(zip(tensors, before, strict=True)):
         if state is None:
             continue
-        requires_grad, grad = state
+        requires_grad, grad, hooks = state
         name = _argument_name(names, index)
+        if _tensor_hooks(tensor) != hooks:
+            return (
+                f"leaves a hook on its input `{name}` (register_hook, "
+                f"register_post_accumulate_grad_hook or retain_grad() on the caller's tensor): "
+                f"it would run, or keep a gradient, in every later backward pass of the caller's; "
+                f"look at a gradient on a tensor of your own (x.clone()), or remove the hook "
+                f"before returning"
+            )
         if tensor.requires_grad != requires_grad:
             if tensor.is_leaf:
                 tensor.requires_grad_(requires_grad)
@@ -512,10 +542,49 @@ def run_case(
                 problem += f" ({hint})"  # the general hint is about values
     if problem is None and expected.is_floating_point() and expected.element_size() >= 4:
         problem = _gradient_problem(answer, expected, leaves, reference_leaves, names)
+    if problem is None and function not in _PROBED:
+        _PROBED.append(function)
+        problem = _autograd_changed_on_other_inputs(function, args, names)
     if problem is None:
         return True
     failures.append(f"{name}: {problem}")
     return False
+
+
+_PROBED: list = []  # the functions this checker's run has probed the inputs' autograd of
+
+
+def _autograd_changed_on_other_inputs(function: Callable, args: tuple, names: tuple):
+    """What the function changes of its inputs' requires_grad, .grad or hooks when they come
+    as tensors that do not record gradients, and as leaves that do (a case's inputs are
+    copies of leaves, where requires_grad_() raises and detach_() has nothing to switch
+    off); None where nothing changed. Run once per function in a checker's run, on its first
+    case passed, and never where an argument is a function or a model, which a checker may
+    count calls of."""
+    if any(callable(arg) for arg in args):
+        return None
+    for records in (False, True):
+        inputs = tuple(
+            arg.detach().clone().requires_grad_(records)
+            if isinstance(arg, torch.Tensor) and arg.is_floating_point()
+            else arg.clone()
+            if isinstance(arg, torch.Tensor)
+            else arg
+            for arg in args
+        )
+        if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs):
+            return None
+        before = _autograd_state(inputs)
+        try:
+            function(*inputs)
+        except Refused as refusal:  # a checker's own wrapper found the change first
+            return str(refusal)
+        except (Exception, SystemExit):
+            continue  # the cases themselves judge what the function does
+        changed = _autograd_changed(inputs, before, names)
+        if changed:
+            return changed
+    return None
 
 
 def run_error_case(
