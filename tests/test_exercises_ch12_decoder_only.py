@@ -1822,3 +1822,19 @@ def test_a_running_sum_in_lower_precision_is_refused_where_the_edge_token_is_not
     and the mass before it comes out right (an eighth learner's pass)."""
     verdict, out = run_checker(check_top_p_filter, answer)
     assert verdict is False and "nucleus edges" in out, out
+
+
+def top_p_with_a_margin_in_float64(logits, top_p):
+    if top_p >= 1:
+        return logits.clone()
+    probabilities, order = logits.double().softmax(-1).sort(-1, descending=True)
+    keep_sorted = probabilities.cumsum(-1) - probabilities < top_p - 1e-5  # BUG: a margin
+    keep_sorted[:, 0] = True
+    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+
+def test_a_margin_in_the_comparison_is_named_beside_lower_precision(run_checker):
+    """A float64 answer with a margin was told only of float16 and float32 (a ninth learner's
+    pass)."""
+    verdict, out = run_checker(check_top_p_filter, top_p_with_a_margin_in_float64)
+    assert verdict is False and "a comparison with a margin" in out, out

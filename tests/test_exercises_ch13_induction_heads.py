@@ -1916,8 +1916,8 @@ def test_the_prompts_state_every_global_setting_the_checkers_put_back(checker, s
 
 def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
     """The attention-only GPT's pass written out with its scores computed by hand, head `head`
-    of block `layer` zeroed, leaving out one step: "scale", "mask", "norm" (each block's) or
-    "final norm"."""
+    of block `layer` zeroed, leaving out one step: "scale", "mask", "norm" (each block's),
+    "final norm" or "residual", or scaling by sqrt(d_model) ("model width")."""
     model.check_ids(ids)
     steps = ids.shape[1]
     x = model.tokens(ids)
@@ -1933,7 +1933,9 @@ def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
         if attention.rope:
             q, k = apply_rope(q), apply_rope(k)
         scores = q @ k.transpose(-2, -1)  # (B, heads, T, T)
-        if left_out != "scale":
+        if left_out == "model width":
+            scores = scores / model.config.d_model**0.5
+        elif left_out != "scale":
             scores = scores / q.shape[-1] ** 0.5
         if left_out != "mask":
             scores = scores.masked_fill(~causal_mask(steps), float("-inf"))
@@ -1941,7 +1943,8 @@ def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
         if index == layer:
             written = written.clone()
             written[:, head] = 0.0
-        x = x + attention.W_o(merge_heads(written))
+        written = attention.W_o(merge_heads(written))
+        x = written if left_out == "residual" else x + written
     return model.output(x if left_out == "final norm" else model.norm(x))
 
 
@@ -1952,6 +1955,8 @@ def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
         ("mask", "has no causal mask"),
         ("norm", "leaves out each block's layer norm"),
         ("final norm", "leaves out the final layer norm"),
+        ("model width", "divides the scores by sqrt(d_model)"),
+        ("residual", "replaces x with what the attention writes"),
     ],
 )
 def test_a_pass_written_by_hand_is_told_the_step_it_left_out(left_out, words, run_checker):

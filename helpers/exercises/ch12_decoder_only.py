@@ -511,8 +511,10 @@ def _rounded_across_top_p(
         f" (row {row} {'keeps' if kept[row, token] else 'drops'} token {token}, where the "
         f"tokens more likely than it sum to top_p {'+' if distance > 0 else '-'} "
         f"{abs(distance):.1g}: a running sum in lower precision (float16 keeps about 3 "
-        f"significant digits, float32 about 7) lands on the wrong side of top_p there. Compute "
-        f"the probabilities and their cumulative sum in the logits' dtype)"
+        f"significant digits, float32 about 7) lands on the wrong side of top_p there, and so "
+        f"does a comparison with a margin (cumsum - p < top_p - 1e-5, say). Compute the "
+        f"probabilities and their cumulative sum in the logits' dtype, and compare with top_p "
+        f"itself)"
     )
 
 
