@@ -375,7 +375,7 @@ def measure(
     float64 on a copy of the model, so the numbers do not depend on the thread count."""
     model, ids, length, start = _check_repeated(model, ids, length, start)
     pairs = _head_pairs(model, heads_zeroed)
-    _check_no_hooks(model)
+    _check_plain(model)
     batch, positions = ids.shape
     _check_bytes(
         "measure", _measure_bytes(model.config, batch, positions), rows=batch, positions=positions
@@ -432,7 +432,7 @@ def placement_map(
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
     _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
-    _check_no_hooks(model)
+    _check_plain(model)
     exact = _float64_copy(model)  # once, for every cell
     generator = _seeded(validation.seed(seed))
     starts = list(range(n - 2 * min(lengths) + 1))
@@ -471,8 +471,17 @@ def _check_lengths(lengths: object, n: int) -> list[int]:
 
 def _float64_copy(model: GPT) -> GPT:
     """A plain GPT of the model's config holding its weights in float64, in eval mode, or a
-    ValueError naming the weights that do not fit one (a layer replaced, a weight added)."""
+    ValueError naming a layer of another type (its forward would not run) or the weights that
+    do not fit one (a layer replaced, a weight added)."""
     exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
+    plain = dict(exact.named_modules())
+    for name, module in model.named_modules():
+        if name in plain and type(module) is not type(plain[name]):
+            raise ValueError(
+                f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
+                f"{type(plain[name]).__qualname__}: measure computes on a float64 copy of its "
+                f"weights in a plain GPT, which would not run it"
+            )
     misfit = weights_misfit(exact, model.state_dict())
     if misfit:
         raise ValueError(
@@ -483,8 +492,15 @@ def _float64_copy(model: GPT) -> GPT:
     return exact
 
 
-def _check_no_hooks(model: GPT) -> None:
-    """No forward hooks on the model: measure's float64 copy would not run them."""
+def _check_plain(model: GPT) -> None:
+    """A GPT itself, not a subclass, without forward hooks: measure's float64 copy is a plain
+    GPT, which would run neither a subclass's own forward nor the hooks."""
+    if type(model) is not GPT:
+        raise ValueError(
+            f"the model is a {type(model).__qualname__}, a subclass of GPT: measure computes "
+            f"on a float64 copy of its weights in a plain GPT, which would not run the "
+            f"subclass's own code; pass a GPT"
+        )
     for name, module in model.named_modules():
         hooks = [*module._forward_pre_hooks.values(), *module._forward_hooks.values()]
         if any(hasattr(hook, "zeroed_columns") for hook in hooks):
@@ -1056,9 +1072,10 @@ LOG_RANGES = {  # what each logged number can be
 
 def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
     """A log as train_model writes it with this recipe for a model of num_layers, or a
-    CheckpointError naming `where` it came from: the steps in increasing order, each on the
-    recipe's log_every grid up to its steps, for each one a loss >= 0 and an accuracy in 0..1,
-    and the scores as (rows, layers, heads) tensors of weights in 0..1."""
+    CheckpointError naming `where` it came from: the steps in increasing order, exactly those
+    train_model logs (every log_every up to steps, so both models' logs share them), for each
+    one a loss >= 0 and an accuracy in 0..1, and the scores as (rows, layers, heads) tensors
+    of weights in 0..1."""
     config = model_config(recipe, num_layers)
     if not isinstance(log, dict) or set(log) != {*LOG_LISTS, *LOG_SCORES}:
         found = sorted(log, key=str) if isinstance(log, dict) else type(log).__name__
@@ -1078,13 +1095,7 @@ def check_log(where: str, log: object, recipe: Recipe, num_layers: int) -> None:
             f"{where}: its log's step should be a list of training steps, whole numbers >= 0 "
             f"in increasing order, found {validation.shown(steps)}"
         )
-    off_grid = [step for step in steps if step % recipe.log_every or step > recipe.steps]
-    if off_grid:
-        raise CheckpointError(
-            f"{where}: its log's steps should be multiples of the recipe's log_every "
-            f"({recipe.log_every}) up to its steps ({recipe.steps}), found "
-            f"{validation.shown(off_grid[0])}"
-        )
+    _check_steps(f"{where}: its log's steps", steps, recipe, "log_every")
     for key, (low, high) in LOG_RANGES.items():
         column = log[key]
         if not isinstance(column, list) or len(column) != len(steps):
@@ -1155,20 +1166,38 @@ def _refuse_other_numbers(where: str, key: str, values: list, kinds: str) -> Non
 
 def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: int) -> None:
     """Snapshots as train_model keeps them with this recipe for a model of num_layers, or a
-    CheckpointError naming `where` they came from: {step: weights}, each step on the recipe's
-    snapshot_every grid up to its steps, the weights finite in float32 and fitting the model
-    (checked by loading them into a scratch one)."""
+    CheckpointError naming `where` they came from: {step: weights}, exactly the steps
+    train_model keeps (every snapshot_every up to steps), the weights finite in float32 and
+    fitting the model (checked by loading them into a scratch one)."""
     config = model_config(recipe, num_layers)
     if not isinstance(snapshots, dict) or not snapshots:
         found = "an empty dict" if isinstance(snapshots, dict) else type(snapshots).__name__
         raise CheckpointError(f"{where}: its snapshots should be {{step: weights}}, found {found}")
+    _check_steps(f"{where}: its snapshots' steps", list(snapshots), recipe, "snapshot_every")
     model = blank_model(config)
     for step, weights in snapshots.items():
-        if type(step) is not int or not 0 <= step <= recipe.steps or step % recipe.snapshot_every:
-            raise CheckpointError(
-                f"{where}: its snapshots should be keyed by training steps, multiples of the "
-                f"recipe's snapshot_every ({recipe.snapshot_every}) up to its steps "
-                f"({recipe.steps}), found {validation.shown(step)}"
-            )
         snapshot = f"{where} snapshot {step}"
         load_weights(model, float_weights(weights, snapshot), snapshot)
+
+
+def _check_steps(what: str, found: list, recipe: Recipe, every: str) -> None:
+    """A CheckpointError unless found, steps without repeats, holds exactly those train_model
+    writes with the recipe: every recipe.<every> from 0 up to recipe.steps. It names them, and
+    the first step found that is not one of them or else the first one missing."""
+    expected = range(0, recipe.steps + 1, getattr(recipe, every))
+    other = [step for step in found if type(step) is not int or step not in expected]
+    kept = set(found)
+    missing = [] if other else [step for step in expected if step not in kept]
+    if not other and not missing:
+        return
+    if other:
+        problem = f"found {validation.shown(other[0])}"
+    else:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        problem = f"step {missing[0]}{more} missing"
+    listed = expected if len(expected) <= 4 else [expected[0], expected[1], "...", expected[-1]]
+    raise CheckpointError(
+        f"{what} should be the {len(expected)} steps train_model writes, every multiple of the "
+        f"recipe's {every} ({getattr(recipe, every)}) up to its steps ({recipe.steps}): "
+        f"{', '.join(map(str, listed))}; {problem}"
+    )

@@ -144,7 +144,7 @@ def _snapshot_with_nan(training):
         ),
         (
             lambda t: t["snapshots"]["one-layer"].__setitem__("10", t["snapshots"]["one-layer"][0]),
-            "its snapshots should be keyed by training steps, multiples of the recipe's",
+            "its snapshots' steps should be the 2 steps train_model writes, every multiple",
         ),
     ],
     ids=[
@@ -208,14 +208,14 @@ def _changed_training(change):
         (
             lambda t: t["logs"]["two-layer"]["step"].__setitem__(-1, 10**400),
             ValueError,
-            "its log's steps should be multiples of the recipe's log_every (5) up to its steps",
+            "its log's steps should be the 3 steps train_model writes, every multiple of the",
         ),
         (
             lambda t: t["snapshots"]["two-layer"].__setitem__(
                 10**400, t["snapshots"]["two-layer"][0]
             ),
             ValueError,
-            "keyed by training steps, multiples of the recipe's snapshot_every (10) up to its",
+            "every multiple of the recipe's snapshot_every (10) up to its steps (10): 0, 10;",
         ),
         (
             lambda t: t["logs"]["two-layer"].__setitem__("second_copy_loss", [1.7e308] * 3),

@@ -488,7 +488,7 @@ SOME_WEIGHT = "blocks.0.attention.W_q.weight"
         (
             ("snapshots", "one-layer", "zero"),
             {},
-            "multiples of the recipe's snapshot_every (3) up to its steps (6), found 'zero'",
+            "snapshot_every (3) up to its steps (6): 0, 3, 6; found 'zero'",
         ),
         (("snapshots", "two-layer", 3), [1], "snapshot 3: its weights should be a dict"),
         (("snapshots", "two-layer", 3, SOME_WEIGHT), torch.zeros(1), "shape: " + SOME_WEIGHT),
@@ -668,7 +668,7 @@ def test_a_snapshot_with_a_non_finite_weight_is_refused():
     snapshot = {key: value.clone() for key, value in model.state_dict().items()}
     snapshot["norm.weight"][0] = float("nan")
     with pytest.raises(CheckpointError, match="snapshot 3: its weight norm.weight holds NaN"):
-        check_snapshots("here", {0: model.state_dict(), 3: snapshot}, TINY, 2)
+        check_snapshots("here", {0: model.state_dict(), 3: snapshot, 6: snapshot}, TINY, 2)
 
 
 @pytest.mark.parametrize("load", [load_training, load_models], ids=["load_training", "load_models"])
@@ -758,14 +758,14 @@ def test_weights_that_overflow_float32_are_refused(tmp_path, saved_contents, key
         (
             ("logs", "two-layer", "step", -1),
             10**30,
-            "up to its steps (6), found 1000000000000000000000000000000",
+            "up to its steps (6): 0, 2, 4, 6; found 1000000000000000000000000000000",
         ),
-        (("logs", "two-layer", "step", -1), 7, "multiples of the recipe's log_every (2) up to"),
-        (("logs", "one-layer", "step", 1), 3, "log_every (2) up to its steps (6), found 3"),
-        (("snapshots", "two-layer", 12345), None, "snapshot_every (3) up to its steps (6), found"),
-        (("snapshots", "two-layer", 10**30), None, "keyed by training steps, multiples of"),
-        (("snapshots", "one-layer", 10**400), None, "multiples of the recipe's snapshot_every"),
-        (("snapshots", "one-layer", 4), None, "snapshot_every (3) up to its steps (6), found 4"),
+        (("logs", "two-layer", "step", -1), 7, "multiple of the recipe's log_every (2) up to"),
+        (("logs", "one-layer", "step", 1), 3, "up to its steps (6): 0, 2, 4, 6; found 3"),
+        (("snapshots", "two-layer", 12345), None, "snapshot_every (3) up to its steps (6): 0, 3,"),
+        (("snapshots", "two-layer", 10**30), None, "snapshots' steps should be the 3 steps"),
+        (("snapshots", "one-layer", 10**400), None, "multiple of the recipe's snapshot_every"),
+        (("snapshots", "one-layer", 4), None, "up to its steps (6): 0, 3, 6; found 4"),
     ],
 )
 def test_steps_off_the_recipes_grid_are_refused(tmp_path, saved_contents, keys, value, words):
@@ -774,6 +774,78 @@ def test_steps_off_the_recipes_grid_are_refused(tmp_path, saved_contents, keys, 
         value = saved_contents["snapshots"][keys[1]][0]
     with pytest.raises(CheckpointError) as raised:
         load_training(crafted(tmp_path, changed(saved_contents, keys, value)))
+    assert words in str(raised.value), str(raised.value)
+
+
+def _log_rows_kept(contents: dict, name: str, rows: int) -> dict:
+    contents = copy.deepcopy(contents)
+    log = contents["logs"][name]
+    for key in log:
+        log[key] = log[key][:rows]
+    return contents
+
+
+def _snapshots_kept(contents: dict, name: str, steps: list[int]) -> dict:
+    contents = copy.deepcopy(contents)
+    kept = contents["snapshots"][name]
+    contents["snapshots"][name] = {step: kept[step] for step in steps}
+    return contents
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda c: changed(c, ("recipe", "steps"), 12),
+            "(one-layer): its log's steps should be the 7 steps train_model writes, every "
+            "multiple of the recipe's log_every (2) up to its steps (12): 0, 2, ..., 12; step 8 "
+            "and 2 more missing",
+        ),
+        (
+            lambda c: changed(c, ("recipe", "log_every"), 1),
+            "log_every (1) up to its steps (6): 0, 1, ..., 6; step 1 and 2 more missing",
+        ),
+        (
+            lambda c: changed(c, ("recipe", "snapshot_every"), 1),
+            "(one-layer): its snapshots' steps should be the 7 steps train_model writes, every "
+            "multiple of the recipe's snapshot_every (1) up to its steps (6): 0, 1, ..., 6; step 1 "
+            "and 3 more missing",
+        ),
+        (
+            lambda c: _log_rows_kept(c, "two-layer", 3),
+            "(two-layer): its log's steps should be the 4 steps train_model writes, every "
+            "multiple of the recipe's log_every (2) up to its steps (6): 0, 2, 4, 6; step 6 "
+            "missing",
+        ),
+        (
+            lambda c: _snapshots_kept(c, "two-layer", [0, 6]),
+            "(two-layer): its snapshots' steps should be the 3 steps train_model writes, every "
+            "multiple of the recipe's snapshot_every (3) up to its steps (6): 0, 3, 6; step 3 "
+            "missing",
+        ),
+        (
+            lambda c: _snapshots_kept(c, "one-layer", [0]),
+            "(one-layer): its snapshots' steps should be the 3 steps train_model writes, every "
+            "multiple of the recipe's snapshot_every (3) up to its steps (6): 0, 3, 6; step 3 "
+            "and 1 more missing",
+        ),
+    ],
+    ids=[
+        "steps doubled",
+        "log_every 1",
+        "snapshot_every 1",
+        "last log row cut",
+        "snapshot missing",
+        "snapshot 0 only",
+    ],
+)
+def test_logs_and_snapshots_must_hold_every_step_training_writes(
+    tmp_path, saved_contents, change, words
+):
+    """Steps on the recipe's grid passed though training writes others: a recipe of 8000 steps
+    with logs up to 4000, rows every 25 under log_every 5, a snapshot missing, snapshot 0 only."""
+    with pytest.raises(CheckpointError) as raised:
+        load_training(crafted(tmp_path, change(saved_contents)))
     assert words in str(raised.value), str(raised.value)
 
 
@@ -1217,6 +1289,60 @@ def test_training_is_the_same_under_a_callers_grad_mode_or_default_dtype(state):
         with getattr(torch, state)():
             found = train_model(1, TINY)["model"].state_dict()
     assert all(torch.equal(found[key], value) for key, value in expected.items())
+
+
+class SilencedGPT(GPT):
+    """A GPT whose own forward returns zero logits."""
+
+    def forward(self, *arguments, **keywords):
+        return GPT.forward(self, *arguments, **keywords) * 0
+
+
+class SilencedLinear(torch.nn.Linear):
+    def forward(self, inputs):
+        return super().forward(inputs) * 0
+
+
+def _silenced_gpt() -> GPT:
+    model = tiny_model()
+    silenced = SilencedGPT(model.config).eval()
+    silenced.load_state_dict(model.state_dict())
+    return silenced
+
+
+def _silenced_output_layer() -> GPT:
+    model = tiny_model()
+    W_o = model.blocks[0].attention.W_o
+    silenced = SilencedLinear(W_o.in_features, W_o.out_features, bias=W_o.bias is not None)
+    silenced.load_state_dict(W_o.state_dict())
+    model.blocks[0].attention.W_o = silenced
+    return model
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (_silenced_gpt, "the model is a SilencedGPT, a subclass of GPT: measure computes on a"),
+        (
+            _silenced_output_layer,
+            "the model's blocks.0.attention.W_o is a SilencedLinear, where a GPT has a Linear",
+        ),
+    ],
+    ids=["GPT subclass", "layer subclass"],
+)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda model: measure(model, repeated_sequences(3, 8, 16), 8),
+        lambda model: placement_map(model, lengths=[2], rows=1),
+    ],
+    ids=["measure", "placement_map"],
+)
+def test_a_model_whose_own_code_the_float64_copy_would_not_run_is_refused(make, words, call):
+    """A GPT subclass whose forward returned zero logits was measured as the plain GPT."""
+    with pytest.raises(ValueError) as raised:
+        call(make())
+    assert words in str(raised.value), str(raised.value)
 
 
 def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_run():
