@@ -65,6 +65,7 @@ BOS, EOS, PAD = 10, 11, 12  # the reader's other tokens
 READER_VOCAB = 13
 SAVED_MODELS = Path(__file__).parents[1] / "data" / "vision_models.pt"
 REMAKE = "make vision-models"
+SAVED_KEYS = ("recipes", "weights", "logs")  # what train_and_save writes, nothing else
 LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
 LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
@@ -232,7 +233,7 @@ def _check_activations(batch: int, each: dict[str, int], dtype: torch.dtype, wha
 
 def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
     """model itself if it is a `kind` (VisionTransformer, DigitFinder, CanvasReader) whose
-    weights are finite numbers; otherwise an error naming what is wrong."""
+    weights and buffers are finite numbers; otherwise an error naming what is wrong."""
     if kind not in MODEL_KINDS:
         raise TypeError(
             f"kind must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
@@ -240,7 +241,8 @@ def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
         )
     if not isinstance(model, kind):
         raise TypeError(f"{name} must be a {kind.__name__}, got {type(model).__name__}")
-    for key, weight in model.state_dict().items():
+    buffers = dict(model.named_buffers())  # its forward reads those state_dict leaves out too
+    for key, weight in {**model.state_dict(), **buffers}.items():
         if weight.is_meta:
             raise ValueError(
                 f"{name} holds {key} on the meta device: it has shapes but no weights; load or "
@@ -289,6 +291,7 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f"the model's weights do not fit its sizes {sizes} (was model.sizes changed?): "
             "build the model again"
         ) from None
+    _copy_buffers(model, twin)
     held, built = _settings(model), _settings(twin)
     differing = next((name for name in [*held, *built] if held.get(name) != built.get(name)), None)
     if differing is not None:
@@ -305,6 +308,30 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f" has {what}): was model.sizes or a module changed? build the model again"
         )
     return twin
+
+
+def _copy_buffers(model: nn.Module, twin: nn.Module) -> None:
+    """Every buffer of model into twin, those its state_dict leaves out among them (positions,
+    local, ...): edited by hand, they must reach the copy, which is to compute what model does."""
+    held, built = dict(model.named_buffers()), dict(twin.named_buffers())
+    if held.keys() != built.keys():
+        raise ValueError(
+            f"the model's buffers {sorted(held)} are not those its sizes build {sorted(built)} "
+            "(was a module changed?): build the model again"
+        )
+    for name, buffer in held.items():
+        target = built[name]
+        same_kind = buffer.dtype == target.dtype or (
+            buffer.is_floating_point() and target.is_floating_point()
+        )
+        if buffer.shape != target.shape or not same_kind:
+            raise ValueError(
+                f"the model's buffer {name} is a {buffer.dtype} tensor of shape "
+                f"{tuple(buffer.shape)} where its sizes build a {target.dtype} one of shape "
+                f"{tuple(target.shape)} (was it changed?): build the model again"
+            )
+        with torch.no_grad():
+            target.copy_(buffer)  # a float buffer in the copy's dtype
 
 
 def _settings(model: nn.Module) -> dict[str, dict]:
@@ -1187,8 +1214,14 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     "finder": DigitFinder, "reader": CanvasReader} in eval mode, built in float32 and ready to
     train further, whatever the caller set (torch.inference_mode(), another default dtype),
     plus "recipes" {name: recipe} and "logs" {name: {"step", "loss"}}."""
-    saved = load_checkpoint(path, ("recipes", "weights", "logs"), REMAKE)
-    for key in ("recipes", "weights", "logs"):
+    saved = load_checkpoint(path, SAVED_KEYS, REMAKE)
+    extra = sorted(set(saved) - set(SAVED_KEYS), key=str)
+    if extra:
+        raise CheckpointError(
+            f"{path} should hold {list(SAVED_KEYS)} alone, found also {extra}: "
+            f"rebuild it with `{REMAKE}`"
+        )
+    for key in SAVED_KEYS:
         if not isinstance(saved[key], dict) or set(saved[key]) != set(MODELS):
             found = (
                 sorted(saved[key], key=str)

@@ -1,6 +1,7 @@
 """helpers.vision_models: chapter 14's three models, their training, the saved file, and what
 the shipped models do on test digits."""
 
+import copy
 import dataclasses
 import math
 
@@ -639,6 +640,16 @@ def test_a_saved_recipe_too_large_to_build_is_a_checkpoint_error(tmp_path):
         load_vision_models(tmp_path / "huge.pt")
 
 
+def test_a_saved_file_with_a_key_no_save_writes_is_refused_naming_it(tmp_path):
+    """Keys below the top level were refused; one beside recipes, weights and logs was not."""
+    from helpers.checkpoints import save_checkpoint
+
+    contents = torch.load(vision_models.SAVED_MODELS, weights_only=True)
+    save_checkpoint(tmp_path / "extra.pt", {**contents, "notes": "hand-added"})
+    with pytest.raises(CheckpointError, match=r"alone, found also \['notes'\]"):
+        load_vision_models(tmp_path / "extra.pt")
+
+
 def test_loaded_models_are_float32_and_trainable_whatever_the_caller_set():
     """Under torch.set_default_dtype(torch.bfloat16) the models were built in bfloat16, their
     weights rounded; loaded inside torch.inference_mode() they could not be trained."""
@@ -661,3 +672,57 @@ def test_loaded_models_are_float32_and_trainable_whatever_the_caller_set():
     logits = models["vit"](train_digits.images[:4])
     torch.nn.functional.cross_entropy(logits, train_digits.labels[:4]).backward()
     assert models["vit"].head.weight.grad is not None
+
+
+# Buffers state_dict leaves out (positions, local): an edit by hand reaches the float64 copy the
+# evaluations measure (they were rebuilt fresh, and the evaluation scored another model)
+
+EDITED_BUFFERS = {
+    "vit": lambda model: model.embed.positions.zero_(),
+    "finder": lambda model: model.local.fill_(True),
+    "reader": lambda model: model.positions.zero_(),
+}
+EVALUATIONS = {
+    "vit": lambda model, digits: evaluate_vit(model, digits[1]),
+    "vit_entropy": lambda model, digits: vit_attention_entropy(model, digits[1].images[:200]),
+    "finder": lambda model, digits: evaluate_finder(model, *finder_test_set(200)),
+    "reader": lambda model, digits: evaluate_reader(model, reader_test_set(100)),
+}
+
+
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+def test_an_edited_buffer_is_evaluated_as_the_model_holds_it(
+    shipped, digits, evaluation, monkeypatch
+):
+    name = evaluation.split("_")[0]
+    edited = copy.deepcopy(shipped[name])
+    EDITED_BUFFERS[name](edited)
+    found = EVALUATIONS[evaluation](edited, digits)
+    as_the_model_computes = lambda model: copy.deepcopy(model).double().eval()  # noqa: E731
+    monkeypatch.setattr(vision_models, "float64_copy", as_the_model_computes)
+    assert _same_results(found, EVALUATIONS[evaluation](edited, digits))
+    assert not _same_results(found, EVALUATIONS[evaluation](shipped[name], digits))  # it tells
+
+
+def _same_results(found: dict, expected: dict) -> bool:
+    return found.keys() == expected.keys() and all(
+        torch.equal(torch.as_tensor(value), torch.as_tensor(expected[key]))
+        for key, value in found.items()
+    )
+
+
+def test_a_buffer_that_is_not_finite_or_not_the_one_built_is_refused_by_name(digits):
+    model = tiny_vit()
+    model.embed.positions[0, 0] = math.nan
+    with pytest.raises(ValueError, match=r"NaN or inf in embed\.positions"):
+        evaluate_vit(model, digits[1])
+    model = tiny_vit()
+    model.embed.positions = torch.zeros(3, 8)
+    with pytest.raises(
+        ValueError, match=r"buffer embed\.positions is a torch\.float32 tensor of shape \(3, 8\)"
+    ):
+        evaluate_vit(model, digits[1])
+    finder = tiny_finder()
+    finder.local = finder.local.long()
+    with pytest.raises(ValueError, match=r"buffer local is a torch\.int64 tensor .* torch\.bool"):
+        evaluate_finder(finder, *finder_test_set(4))
