@@ -6,6 +6,7 @@ hold."""
 import copy
 import io
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from helpers.vision_models import (
 )
 from helpers.widgets import CanvasExplorer, DrawingExplorer
 from helpers.widgets.ch14_attention_across_modalities import (
+    TITLE_LINES,
     cell_mass,
     compose_canvas,
     drawing_figure,
@@ -91,6 +93,23 @@ def test_drawing_on_the_pad_and_its_figure_leave_them_alone(tiny):
     assert _unchanged(explorer._repr_png_)
 
 
+# Buffers state_dict leaves out: an edit by hand reaches the explorers' float64 copies (they
+# were rebuilt fresh, and the explorer showed another model)
+
+
+def test_the_explorers_use_the_buffers_their_models_hold(tiny):
+    edited = copy.deepcopy(tiny)
+    edited["vit"].embed.positions.normal_()
+    edited["finder"].local.fill_(True)
+    edited["reader"].positions.normal_()
+    canvas = CanvasExplorer(models=edited)
+    assert torch.equal(canvas.finder.local, edited["finder"].local)
+    assert torch.equal(canvas.reader.positions, edited["reader"].positions.double())
+    drawing = DrawingExplorer(models=edited)
+    assert torch.equal(drawing.vit.embed.positions, edited["vit"].embed.positions.double())
+    assert torch.equal(drawing.reader.positions, edited["reader"].positions.double())
+
+
 # The compose box shows the layout the figure draws (it showed "7 . . . 3 . . . 1" over the
 # first test canvas)
 
@@ -112,6 +131,19 @@ def test_the_compose_box_shows_the_layout_of_the_test_canvas_drawn(tiny):
     assert explorer.state["digits"] == digits[9].tolist()
     explorer.controls["source"].value = "composed"  # composes what the box shows
     assert explorer.state["canvas"] is None and explorer.state["digits"] == digits[9].tolist()
+
+
+@pytest.mark.parametrize("low_high", [(0, 1000), (-5, 49)])
+def test_a_canvas_the_slider_is_moved_past_is_named_and_the_compose_box_kept(tiny, low_high):
+    """Past the slider's range a canvas raised IndexError from the observer, and below 0 the
+    compose box showed the layout of a canvas counted from the end."""
+    explorer = CanvasExplorer(canvas=4, models=tiny)
+    layout = explorer.values()["layout"]
+    slider = explorer.controls["canvas"]
+    slider.min, slider.max = low_high
+    slider.value = 500 if low_high[1] == 1000 else -3
+    assert re.match(r"canvas must be .*, got (500|-3)$", explorer.state["error"])
+    assert explorer.values()["layout"] == layout
 
 
 def test_a_layout_given_is_kept_in_the_compose_box(tiny):
@@ -303,6 +335,18 @@ def test_a_drawing_quoting_a_dollar_sign_is_drawn_with_its_problem(tiny):
     view = dict(explorer.live.view, problem=None)
     token = dict(view["tokens"][0], label="$\\frac{$")
     drawing_figure({**view, "tokens": [token]}).savefig(io.BytesIO(), format="png")
+
+
+@pytest.mark.parametrize("key", ["title", "problem"])
+@pytest.mark.parametrize("text", ["word " * 600, "w" * 3000])
+def test_a_very_long_title_or_problem_is_cut_to_a_few_lines(view, key, text):
+    """3,000 characters wrapped whole left constrained layout no room: the figure collapsed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied"
+        figure = drawing_figure({**view, key: text})
+        figure.savefig(io.BytesIO(), format="png")
+    shown = figure.get_suptitle()
+    assert shown.endswith("…") and shown.count("\n") < TITLE_LINES
 
 
 def test_a_view_whose_title_is_none_is_drawn(tiny):

@@ -177,11 +177,12 @@ class CanvasExplorer(Explorer):
         elif control is controls["mode"]:
             self._enable_for(controls["mode"].value)
         values = self.values()
-        if values["source"] == "test":  # the compose box shows the layout drawn
-            controls["layout"].value = layout_text(self.canvases.digits[values["canvas"]])
         try:
+            if values["source"] == "test":  # the compose box shows the layout drawn
+                shown = self.canvases.digits[_check_canvas(values["canvas"])]
+                controls["layout"].value = layout_text(shown)
             written = self._written_count(values["source"], values["canvas"], values["layout"])
-        except ValueError:  # a layout the figure answers with a message: the slider stays
+        except ValueError:  # a canvas or layout the figure answers with a message: all stay
             return
         token = controls["token"]
         token.value = min(token.value, written - 1)
@@ -673,6 +674,7 @@ PAD_SIZE = SIDE * DRAWING_SCALE  # drawing-grid cells across the pad: 96, 4 per 
 STROKE_DECIMALS = 2  # the learner's points are kept to a hundredth of a grid cell
 SHOWN_DECIMALS = 3  # the attention and probabilities the view carries
 BLANK_TITLE = "nothing drawn yet: draw a digit in any of the nine cells, one digit a cell"
+TITLE_LINES = 4  # a longer title or problem is cut with "…": more would squeeze the figure
 
 
 class DrawingPadWidget(DirectWidget):
@@ -875,8 +877,9 @@ def drawing_figure(view: dict) -> Figure:
     title = view.get("title") or ""
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
+    shown = textwrap.fill(title, 110, max_lines=TITLE_LINES, placeholder=" …")
     figure.suptitle(
-        textwrap.fill(title, 110), fontsize=10, color="tab:red" if view.get("problem") else "black",
+        shown, fontsize=10, color="tab:red" if view.get("problem") else "black",
         parse_math=False,  # the text may quote a typed '$'
     )  # fmt: skip
     return figure
