@@ -261,14 +261,14 @@ def float64_copy(model: nn.Module) -> nn.Module:
     """A float64 copy in eval mode (of a model check_model took): sums in float64 give the same
     numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes,
     which must build the modules it has (the same heads in each attention, ...), with torch's
-    global random numbers left as they were: the fresh weights the constructor draws are
-    overwritten."""
+    global random numbers left as they were: the fresh weights and buffers the constructor
+    builds are overwritten."""
     return _rebuilt(model).double().eval()
 
 
 def _rebuilt(model: nn.Module) -> nn.Module:
-    """The model built again from its sizes, with its weights: an error where its sizes do not
-    build the modules it has, or their settings (grid, max_len, num_heads, ...) were changed."""
+    """The model built again from its sizes, with its weights and buffers: an error where its
+    sizes do not build the modules it has, or their settings (grid, max_len, ...) were changed."""
     if not isinstance(model, MODEL_KINDS):
         raise TypeError(
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
