@@ -84,6 +84,23 @@ def test_typed_numbers_that_cannot_be_read_get_a_message_naming_the_vocabulary(
     assert message in explorer._log_ax.get_title()
 
 
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        ("abc", "'abc' is not a token number: type token numbers 0..63 separated by spaces"),
+        ("", "no tokens: type token numbers 0..63"),
+        ("600 1", "token 600 is outside the vocabulary 0..63"),
+        ("1", "one token has no next token to predict: type at least 2"),
+    ],
+    ids=["letters", "empty", "600", "one token"],
+)
+def test_typed_tokens_the_explorer_cannot_read_are_refused_at_the_call(tokens, message):
+    """They were taken, and the error showed only in the figure."""
+    with pytest.raises(ValueError) as raised:
+        InductionExplorer(sequence="typed", tokens=tokens, training=tiny_induction_training())
+    assert message in str(raised.value), str(raised.value)
+
+
 def test_parse_tokens_reads_what_the_explorer_reads():
     assert parse_tokens("0" * 5000 + "12 000", 64, 48).tolist() == [[12, 0]]
     with pytest.raises(ValueError, match=r"token 123456\.\.\. \(5000 digits\) is outside"):

@@ -101,6 +101,8 @@ class InductionExplorer(Explorer):
         if length is None:  # a block of 24, or as long as the context holds twice
             length = min(REPEAT_LENGTH, config.context_length // 2)
         length, start = _placement(length, start, config.context_length)
+        if sequence == "typed":  # raised here, at the call, not drawn into the figure
+            parse_tokens(tokens, config.vocab_size, config.context_length)
         controls = {
             "model": ToggleButtons(options=list(MODEL_LAYERS), value=model, description="model"),
             "step": SelectionSlider(
