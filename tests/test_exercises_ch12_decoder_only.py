@@ -1838,3 +1838,17 @@ def test_a_margin_in_the_comparison_is_named_beside_lower_precision(run_checker)
     pass)."""
     verdict, out = run_checker(check_top_p_filter, top_p_with_a_margin_in_float64)
     assert verdict is False and "a comparison with a margin" in out, out
+
+
+def answer_loss_with_a_detached_normaliser(logits, sequences, separator_id):
+    targets = _targets_after(sequences, separator_id)  # (B, T - 1), 0 where unscored
+    scored = targets != 0
+    picked = logits[scored]  # (scored, V)
+    normaliser = picked.logsumexp(-1).detach()  # BUG: no gradient through the normaliser
+    return (normaliser - picked.gather(-1, targets[scored][:, None])[:, 0]).mean()
+
+
+def test_a_detached_normaliser_is_named_from_the_gradient(run_checker):
+    """Its gradient failure said only that the gradients differ (a ninth learner's pass)."""
+    verdict, out = run_checker(check_answer_loss, answer_loss_with_a_detached_normaliser)
+    assert verdict is False and "a detached log-sum-exp" in out, out

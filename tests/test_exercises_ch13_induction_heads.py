@@ -1976,3 +1976,30 @@ def test_the_pass_by_hand_leaving_nothing_out_is_right(run_checker):
 
     verdict, out = run_checker(check_logits_with_head_zeroed, answer)
     assert verdict is True, out
+
+
+def previous_without_the_mean(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)  # BUG: one weight per query
+
+
+def previous_with_keepdim(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).mean(-1, keepdim=True)  # BUG
+
+
+def induction_without_the_mean(weights, length):
+    return torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)[..., 1 : length + 1]
+
+
+@pytest.mark.parametrize(
+    ("checker", "answer", "words"),
+    [
+        (check_previous_token_score, previous_without_the_mean, "not their mean"),
+        (check_previous_token_score, previous_with_keepdim, "keepdim=True"),
+        (check_induction_score, induction_without_the_mean, "each of the 4 queries"),
+    ],
+    ids=["previous, no mean", "previous, keepdim", "induction, no mean"],
+)
+def test_a_score_with_an_axis_too_many_is_told_why(checker, answer, words, run_checker):
+    """Each got "shape (5,), expected ()" alone (a ninth learner's pass)."""
+    verdict, out = run_checker(checker, answer)
+    assert verdict is False and words in out, out

@@ -1111,3 +1111,12 @@ def _name_an_unscored_position(failures: list, gradient, sequences, separator_id
             f"the value but is computed from them, such as s - s.detach() with s = "
             f"logits.sum(), still passes them gradient)"
         )
+        return
+    row_sums = gradient.double().sum(-1)[:, : scored.shape[1]][scored]  # one per scored position
+    if row_sums.numel() and row_sums.abs().max() > 1e-6:
+        failures[-1] += (
+            " (the gradient at a scored position does not sum to 0 over the vocabulary, as "
+            "softmax(logits) - one_hot(target) does: part of the loss is cut from the graph, "
+            "such as a detached log-sum-exp, the normaliser of the log-probabilities; let the "
+            "gradient flow through all of it)"
+        )

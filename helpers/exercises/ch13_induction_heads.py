@@ -229,6 +229,37 @@ def _name_the_leading_dims_used_as_the_matrix(failures: list, seen: dict, weight
         )
 
 
+def _name_a_mean_not_taken(failures: list, seen: dict, weights, queries: int) -> None:
+    """Name, after a shape failure no mistake named, an answer that returns the scores with
+    one axis more than one per matrix: the weights of the `queries` queries not averaged, or
+    the mean taken with keepdim=True."""
+    got, leading = seen.get("got"), tuple(weights.shape[:-2])
+    if not (
+        failures[-1].endswith(f", expected {leading}")
+        and isinstance(got, torch.Tensor)
+        and got.dim() == len(leading) + 1
+        and tuple(got.shape[:-1]) == leading
+        and got.shape[-1] in (1, queries)
+    ):
+        return
+    one_per_matrix = "one score per (n, n) matrix has the shape of the leading dims"
+    if got.shape[-1] == queries:
+        which = (
+            "the weight of its one query on an axis of its own (or the mean taken with "
+            "keepdim=True)"
+            if queries == 1
+            else f"the weight of each of the {queries} queries, not their mean"
+        )
+        failures[-1] += (
+            f" (returns {which}: {one_per_matrix}, so average over the queries, .mean(-1))"
+        )
+    else:
+        failures[-1] += (
+            f" (the mean is taken with keepdim=True: {one_per_matrix}, weights.shape[:-2], "
+            f"so leave keepdim out)"
+        )
+
+
 def _first_matrix_only(scores: torch.Tensor) -> torch.Tensor:
     """The first (n, n) matrix's score, given to every matrix: scores (..., queries)."""
     return scores.reshape(-1, scores.shape[-1])[0].mean().expand(scores.shape[:-1])
@@ -331,6 +362,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             )
             _name_a_key_after_the_query(failures, seen, lambda t: t - 1, "key t - 1")
             _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
+            _name_a_mean_not_taken(failures, seen, weights, weights.shape[-1] - 1)
     return report(failures, passed)
 
 
@@ -456,6 +488,7 @@ def check_induction_score(learner_score: Callable) -> bool:
                 failures, seen, lambda t, length=length: t - length + 1, "key t - length + 1"
             )
             _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
+            _name_a_mean_not_taken(failures, seen, weights, length)
     return report(failures, passed)
 
 

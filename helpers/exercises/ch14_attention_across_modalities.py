@@ -16,9 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from helpers.exercises.framework import (
+    LOWER_PRECISIONS,
     Refused,
     TimedAnswers,
     exercise_checker,
+    lower_precision_mistakes,
     named_together,
     report,
     run_case,
@@ -211,6 +213,7 @@ def _patchify_mistakes(images: torch.Tensor, p: int) -> dict:
             "averages the channels: each patch keeps all C channels, C*p*p numbers, channel by "
             "channel"
         ] = averaged.permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, p * p)
+    mistakes.update(lower_precision_mistakes(lambda x: patchify(x, p), images, "images"))
     return named_together(mistakes)
 
 
@@ -512,6 +515,12 @@ def _sinusoidal_2d_mistakes(
             "of it a sine or a cosine"
         ] = torch.cat([narrow_row, padding, narrow_col, padding], -1).reshape(n, d_model)
     mistakes.update(_earlier_results((rows, cols, d_model), earlier))
+    right = sinusoidal_2d(rows, cols, d_model)
+    for low, digits in LOWER_PRECISIONS:
+        mistakes[
+            f"the encoding is rounded to {str(low).removeprefix('torch.')} on the way, which "
+            f"keeps {digits} significant digits: compute it in float32"
+        ] = right.to(low).to(right.dtype)
     return named_together(mistakes)
 
 
@@ -925,6 +934,17 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
                 "if it divides by weights.sum(-1), that total has lost the patch axis: keep it "
                 "with keepdim=True (or [..., None]) so that it divides both coordinates of each "
                 "query",
+            )
+        leading = tuple(weights.shape[:-1])
+        if len(leading) != 1:
+            _advise(
+                failures,
+                name,
+                f"shape {(math.prod(leading), 2)}, expected {leading + (2,)}",
+                "",
+                "the leading axes are flattened into one (a reshape(-1, n) of the weights): "
+                "keep every leading axis, even one of size 1, as weights @ centres does, or "
+                "reshape the result back to weights.shape[:-1] + (2,)",
             )
         ones = torch.ones(weights.shape[:-1], dtype=torch.float64)
         if torch.allclose(weights.sum(-1).double(), ones, atol=1e-5):
