@@ -573,6 +573,8 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     keys: the top-level keys it must hold; remake: the command that rebuilds the file,
     named in every error.
     """
+    if isinstance(path, str) and not path:  # Path("") is Path("."), the current folder
+        raise CheckpointError("path is empty (''): name a checkpoint file")
     path = as_path(path)
     if (
         isinstance(keys, str)

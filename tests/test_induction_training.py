@@ -27,6 +27,7 @@ from helpers.induction import (
     check_snapshots,
     induction_score,
     load_models,
+    load_position_models,
     load_training,
     measure,
     model_config,
@@ -847,6 +848,15 @@ def test_logs_and_snapshots_must_hold_every_step_training_writes(
     with pytest.raises(CheckpointError) as raised:
         load_training(crafted(tmp_path, change(saved_contents)))
     assert words in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "load", [load_training, load_models, load_position_models], ids=lambda load: load.__name__
+)
+def test_an_empty_path_is_named_as_such(load):
+    """load_training('') said ". is a folder, not a checkpoint file"."""
+    with pytest.raises(CheckpointError, match=r"^path is empty \(''\): name a checkpoint file$"):
+        load("")
 
 
 @pytest.mark.parametrize("seed", [2**32, 2**33 + 5, 2**64 - 1])
