@@ -496,6 +496,11 @@ class KeyValueCache:
                 f"{name} holds keys {tuple(self.keys.shape)} and values "
                 f"{tuple(self.values.shape)}: one shape, one value per key"
             )
+        if (self.keys.dtype, self.keys.device) != (self.values.dtype, self.values.device):
+            raise ValueError(
+                f"{name} holds keys {self.keys.dtype} on {self.keys.device} and values "
+                f"{self.values.dtype} on {self.values.device}: one dtype and one device for both"
+            )
         return tuple(self.keys.shape)
 
     @property
@@ -535,7 +540,7 @@ class KeyValueCache:
                 f"keys ({keys.dtype} on {keys.device}) and values ({values.dtype} on "
                 f"{values.device}) must have one dtype and one device"
             )
-        if self.keys is None:
+        if self.held_shape() is None:
             return
         if keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]:
             raise ValueError(

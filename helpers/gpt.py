@@ -224,6 +224,7 @@ class GPT(nn.Module):
     def check_ids(self, ids: object, start: int = 0, name: str = "ids") -> torch.Tensor:
         """ids (B, T) of the vocabulary, T >= 1, that fit in the context after `start`, in
         tensors of at most LARGEST_TENSOR numbers; name: what the caller calls them."""
+        check_ids_name(name)
         start = validation.whole_number(start, "start (positions already cached)", minimum=0)
         if validation.dense_tensor(ids, name, "(B, T)").dim() == 2:  # sized before it is read
             if start + ids.shape[1] > self.config.context_length:
@@ -387,7 +388,7 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
     """What made a forward pass write NaN or +inf logits: a weight that holds such numbers
     (named first: its layer puts them in the caches too), or else the first cache whose
     `before` positions, held before the pass, hold them (keys or values no layer of finite
-    weights makes), or else weights too large for the dtype."""
+    weights makes) or numbers too large for their dtype, or else weights too large for it."""
     weights = model.state_dict()
     for name, weight in weights.items():
         if weight.is_floating_point() and not weight.isfinite().all():
@@ -397,6 +398,17 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
             if not getattr(cache, part)[:, :, :before].isfinite().all():
                 return (
                     f"caches[{layer}].{part} hold NaN or inf, which no layer makes: caches are "
+                    f"filled by this model's passes only (model.new_caches())"
+                )
+    for layer, cache in enumerate(caches):
+        for part in ("keys", "values"):
+            numbers = getattr(cache, part)[:, :, :before]
+            limit = math.sqrt(torch.finfo(numbers.dtype).max)
+            if numbers.numel() and numbers.abs().max() > limit:
+                return (
+                    f"caches[{layer}].{part} reach {numbers.abs().max().item():.3g}, too large "
+                    f"for {numbers.dtype}: attention passes them on to the residual stream, whose "
+                    f"LayerNorms square them (finite below about {limit:.3g} only): caches are "
                     f"filled by this model's passes only (model.new_caches())"
                 )
     held = "the caches held only finite numbers: " if caches else ""
@@ -430,8 +442,7 @@ def check_forward_size(
     rows = validation.whole_number(rows, "rows", minimum=0)
     positions = validation.whole_number(positions, "positions", minimum=0)
     keys = validation.whole_number(keys, "keys", minimum=0)
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str (what the caller calls the ids), got {name!r:.40}")
+    check_ids_name(name)
     widest = max(config.vocab_size, config.d_ff, config.d_model, config.num_heads * keys)
     numbers = rows * positions * widest
     if numbers > LARGEST_ACTIVATION:
@@ -441,6 +452,13 @@ def check_forward_size(
             f"feed-forward or attention weights), more than 2^28 = {LARGEST_ACTIVATION:,} (1 GiB "
             f"of float32, and a forward pass holds several such tensors at once): use fewer rows "
             f"or positions"
+        )
+
+
+def check_ids_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a str (what the caller calls the ids), got {validation.shown(name):.40}"
         )
 
 
@@ -470,7 +488,7 @@ def check_logits(logits: object) -> torch.Tensor:
     validation.dense_tensor(logits, "logits", "(B, V)")
     if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
         raise ValueError(
-            f"logits must be floating (B, V), got {logits.dtype} {tuple(logits.shape)}"
+            f"logits must be floating (B, V), V >= 1, got {logits.dtype} {tuple(logits.shape)}"
         )
     if logits.isnan().any() or logits.isposinf().any():
         raise ValueError("logits hold NaN or +inf: no token can be chosen")
@@ -572,7 +590,9 @@ class ReadPrompt:
     """Prompt ids (B, T) as generate reads them before it writes: the caches that hold them,
     the logits (B, V) of the last position, in float64, the model that read them (a weak
     reference: a reading keeps no model alive), and what that model computed with then
-    (layout and sums, as _model_layout and _weight_sums tell them). Made by read_prompt."""
+    (layout and sums, as _model_layout and _weight_sums tell them); handed: the tensors it
+    hands generate (_handed_tensors) as it made them, each with its version, and their sums,
+    to refuse a reading edited since. Made by read_prompt."""
 
     ids: torch.Tensor
     caches: tuple[KeyValueCache, ...]
@@ -580,6 +600,7 @@ class ReadPrompt:
     model: weakref.ReferenceType
     layout: tuple
     sums: torch.Tensor
+    handed: tuple
 
 
 @torch.no_grad()
@@ -594,14 +615,40 @@ def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
         caches = model.new_caches()
         logits = model(ids, caches)[:, -1].double()  # (B, V)
     layout, sums = _model_layout(model), _weight_sums(model)
-    return ReadPrompt(ids.clone(), tuple(caches), logits, weakref.ref(model), layout, sums)
+    ids, caches = ids.clone(), tuple(caches)
+    tensors = _handed_tensors(ids, caches, logits)
+    handed = (tuple((t, t._version) for t in tensors), _tensor_sums(tensors))
+    return ReadPrompt(ids, caches, logits, weakref.ref(model), layout, sums, handed)
+
+
+def _handed_tensors(ids: object, caches: object, logits: object) -> tuple:
+    """What a reading hands generate: its ids, logits, and each cache's keys and values."""
+    parts = [(getattr(cache, "keys", None), getattr(cache, "values", None)) for cache in caches]
+    return (ids, logits, *(t for pair in parts for t in pair))
+
+
+def _is_unchanged(read: ReadPrompt) -> bool:
+    """Whether read hands generate what read_prompt made: the same tensors (none replaced),
+    none edited since, in place (their versions) or through .data (their sums)."""
+    if not isinstance(read, ReadPrompt):
+        raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
+    if not isinstance(read.caches, tuple) or not isinstance(read.handed, tuple):
+        return False
+    tensors = _handed_tensors(read.ids, read.caches, read.logits)
+    made, sums = read.handed
+    if len(made) != len(tensors):
+        return False
+    if not all(t is kept and t._version == v for t, (kept, v) in zip(tensors, made, strict=True)):
+        return False
+    return torch.equal(_tensor_sums(tensors).view(torch.int64), sums.view(torch.int64))
 
 
 def is_current(read: ReadPrompt, model: GPT) -> bool:
-    """Whether read is model's reading as the model is now: made by it, and nothing it
-    computes with changed since, as far as _model_layout and _weight_sums tell."""
-    if not isinstance(read, ReadPrompt):
-        raise TypeError(f"read must be what read_prompt made, got {type(read).__name__}")
+    """Whether read is model's reading as the model is now: made by it, left unchanged
+    (_is_unchanged), and nothing the model computes with changed since, as far as
+    _model_layout and _weight_sums tell."""
+    if not _is_unchanged(read):
+        return False
     if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
         return False
     if read.layout != _model_layout(model):  # first: a model moved to meta has no sums
@@ -653,17 +700,22 @@ def _plain_attributes(module: nn.Module) -> tuple:
 
 
 def _weight_sums(model: nn.Module) -> torch.Tensor:
-    """Each weight's and buffer's sum, and its sum weighted by position, in float64 (the same on
-    any thread count), on the cpu: an edit through .data, which no version counts, changes them,
-    even one that only moves a weight's numbers about. Two passes over the weights: cheaper than
-    reading a prompt."""
-    tensors = [*model.parameters(), *model.buffers()]
+    """_tensor_sums of the model's weights and buffers."""
+    return _tensor_sums([*model.parameters(), *model.buffers()])
+
+
+def _tensor_sums(tensors: list | tuple) -> torch.Tensor:
+    """Each tensor's sum, its sum of squares and its sum weighted by position, in float64 (the
+    same on any thread count), on the cpu: an edit through .data, which no version counts,
+    changes them, even one that only moves numbers about or keeps both linear sums. Three
+    passes over the numbers: cheaper than reading a prompt."""
     if not tensors:
         return torch.zeros(0, dtype=torch.float64)
     sums = []
     for t in tensors:
         numbers = t.detach().flatten().double()
-        sums += [numbers.sum(), (numbers * torch.arange(numbers.numel(), device=t.device)).sum()]
+        positions = torch.arange(numbers.numel(), device=t.device)
+        sums += [numbers.sum(), numbers.square().sum(), (numbers * positions).sum()]
     return torch.stack(sums).cpu()
 
 
@@ -733,6 +785,11 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
         raise TypeError(
             f"read.ids must be the prompt ids read_prompt kept (a tensor), got "
             f"{type(read.ids).__name__}: read = read_prompt(model, ids)"
+        )
+    if not _is_unchanged(read):
+        raise ValueError(
+            "read's ids, logits or caches were changed since read_prompt made them (edited in "
+            "place or through .data, or replaced): read them again with read_prompt(model, ids)"
         )
     if read.ids.shape != ids.shape or not torch.equal(read.ids, ids):
         raise ValueError(
