@@ -99,10 +99,39 @@ def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
             f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
         )
     held = tokenizer.token_to_id(SEPARATOR)
+    if held is not None and separator_id == vocab_size:
+        raise ValueError(
+            f"separator_id {separator_id} is outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}: its {SEPARATOR} is {held}"
+        )
     if held is not None and separator_id != held:
         raise ValueError(
             f"separator_id must be the tokenizer's {SEPARATOR}, {held}, got {separator_id}: the "
             f"id of {tokenizer.id_to_token(separator_id)!r}"
+        )
+    return separator_id
+
+
+def _check_separator_in(config: object, separator_id: object) -> int:
+    """check_separator(separator_id), inside config's vocabulary when config is a GPTConfig."""
+    separator_id = check_separator(separator_id)
+    if isinstance(config, GPTConfig) and separator_id >= config.vocab_size:
+        raise ValueError(
+            f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
+            f"{config.vocab_size}"
+        )
+    return separator_id
+
+
+def check_saved_separator(config: GPTConfig, separator_id: object) -> int:
+    """separator_id as a translator's file holds it: _check_separator_in's, and chapter 08's
+    <sep> in a vocabulary of chapter 08's tokens and <sep>."""
+    separator_id = _check_separator_in(config, separator_id)
+    tokenizer, held = load_tokenizer_with_separator()
+    if config.vocab_size == tokenizer.get_vocab_size() and separator_id != held:
+        raise ValueError(
+            f"separator_id is {separator_id}, but in a vocabulary of {config.vocab_size:,} "
+            f"(chapter 08's tokens and {SEPARATOR}) {SEPARATOR} is {held}"
         )
     return separator_id
 
@@ -336,12 +365,7 @@ class DecoderOnlyTranslator(GPT):
     search through chapter 08's decode_step / select interface."""
 
     def __init__(self, config: GPTConfig, separator_id: int):
-        separator_id = check_separator(separator_id)  # before GPT draws its initial weights
-        if isinstance(config, GPTConfig) and separator_id >= config.vocab_size:
-            raise ValueError(
-                f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
-                f"{config.vocab_size}"
-            )
+        separator_id = _check_separator_in(config, separator_id)  # before GPT's initial weights
         super().__init__(config)
         self.separator_id = separator_id
 
@@ -648,6 +672,17 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     if not isinstance(history, dict):
         raise TypeError(f"history must be a dict, got {type(history).__name__}")
+    if model.output.weight is not model.tokens.weight:
+        raise CheckpointError(
+            f"cannot save {path}: model.output.weight is not model.tokens.weight, but the file "
+            f"stores the tied matrix once (a loaded model's output layer is its token embedding)"
+        )
+    try:
+        check_saved_separator(model.config, model.separator_id)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"cannot save {path}: model.separator_id does not fit its config ({error})"
+        ) from None
     named = {covered: name for name, covered in MODELS.items()}  # what the loss covered -> model
     over = history.get("loss_over")
     if not isinstance(over, str) or over not in named:
@@ -709,20 +744,13 @@ def load_translator(
             f"({MAX_CHECKPOINT_PARAMETERS:,}): a file that small builds no larger model"
         )
     try:
-        with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
-            model = DecoderOnlyTranslator(config, saved["separator_id"])
+        separator_id = check_saved_separator(config, saved["separator_id"])
     except (TypeError, ValueError) as error:
         raise CheckpointError(
             f"{path}: its separator_id does not fit its config ({error})"
         ) from None
-    tokenizer = load_tokenizer_with_separator()[0]
-    if config.vocab_size == tokenizer.get_vocab_size():  # a model of chapter 08's tokens
-        if model.separator_id != tokenizer.token_to_id(SEPARATOR):
-            raise CheckpointError(
-                f"{path}: its separator_id is {validation.shown(model.separator_id)}, but in its "
-                f"vocabulary of {config.vocab_size:,} (chapter 08's tokens and <sep>) <sep> is "
-                f"{tokenizer.token_to_id(SEPARATOR)}"
-            )
+    with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+        model = DecoderOnlyTranslator(config, separator_id)
     weights = float_weights(saved["weights"], path)
     if TIED_COPY in weights:
         raise CheckpointError(
@@ -773,18 +801,28 @@ def check_history(path: Path, history: object, name: str) -> None:
         if refused:
             raise CheckpointError(
                 f"{path}: its history's {key} should hold finite numbers in 0..{high:g}, found "
-                f"{validation.shown(refused[0])}"
+                f"{_refused_number(refused[0])}"
             )
     if not validation.number_in(history["seconds"], 0.0, math.inf):
         raise CheckpointError(
             f"{path}: its history's seconds should be a finite number >= 0, found "
-            f"{validation.shown(history['seconds'])}"
+            f"{_refused_number(history['seconds'])}"
         )
     if not isinstance(history["device"], str):
         raise CheckpointError(
             f"{path}: its history's device should be a device's name (a str), found "
             f"{validation.shown(history['device'])}"
         )
+
+
+def _refused_number(value: object) -> str:
+    """A number a history refuses, as its message shows it: a number of another type than
+    Python's int and float (numpy's, say) named, with how to convert it."""
+    shown = validation.shown(value)
+    if isinstance(value, numbers.Real) and type(value) not in (int, float, bool):
+        kind = f"{type(value).__module__}.{type(value).__name__}"
+        return f"{shown}, a {kind}: a Python int or float is expected (convert it with float())"
+    return shown
 
 
 def train_and_save(

@@ -9,7 +9,7 @@ import torch
 
 from helpers import decoder_only as D
 from helpers.attention import KeyValueCache
-from helpers.checkpoints import CheckpointError
+from helpers.checkpoints import CheckpointError, checksum_path, sha256
 from helpers.gpt import GPT, GPTConfig
 from helpers.translation import BOS_ID, EOS_ID
 from helpers.widgets import DecoderOnlyExplorer
@@ -172,8 +172,14 @@ def test_a_full_size_checkpoint_whose_separator_is_not_the_tokenizers_is_refused
 ):
     path = tmp_path / "decoder-only.pt"
     history = HISTORY
-    D.save_translator(path, small_translator(separator + 1, separator - 1), history)
-    with pytest.raises(CheckpointError, match=f"its separator_id is {separator - 1}, but"):
+    wrong = f"separator_id is {separator - 1}, but"
+    with pytest.raises(CheckpointError, match=f"cannot save {path}: .*{wrong}"):
+        D.save_translator(path, small_translator(separator + 1, separator - 1), history)
+    D.save_translator(path, small_translator(separator + 1, separator), history)
+    contents = torch.load(path, weights_only=True)  # the file written again by hand
+    torch.save({**contents, "separator_id": separator - 1}, path)
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match=f"its separator_id does not fit .*{wrong}"):
         D.load_translator("decoder-only", path)
     D.save_translator(path, small_translator(separator + 1, separator), history)
     assert D.load_translator("decoder-only", path)[0].separator_id == separator

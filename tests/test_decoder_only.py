@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import time
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -1433,3 +1434,57 @@ def test_a_small_file_whose_config_builds_a_huge_sinusoid_table_is_refused_befor
     with pytest.raises(CheckpointError, match=r"a sinusoid table of 67,108,864 numbers"):
         do.load_translator("decoder-only", path)
     assert time.perf_counter() - started < 5  # counted, not built
+
+
+# After an eighth hostile pass over chapter 12.
+
+
+def test_a_model_whose_output_layer_is_untied_is_not_saved_as_tied(tmp_path):
+    """Its output layer was dropped, and the loaded model read and wrote tokens with
+    tokens.weight alone: another model than the one saved."""
+    model = do.build_translator(30, 20, TINY)
+    model.output.weight = torch.nn.Parameter(2 * model.tokens.weight.detach())
+    path = tmp_path / "decoder-only.pt"
+    with pytest.raises(CheckpointError, match="model.output.weight is not model.tokens.weight"):
+        do.save_translator(path, model, HISTORY_SAVED)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("separator_id", "message"),
+    [
+        (5, r"separator_id is 5, but in a vocabulary of 8,001 .* <sep> is 8000"),
+        ("x", "separator_id must be a whole number >= 0, got 'x'"),
+    ],
+)
+def test_a_separator_load_would_refuse_is_not_saved(tmp_path, separator_id, message):
+    """save_translator wrote the file, and load_translator refused it."""
+    model = do.build_translator(8001, 8000, dataclasses.replace(TINY, d_model=8, num_heads=2))
+    model.separator_id = separator_id
+    path = tmp_path / "decoder-only.pt"
+    with pytest.raises(CheckpointError, match=f"cannot save .*does not fit its config.*{message}"):
+        do.save_translator(path, model, HISTORY_SAVED)
+    assert not path.exists()
+
+
+def test_a_separator_past_the_tokenizers_vocabulary_is_named_as_outside_it(tokenizer):
+    """It said '...got 8001: the id of None'."""
+    message = r"separator_id 8001 is outside the tokenizer's vocabulary 0..8000: its <sep> is 8000"
+    with pytest.raises(ValueError, match=message):
+        do.text_prompt(tokenizer, 8001, "Tom", "translate")
+
+
+@pytest.mark.parametrize(
+    ("change", "found"),
+    [
+        ({"loss": [np.float64(1.0)]}, r"np.float64\(1.0\), a numpy.float64"),
+        ({"valid_bleu": [np.float32(10.0)]}, r"np.float32\(10.0\), a numpy.float32"),
+        ({"seconds": np.float64(1.0)}, r"np.float64\(1.0\), a numpy.float64"),
+    ],
+)
+def test_a_history_of_numpy_numbers_is_told_to_hold_python_numbers(tmp_path, change, found):
+    """It said 'should hold finite numbers in 0..inf, found np.float64(1.0)', a finite number."""
+    model = do.build_translator(30, 20, TINY)
+    message = rf"found {found}: a Python int or float is expected \(convert it with float\(\)\)"
+    with pytest.raises(CheckpointError, match=message):
+        do.save_translator(tmp_path / "decoder-only.pt", model, {**HISTORY_SAVED, **change})
