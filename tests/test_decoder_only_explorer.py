@@ -303,3 +303,42 @@ def test_samples_kept_beyond_their_forgotten_reading_are_not_shown_after_a_chang
     models["translate"].tokens.weight.data.mul_(-1)
     explorer.controls["prompt"].value = "Tom has a blue car."
     assert explorer.state["samples"] == current_samples(explorer, models) != before
+
+
+# After an eighth hostile pass: what samples() and reading() return is the caller's.
+
+PROMPT = ("translate", "Tom has a blue car.")
+SAMPLING = (1.0, None, 0.9, 0)  # temperature, top_k, top_p, seed
+
+
+def test_editing_what_samples_returns_leaves_the_explorers_samples_alone(explorer):
+    """After s.append('extra') the figure showed 'zip() argument 2 is longer than argument 1'."""
+    first = explorer.samples(*PROMPT, *SAMPLING)
+    kept = list(first)
+    first.append("extra")
+    first[0] = "changed"
+    assert explorer.samples(*PROMPT, *SAMPLING) == kept
+    explorer.controls["seed"].value = 1
+    explorer.controls["seed"].value = 0
+    assert "error" not in explorer.state, explorer.state["error"]
+    assert explorer.state["samples"] == kept
+
+
+def test_editing_what_reading_returns_leaves_the_explorers_reading_alone(explorer):
+    """r['logits'].zero_() zeroed the distribution shown; an edit of r['read'] was written from."""
+    samples = explorer.samples(*PROMPT, *SAMPLING)
+    found = explorer.reading(*PROMPT)
+    kept = {key: found[key].clone() for key in ("ids", "logits", "attention")}
+    for key in kept:
+        found[key].zero_()
+    found["tokens"].append("extra")
+    found["read"].logits.zero_()
+    found["read"].caches[0].keys.mul_(3)
+    again = explorer.reading(*PROMPT)
+    for key, value in kept.items():
+        assert torch.equal(again[key], value), key
+    assert "extra" not in again["tokens"]
+    explorer.controls["seed"].value = 1
+    explorer.controls["seed"].value = 0
+    assert "error" not in explorer.state, explorer.state["error"]
+    assert explorer.samples(*PROMPT, *SAMPLING) == samples == explorer.state["samples"]

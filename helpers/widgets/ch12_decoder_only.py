@@ -1,6 +1,7 @@
 """Chapter 12's explorer: a prompt, the decoder-only model's next-token distribution under
 temperature, top-k and top-p, seeded samples, and the last position's attention."""
 
+import copy
 import numbers
 from collections import OrderedDict
 
@@ -225,9 +226,14 @@ class DecoderOnlyExplorer(Explorer):
     def reading(self, task: str, prompt: str) -> dict:
         """What the sampling controls do not change: the prompt's ids and tokens, the logits
         after it, each layer's attention of its last position, (layers, heads, P), and the
-        prompt read for SAMPLES rows, from which every sample setting writes."""
+        prompt read for SAMPLES rows, from which every sample setting writes. A copy: the
+        explorer keeps its own (a reading edited in place is read again, as is_current tells)."""
         _check_reading(task, prompt)
-        return self._read(task, prompt)
+        found = self._read(task, prompt)
+        return {
+            key: value.clone() if isinstance(value, torch.Tensor) else copy.copy(value)
+            for key, value in found.items()
+        }
 
     def _read(self, task: str, prompt: str) -> dict:
         """The reading kept, if the task's model has not changed since it was made; else the
@@ -264,7 +270,7 @@ class DecoderOnlyExplorer(Explorer):
         top_k and top_p None: off."""
         _check_reading(task, prompt)
         _check_sampling(temperature, top_k, top_p, seed)
-        return self._sample(task, prompt, temperature, top_k, top_p, seed)
+        return list(self._sample(task, prompt, temperature, top_k, top_p, seed))  # a copy
 
     def _sample(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         key = (task, prompt, temperature, top_k, top_p, seed)
