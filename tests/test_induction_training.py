@@ -1058,10 +1058,9 @@ def test_measure_refuses_a_model_with_forward_hooks():
     measure(model, ids, 8)
 
 
-class _Probed(GPT):
-    def __init__(self, config):
-        super().__init__(config)
-        self.probe = torch.nn.Parameter(torch.zeros(1))
+def _probed(model: GPT) -> GPT:
+    model.probe = torch.nn.Parameter(torch.zeros(1))  # a weight no GPT has
+    return model
 
 
 def _without_W_o_bias(model: GPT) -> GPT:
@@ -1078,7 +1077,7 @@ def _untied(model: GPT) -> GPT:
     ("make", "words"),
     [
         (_without_W_o_bias, "do not fit its config (missing: blocks.1.attention.W_o.bias)"),
-        (lambda model: _Probed(model.config), "do not fit its config (unexpected: probe)"),
+        (_probed, "do not fit its config (unexpected: probe)"),
         (_untied, "tokens.weight and output.weight differ, but the model ties them"),
     ],
     ids=["W_o without bias", "an extra parameter", "untied"],
