@@ -476,7 +476,7 @@ def _float64_copy(model: GPT) -> GPT:
     exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
     plain = dict(exact.named_modules())
     for name, module in model.named_modules():
-        if name in plain and type(module) is not type(plain[name]):
+        if name and name in plain and type(module) is not type(plain[name]):  # (not the top)
             raise ValueError(
                 f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
                 f"{type(plain[name]).__qualname__}: measure computes on a float64 copy of its "
@@ -493,13 +493,19 @@ def _float64_copy(model: GPT) -> GPT:
 
 
 def _check_plain(model: GPT) -> None:
-    """A GPT itself, not a subclass, without forward hooks: measure's float64 copy is a plain
-    GPT, which would run neither a subclass's own forward nor the hooks."""
-    if type(model) is not GPT:
+    """A GPT that computes as GPT's own code does (a subclass may add methods, as chapter 12's
+    translator does, but not replace one), without forward hooks: measure's float64 copy is a
+    plain GPT, which would run neither a replaced method nor the hooks."""
+    replaced = [
+        name
+        for name, method in vars(GPT).items()
+        if callable(method) and getattr(type(model), name) is not method
+    ] + [name for name in ("forward", "_features") if name in vars(model)]
+    if replaced:
         raise ValueError(
-            f"the model is a {type(model).__qualname__}, a subclass of GPT: measure computes "
-            f"on a float64 copy of its weights in a plain GPT, which would not run the "
-            f"subclass's own code; pass a GPT"
+            f"the model, a {type(model).__qualname__}, replaces GPT's {replaced[0]}: measure "
+            f"computes on a float64 copy of its weights in a plain GPT, which would not run "
+            f"that code; pass a GPT, or a subclass that only adds methods"
         )
     for name, module in model.named_modules():
         hooks = [*module._forward_pre_hooks.values(), *module._forward_hooks.values()]

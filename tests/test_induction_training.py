@@ -1331,7 +1331,7 @@ def _silenced_output_layer() -> GPT:
 @pytest.mark.parametrize(
     ("make", "words"),
     [
-        (_silenced_gpt, "the model is a SilencedGPT, a subclass of GPT: measure computes on a"),
+        (_silenced_gpt, "the model, a SilencedGPT, replaces GPT's forward: measure computes"),
         (
             _silenced_output_layer,
             "the model's blocks.0.attention.W_o is a SilencedLinear, where a GPT has a Linear",
@@ -1352,6 +1352,32 @@ def test_a_model_whose_own_code_the_float64_copy_would_not_run_is_refused(make, 
     with pytest.raises(ValueError) as raised:
         call(make())
     assert words in str(raised.value), str(raised.value)
+
+
+class GPTWithANote(GPT):
+    """A GPT subclass that only adds a method, as chapter 12's translator does."""
+
+    def note(self) -> str:
+        return "a GPT"
+
+
+def test_a_subclass_that_only_adds_methods_is_measured_as_its_gpt():
+    model = tiny_model()
+    noted = GPTWithANote(model.config).eval()
+    noted.load_state_dict(model.state_dict())
+    ids = repeated_sequences(3, 8, 16)
+    found, expected = measure(noted, ids, 8), measure(model, ids, 8)
+    assert found.keys() == expected.keys()
+    assert all(
+        torch.equal(torch.as_tensor(found[k]), torch.as_tensor(v)) for k, v in expected.items()
+    )
+
+
+def test_a_forward_set_on_the_model_itself_is_refused():
+    model = tiny_model()
+    model.forward = lambda ids: GPT.forward(model, ids) * 0
+    with pytest.raises(ValueError, match="replaces GPT's forward"):
+        measure(model, repeated_sequences(3, 8, 16), 8)
 
 
 def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_run():
