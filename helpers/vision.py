@@ -120,6 +120,8 @@ def check_digit_labels(digits: object, name: str = "digits") -> Digits:
     if not isinstance(digits, Digits):
         raise TypeError(f"{name} must be Digits (load_digits()), got {type(digits).__name__}")
     images, labels = digits.images, digits.labels
+    refuse_nested(images, f"{name}.images", "pixels (N, 1, 8, 8)")
+    refuse_nested(labels, f"{name}.labels", "integer digit labels")
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, 8, 8):
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
         raise ValueError(f"{name}.images must be a tensor (N, 1, 8, 8), got {got}")
@@ -136,6 +138,12 @@ def check_digit_labels(digits: object, name: str = "digits") -> Digits:
             f"F.cross_entropy takes them, got {labels.dtype}: convert them with .long()"
         )
     return digits
+
+
+def refuse_nested(values: object, name: str, what: str) -> None:
+    """A nested tensor refused by name, before anything reads its shape (torch has none for it)."""
+    if isinstance(values, torch.Tensor) and values.is_nested:
+        validation.dense_tensor(values, name, what)
 
 
 def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
@@ -424,6 +432,8 @@ def check_canvases(canvases: object, name: str = "canvases") -> Canvases:
         f"a canvas of {name}.grid = {validation.shown(grid)} cells across",
     )
     images, digits, side = canvases.images, canvases.digits, grid * PIXELS
+    refuse_nested(images, f"{name}.images", "pixels (B, 1, H, W)")
+    refuse_nested(digits, f"{name}.digits", "a label per cell")
     if not isinstance(digits, torch.Tensor) or digits.dim() != 2 or digits.shape[1] != grid**2:
         got = tuple(digits.shape) if isinstance(digits, torch.Tensor) else type(digits).__name__
         raise ValueError(

@@ -55,6 +55,7 @@ from helpers.vision import (
     load_digits,
     make_canvases,
     patchify,
+    refuse_nested,
     sinusoidal_2d,
 )
 
@@ -167,6 +168,7 @@ def _check_images(
     size = embed.image_size
     shape = f"(B, 1, {size}, {size})"
     validation.tensor(images, "images", shape)
+    refuse_nested(images, "images", f"pixels {shape}")
     if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
         raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
     weight = embed.project.weight
@@ -501,6 +503,7 @@ def _check_words(words: object, batch: int) -> torch.Tensor:
 
 def _check_cells(cells: object, batch: int, count: int) -> torch.Tensor:
     validation.tensor(cells, "cells", f"(B,) cell indices 0..{count - 1}")
+    refuse_nested(cells, "cells", f"(B,) cell indices 0..{count - 1}")
     if cells.dim() != 1 or len(cells) != batch:
         raise ValueError(
             f"cells must hold one cell per canvas, ({batch},), got shape {tuple(cells.shape)}"

@@ -560,6 +560,23 @@ def test_nested_and_sparse_tensors_are_refused_by_their_layout(call, words):
         call()
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda tiny: compose_canvas(
+            parse_layout("7 . . . . . . . ."), _nested(first_test_images())
+        ),
+        lambda tiny: read_with_attention(
+            float64_copy(tiny["reader"]), _nested(torch.zeros(1, 24, 24, dtype=torch.float64))
+        ),
+    ],
+    ids=["compose_canvas images", "read_with_attention image"],
+)
+def test_nested_images_are_refused_before_their_shape_is_read(tiny, call):
+    with pytest.raises(ValueError, match="must be an ordinary dense tensor, got one nested"):
+        call(tiny)
+
+
 # What an explorer hands out is a copy: changing it changes nothing the explorer keeps
 
 

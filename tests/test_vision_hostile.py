@@ -1089,6 +1089,57 @@ def test_nested_tensors_are_refused_before_their_shape_is_read(call, layout):
         call(lambda tensors: torch.nested.nested_tensor(tensors, layout=layout))
 
 
+def _nested_doors(models, canvases, test_digits, nested) -> dict:
+    """Every door a tensor comes in by, each given a nested one (torch has no shape for it)."""
+    one = torch.zeros(1, dtype=torch.long)
+
+    def images():
+        return nested([torch.zeros(1, 8, 8)])
+
+    def canvas_images():
+        return nested([torch.zeros(1, 24, 24)])
+
+    def nested_labels():
+        return Digits(test_digits.images[:1], nested([one]))
+
+    def asked_of_nested_cells():
+        words, cells = finder_questions(canvases)
+        return evaluate_finder(models["finder"], canvases, words, nested([cells]))
+
+    return {
+        "vit": lambda: models["vit"](images()),
+        "patch embedding": lambda: models["vit"].embed(images()),
+        "finder": lambda: models["finder"](canvas_images(), one),
+        "encode": lambda: models["reader"].encode(canvas_images()),
+        "read_canvas": lambda: read_canvas(models["reader"], canvas_images()),
+        "entropy": lambda: vit_attention_entropy(models["vit"], images()),
+        "evaluate_vit": lambda: evaluate_vit(models["vit"], Digits(images(), one)),
+        "evaluate_finder": asked_of_nested_cells,
+        "check_digits images": lambda: check_digits(Digits(images(), one)),
+        "check_digits labels": lambda: check_digits(nested_labels()),
+        "make_canvases images": lambda: make_canvases(Digits(images(), one), 1, 1),
+        "make_canvases labels": lambda: make_canvases(nested_labels(), 1, 1),
+        "check_canvases images": lambda: check_canvases(
+            Canvases(canvas_images(), canvases.digits[:1], canvases.grid)
+        ),
+        "check_canvases digits": lambda: check_canvases(
+            Canvases(canvases.images[:1], nested([canvases.digits[0]]), canvases.grid)
+        ),
+    }
+
+
+@pytest.mark.parametrize("door", list(_nested_doors({}, None, None, None)))
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_nested_tensors_are_refused_at_every_door_before_their_shape_is_read(
+    models, canvases, test_digits, door, layout
+):
+    def nested(tensors):
+        return torch.nested.nested_tensor(tensors, layout=layout)
+
+    with pytest.raises(ValueError, match="must be an ordinary dense tensor, got one nested"):
+        _nested_doors(models, canvases, test_digits, nested)[door]()
+
+
 # check_placed_digits checks its own arguments; a grid held in int8 is not squared in int8
 
 

@@ -29,6 +29,7 @@ from helpers.vision import (
     ink_counts,
     load_digits,
     rasterise_strokes,
+    refuse_nested,
     unpatchify,
 )
 from helpers.vision_models import (
@@ -450,6 +451,7 @@ def _check_image(image: object) -> None:
     pixels in 0..1."""
     shape = f"(1, 1, {SIDE}, {SIDE})"
     validation.tensor(image, "image", shape)
+    refuse_nested(image, "image", shape)
     if tuple(image.shape) != (1, 1, SIDE, SIDE) or image.dtype != torch.float64:
         raise ValueError(
             f"image must be a float64 canvas {shape}, pixels 0..1 (ink counts / MAX_INK), got "
@@ -521,6 +523,7 @@ def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """(1, 1, 24, 24) float64: images[d] (the digit d's image, (10, 1, 8, 8)) in each cell
     whose label is d, black where it is -1."""
     _check_layout(digits)
+    refuse_nested(images, "images", "(10, 1, 8, 8)")
     if not isinstance(images, torch.Tensor) or tuple(images.shape) != (10, 1, PIXELS, PIXELS):
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
         raise ValueError(f"images must be a tensor (10, 1, 8, 8), one per digit, got {got}")
