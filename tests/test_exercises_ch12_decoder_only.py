@@ -1753,7 +1753,7 @@ def test_the_prompts_state_every_global_setting_the_checkers_put_back(exercise):
         text = " ".join(text.split())
         assert TORCH_GLOBAL_SETTINGS_NAMED in text, text
         if exercise != "prefix-LM mask":  # (its one tensor is of ints: it has no gradients)
-            assert "requires_grad as it came" in text, text
+            assert "requires_grad as it came, no hook left on" in text, text
 
 
 def test_only_a_mask_that_fails_the_sentence_case_alone_is_asked_about_a_typed_size(run_checker):

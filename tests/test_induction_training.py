@@ -1355,10 +1355,15 @@ def test_a_model_whose_own_code_the_float64_copy_would_not_run_is_refused(make, 
 
 
 class GPTWithANote(GPT):
-    """A GPT subclass that only adds a method, as chapter 12's translator does."""
+    """A GPT subclass that only adds a method and an attribute its own __init__ sets, as
+    chapter 12's translator does."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__(config)
+        self.noted = "a GPT"
 
     def note(self) -> str:
-        return "a GPT"
+        return self.noted
 
 
 def test_a_subclass_that_only_adds_methods_is_measured_as_its_gpt():

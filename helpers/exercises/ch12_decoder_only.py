@@ -545,8 +545,8 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     running sum of the sorted probabilities reaches only after it has rounded to 1. Where
     tokens of equal probability straddle the boundary, any of them may stay (the set must
     still be that small). The input is left as it was (no in-place operation on it, even one
-    that changes no value, and its requires_grad as it came). The gradients are not checked:
-    nothing is learned through a filter before sampling. Without helpers.gpt's
+    that changes no value, and its requires_grad as it came, no hook left on it). The gradients are
+    not checked: nothing is learned through a filter before sampling. Without helpers.gpt's
     next_token_probabilities (a call to it is refused). Each call returns within 5 s and leaves
     torch's grad mode, default dtype, random generator, anomaly detection,
     deterministic-algorithms setting, thread count and module hooks as they were."""
@@ -1033,10 +1033,10 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     The mean cross-entropy over the positions whose target comes after <sep> (every French
     token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
     logits of those positions only. The inputs are left as they were (no in-place operation on
-    them, even one that changes no value, their requires_grad as it came, and no backward pass
-    inside, which would fill the .grad of the tensors the logits come from). Without
-    helpers.decoder_only's loss_targets and training_loss (a call to either is refused). Each
-    call returns within 5 s and leaves torch's grad mode, default dtype, random generator,
+    them, even one that changes no value, their requires_grad as it came, no hook left on them, and
+    no backward pass inside, which would fill the .grad of the tensors the logits come from).
+    Without helpers.decoder_only's loss_targets and training_loss (a call to either is refused).
+    Each call returns within 5 s and leaves torch's grad mode, default dtype, random generator,
     anomaly detection, deterministic-algorithms setting, thread count and module hooks as they
     were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)

@@ -25,6 +25,7 @@ from torch import nn
 
 import helpers
 from helpers.exercises.framework import (
+    LOWER_PRECISIONS,
     Refused,
     TimedAnswers,
     exercise_checker,
@@ -33,6 +34,7 @@ from helpers.exercises.framework import (
     register_checker_hook,
     report,
     run_case,
+    tensor_hooks,
     wrong_only,
 )
 from helpers.gpt import GPT, GPTConfig
@@ -234,6 +236,20 @@ def _name_a_mean_not_taken(failures: list, seen: dict, weights, queries: int) ->
     one axis more than one per matrix: the weights of the `queries` queries not averaged, or
     the mean taken with keepdim=True."""
     got, leading = seen.get("got"), tuple(weights.shape[:-2])
+    flattened = (math.prod(leading),)
+    if (
+        len(leading) != 1
+        and failures[-1].endswith(f"shape {flattened}, expected {leading}")
+        and isinstance(got, torch.Tensor)
+    ):
+        also = " (or the mean taken with keepdim=True)" if not leading else ""
+        failures[-1] += (
+            f" (the leading axes are flattened into one, a reshape(-1, n, n) of the weights"
+            f"{also}: one score per (n, n) matrix has the shape of the leading dims, "
+            f"weights.shape[:-2]; reshape the scores back, or take the diagonal of the weights "
+            f"as they come)"
+        )
+        return
     if not (
         failures[-1].endswith(f", expected {leading}")
         and isinstance(got, torch.Tensor)
@@ -330,11 +346,11 @@ def check_previous_token_score(learner_score: Callable) -> bool:
     float64, n >= 2, any leading dims. The mean over the queries t = 1..n-1 of weights[..., t, t
     - 1], the weight each query puts on the token just before it; one score per (n, n) matrix, a
     tensor in the weights' dtype, with gradients; the weights left as they were (no in-place
-    operation on them, even one that changes no value, and their requires_grad as it came).
-    Without calling helpers.induction.previous_token_score (refused by name). Each call returns
-    within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
-    generator, anomaly detection, deterministic-algorithms setting, thread count and module
-    hooks as they were."""
+    operation on them, even one that changes no value, and their requires_grad as it came, no hook
+    left on them). Without calling helpers.induction.previous_token_score (refused by name). Each
+    call returns within ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default
+    dtype, random generator, anomaly detection, deterministic-algorithms setting, thread count
+    and module hooks as they were."""
     failures, passed = [], 0
     answers, seen = _seen(TimedAnswers(learner_score))
     for name, weights in previous_token_cases():
@@ -446,7 +462,7 @@ def check_induction_score(learner_score: Callable) -> bool:
     weights[..., t, t - length + 1]: the weight on the token after the earlier occurrence of the
     query's own token. One score per (n, n) matrix, a tensor in the weights' dtype, with
     gradients; the weights left as they were (no in-place operation on them, even one that
-    changes no value, and their requires_grad as it came). Without calling
+    changes no value, and their requires_grad as it came, no hook left on them). Without calling
     helpers.induction.induction_score (refused by name). Each call returns within
     ANSWER_TIME_LIMIT_SECONDS (5 s) and leaves torch's grad mode, default dtype, random
     generator, anomaly detection, deterministic-algorithms setting, thread count and module
@@ -516,6 +532,9 @@ def _model(
         model.tokens.weight.normal_(std=1.0)
         if model.positions is not None:
             model.positions.weight.normal_(std=1.0)
+        for norm in (m for m in model.modules() if isinstance(m, nn.LayerNorm)):
+            norm.weight.normal_(1.0, 0.3)  # (not 1 and 0: a norm mixed up or left bare shows)
+            norm.bias.normal_(0.0, 0.3)
     model = model.to(dtype).eval()
     if dtype == torch.float64:
         with torch.no_grad():
@@ -569,7 +588,7 @@ def _with_hooks_of_its_own(model: GPT) -> GPT:
 def failing_forward_case() -> tuple[str, GPT, torch.Tensor, int, int]:
     """(name, model, ids, layer, head) on which model(ids) raises: ids longer than the context."""
     with torch.random.fork_rng(devices=[]):  # RoPE: no position table to run out of
-        model = _model(138, 2, 2, 8, torch.float32, position="rope")
+        model = _model(138, 2, 2, 8, torch.float32, position="rope").train()  # (dropout 0)
     ids = torch.zeros(1, model.config.context_length + 1, dtype=torch.int64)
     name = (
         f"ids of {ids.shape[1]} tokens, longer than the model's context of "
@@ -716,6 +735,12 @@ def _head_zeroed_mistakes(model: GPT, ids: torch.Tensor, layer: int, head: int) 
             "by their positions (helpers.positional.apply_rope on q and k, after split_heads); "
             f"{WRITTEN_OUT}"
         ] = _edited_logits(model, ids, without_rope)
+    for low, digits in LOWER_PRECISIONS:
+        mistakes[
+            f"the logits are rounded to {str(low).removeprefix('torch.')} on the way (the "
+            f"logits, or the model copied, in {str(low).removeprefix('torch.')}), which keeps "
+            f"{digits} significant digits: keep the model's dtype throughout"
+        ] = logits.to(low).to(logits.dtype)
     mistakes.update(_written_out_mistakes(model, ids, layer, rows))
     batch, positions = ids.shape
     if batch > 1:
@@ -938,13 +963,23 @@ def _with_columns_zeroed(model: GPT, ids: torch.Tensor, layer: int, columns: sli
     return _edited_logits(model, ids, zero)
 
 
-_HOOK_KINDS = ("_forward_pre_hooks", "_forward_hooks")
+_HOOK_KINDS = {  # a module's dict of hooks: (what it holds, what runs them)
+    "_forward_pre_hooks": ("forward pre-hook", "forward pass"),
+    "_forward_hooks": ("forward hook", "forward pass"),
+    "_backward_pre_hooks": ("backward pre-hook", "backward pass"),
+    "_backward_hooks": ("backward hook", "backward pass"),
+    "_state_dict_pre_hooks": ("state_dict pre-hook", "state_dict()"),
+    "_state_dict_hooks": ("state_dict hook", "state_dict()"),
+    "_load_state_dict_pre_hooks": ("load_state_dict pre-hook", "load_state_dict()"),
+    "_load_state_dict_post_hooks": ("load_state_dict post-hook", "load_state_dict()"),
+}
 _HOOK_FLAGS = ("_with_kwargs", "_always_called")
 
 
 def _hooks(model: nn.Module) -> dict[tuple[str, str, int], tuple]:
-    """{(module name, kind, key): (hook, {flag: value})} for every forward hook registered on
-    the model's modules (the flags: with_kwargs and always_called, where set)."""
+    """{(module name, kind, key): (hook, {flag: value})} for every hook registered on the
+    model's modules, of each kind in _HOOK_KINDS (the flags: with_kwargs and always_called,
+    where set)."""
     return {
         (name or "the model", kind, key): (
             hook,
@@ -956,7 +991,7 @@ def _hooks(model: nn.Module) -> dict[tuple[str, str, int], tuple]:
         )
         for name, module in model.named_modules()
         for kind in _HOOK_KINDS
-        for key, hook in getattr(module, kind).items()
+        for key, hook in getattr(module, kind, {}).items()
     }
 
 
@@ -1031,6 +1066,7 @@ def _model_state(model: GPT) -> dict:
             name: (tensor, tensor.detach().clone(), tensor.requires_grad, tensor.grad)
             for name, tensor in tensors.items()
         },
+        "tensor hooks": {name: tensor_hooks(tensor) for name, tensor in tensors.items()},
         "hooks": _hooks(model),
         "training": model.training,
     }
@@ -1171,6 +1207,20 @@ def _put_back_weights(state: dict) -> str | None:
                 f"leaves gradients in the model's weights (.grad of {name}): a later optimizer "
                 f"step would use them; compute the logits inside `with torch.no_grad():`"
             )
+        if tensor_hooks(tensor) != state["tensor hooks"][name]:
+            _, gradient_hooks, accumulate_hooks = state["tensor hooks"][name]
+            for hooks, kept in (
+                (tensor._backward_hooks, gradient_hooks),
+                (getattr(tensor, "_post_accumulate_grad_hooks", None), accumulate_hooks),
+            ):
+                for key in [key for key in hooks or () if key not in kept]:
+                    del hooks[key]
+            problems.append(
+                f"leaves a hook on the model's weight {name} (register_hook or "
+                f"register_post_accumulate_grad_hook): every later backward pass through the "
+                f"model would run it; keep its handle and call handle.remove() in a `finally:` "
+                f"block"
+            )
     return problems[0] if problems else None
 
 
@@ -1197,10 +1247,12 @@ def _left_changed(model: GPT, state: dict) -> str | None:
         )
     if left:
         name, hooks_attribute, _ = left[0]
+        runs = _HOOK_KINDS[hooks_attribute][1]
+        effect = "still run without the head" if runs == "forward pass" else "run it"
         return (
-            f"leaves a {_hook_kind(hooks_attribute)} registered on {name}: every later forward "
-            f"pass of the model would still run without the head; keep the handle that "
-            f"register_..._hook returns and call handle.remove() in a `finally:` block"
+            f"leaves a {_hook_kind(hooks_attribute)} registered on {name}: every later {runs} "
+            f"of the model would {effect}; keep the handle that register_..._hook returns and "
+            f"call handle.remove() in a `finally:` block"
         )
     if mode != state["training"]:
         came, left_in = ("training", "eval") if state["training"] else ("eval", "training")
@@ -1213,7 +1265,7 @@ def _left_changed(model: GPT, state: dict) -> str | None:
 
 def _hook_kind(hooks_attribute: str) -> str:
     """What a module's hook dict holds, in words."""
-    return "forward pre-hook" if hooks_attribute == "_forward_pre_hooks" else "forward hook"
+    return _HOOK_KINDS[hooks_attribute][0]
 
 
 def _watched(learner: Callable, model: GPT, layer: int, head: int) -> Callable:
@@ -1242,10 +1294,10 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     head*d_head:(head+1)*d_head of the merged heads, d_head = d_model // num_heads (the cases
     have heads 4 and 6 wide), its bias stays. A tensor in the model's dtype: the logits, not
     probabilities. ids is left as it was (no in-place operation on it, even one that changes no
-    value, and its requires_grad as it came). The model must be left as it came: its modules,
-    their forward and their other attributes (num_heads, say), its weights with their values,
-    their dtype (model.double() converts the model itself), their requires_grad and their .grad
-    (left empty: no backward pass through the model), its hooks and its train/eval mode; also
+    value, and its requires_grad as it came, no hook left on it). The model must be left as it came:
+    its modules, their forward and their other attributes (num_heads, say), its weights with their
+    values, their dtype (model.double() converts the model itself), their requires_grad and their
+    .grad (left empty: no backward pass through the model), its hooks and its train/eval mode; also
     when model(ids) raises: one case passes ids longer than the context, on which the function
     must let model(ids)'s error through (or raise one of its type from a check of its own) and
     still leave the model as it came (try/finally, or a `with` block). The gradients are not

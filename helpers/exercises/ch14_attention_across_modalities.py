@@ -290,8 +290,8 @@ def check_patchify(learner_patchify: Callable) -> bool:
     left to right, then top to bottom; each flattened in (C, p, p) order, the layout of
     F.unfold(images, p, stride=p).transpose(1, 2) (which counts as right); in the images'
     dtype, with gradients; the input left as it was (no in-place operation on it, even one
-    that changes no value, its requires_grad as it came, and no backward pass inside, which
-    would fill the .grad of the tensors the images come from). Without calling
+    that changes no value, its requires_grad as it came, no hook left on it, and no backward pass
+    inside, which would fill the .grad of the tensors the images come from). Without calling
     helpers.vision.patchify (refused by name); a loop over the patches is accepted. Each call
     must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default
     dtype, random generator, anomaly detection, deterministic-algorithms setting, thread count
@@ -824,6 +824,9 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
             "puts patch k in row k // rows: patchify's patch k lies in row k // cols (cols "
             "patches to a row), column k % cols"
         ] = mean_of(row_by_rows * p + (p - 1) / 2)
+    mistakes.update(
+        lower_precision_mistakes(lambda x: attention_centroid(x, grid_size, p), weights, "weights")
+    )
     return named_together(mistakes)
 
 
@@ -891,9 +894,9 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
     column c centred at (r*p + (p - 1)/2, c*p + (p - 1)/2). The weights need not sum to one
     (e.g. the attention on one cell only, or several heads' weights added): divide by their
     total. In the weights' dtype, with gradients; the input left as it was (no in-place
-    operation on it, even one that changes no value, its requires_grad as it came, and no
-    backward pass inside, which would fill the .grad of the tensors the weights come from).
-    Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode,
+    operation on it, even one that changes no value, its requires_grad as it came, no hook left on
+    it, and no backward pass inside, which would fill the .grad of the tensors the weights come
+    from). Each call must return within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode,
     default dtype, random generator, anomaly detection, deterministic-algorithms setting, thread
     count and module hooks as they were."""
     failures, passed, answers = [], 0, TimedAnswers(learner_centroid)

@@ -330,7 +330,7 @@ def _autograd_state(tensors: tuple | list) -> list:
     """(requires_grad, .grad) of each tensor, .grad None for a tensor that is not a leaf (it
     holds none); None for anything else."""
     return [
-        (t.requires_grad, t.grad if t.is_leaf else None, _tensor_hooks(t))
+        (t.requires_grad, t.grad if t.is_leaf else None, tensor_hooks(t))
         if isinstance(t, torch.Tensor)
         else None
         for t in tensors
@@ -346,7 +346,7 @@ def register_checker_hook(tensor: torch.Tensor, hook: Callable) -> None:
     _CHECKERS_OWN_HOOKS.add(tensor.register_hook(hook).id)
 
 
-def _tensor_hooks(tensor: torch.Tensor) -> tuple:
+def tensor_hooks(tensor: torch.Tensor) -> tuple:
     """What a learner's call may leave registered on a caller's tensor: (retains_grad, the
     keys of its gradient hooks but the checker's own, of its post-accumulate-grad hooks)."""
     return (
@@ -364,7 +364,7 @@ def _autograd_changed(tensors: tuple | list, before: list, names: tuple) -> str 
             continue
         requires_grad, grad, hooks = state
         name = _argument_name(names, index)
-        if _tensor_hooks(tensor) != hooks:
+        if tensor_hooks(tensor) != hooks:
             return (
                 f"leaves a hook on its input `{name}` (register_hook, "
                 f"register_post_accumulate_grad_hook or retain_grad() on the caller's tensor): "
