@@ -558,10 +558,13 @@ def rasterise_strokes(
     # cells from a piece's middle to any it inks; no cell of the grid lies further than size
     reach = min(math.ceil(_PIECE / 2 + pen_radius) + 1, size + 1)
     window = 2 * reach + 1  # cells across the square round a piece's middle
-    if window**2 > _CHUNK_CELLS:
+    if window**2 > MOST_PEN_CELLS:  # a single dot alone is more than a redraw can ink
+        widest = (math.isqrt(MOST_PEN_CELLS) - 1) // 2 - 1 - _PIECE / 2  # largest reach's pen
         raise ValueError(
-            f"pen_radius {pen_radius:g} reaches {window} x {window} cells round each piece of a "
-            f"stroke, more than 2^22 = {_CHUNK_CELLS:,}: a smaller pen was meant"
+            f"pen_radius {pen_radius:g} is too large for any stroke: it reaches {window} x "
+            f"{window} cells round each piece of a stroke, more than the {MOST_PEN_CELLS:,} a "
+            f"redraw can ink in about a second; a smaller pen was meant, pen_radius at most "
+            f"{widest:g}"
         )
     a, b = _stroke_segments(strokes)  # (segments, 2) each: (x, y)
     pieces = ((b - a).norm(dim=-1) / _PIECE).ceil().clamp(min=1).long()  # (segments,)

@@ -6,6 +6,7 @@ deep inside, never NaN returned quietly); a widget answers it in its view, never
 state as it was."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -345,9 +346,19 @@ def test_a_pen_wider_than_the_grid_inks_it_all(pen_radius):
     assert rasterise_strokes([[[1, 2], [50, 60]]], 96, pen_radius).all()
 
 
-def test_a_pen_reaching_too_many_cells_is_refused():
-    with pytest.raises(ValueError, match="a smaller pen was meant"):
-        rasterise_strokes([[[1, 2]]], 4096, 2000.0)
+@pytest.mark.parametrize(("size", "pen_radius"), [(4096, 2000.0), (2000, 500.0)])
+def test_a_pen_reaching_too_many_cells_is_refused_with_the_largest_pen_allowed(size, pen_radius):
+    """A single dot with pen_radius 500 was told to draw fewer or shorter strokes."""
+    with pytest.raises(ValueError, match="too large for any stroke") as refused:
+        rasterise_strokes([[[5, 5]]], size, pen_radius)
+    widest = float(
+        re.search(
+            r"a smaller pen was meant, pen_radius at most ([\d.]+)$", str(refused.value)
+        ).group(1)
+    )
+    assert rasterise_strokes([[[5, 5]]], size, widest).any()
+    with pytest.raises(ValueError, match="too large for any stroke"):
+        rasterise_strokes([[[5, 5]]], size, widest + 0.5)
 
 
 # The drawing pad's requests
