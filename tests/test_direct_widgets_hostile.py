@@ -121,6 +121,41 @@ def test_plane_figure_refuses_what_is_not_a_view(view):
         plane_figure(view)
 
 
+def _plane_view() -> dict:
+    return QueryKeyPlaneExplorer().live.view
+
+
+@pytest.mark.parametrize(
+    ("change", "lacks"),
+    [
+        (lambda view: {"plane": {}}, "its 'plane' is {}"),
+        (lambda view: {**view, "plane": {**view["plane"], "x": "ab"}}, "its 'plane' is"),
+        (lambda view: {**view, "title": 5}, "its 'title' is 5"),
+        (lambda view: {**view, "points": [{"x": 0, "y": 0, "colour": "red"}]}, "its 'points'"),
+        (lambda view: {**view, "lines": [{"colour": "red"}]}, "its 'lines'"),
+        (lambda view: {**view, "markers": [{"x": 0, "radius": 3, "colour": "red"}]}, "'markers'"),
+        (lambda view: {**view, "bars": {**view["bars"], "series": None}}, "its 'bars'"),
+        (lambda view: {**view, "bars": {**view["bars"], "series": []}}, "its 'bars'"),
+    ],
+    ids=["empty plane", "text range", "number title", "point without label", "line without xy",
+         "marker without y", "bars without series", "bars of no series"],
+)  # fmt: skip
+def test_plane_figure_names_what_a_view_must_hold(change, lacks):
+    """Each was a KeyError, AttributeError or ZeroDivisionError from inside the drawing, or (a
+    range of text) a meaningless figure."""
+    with pytest.raises(
+        ValueError, match="view must be a plane explorer's view: a dict holding"
+    ) as e:
+        plane_figure(change(_plane_view()))
+    assert lacks in str(e.value)
+
+
+def test_plane_figure_draws_the_explorers_views_and_a_problem():
+    for explorer in (QueryKeyPlaneExplorer(), DragPoolingExplorer()):
+        plane_figure(explorer.live.view)
+        plane_figure({**explorer.live.view, "problem": "a problem", "title": None})
+
+
 # The plane widgets' requests
 
 

@@ -5,7 +5,6 @@ canvas reader writes (its cross-attention as each token is written), the attenti
 the image next to the model's answer. And a pad to draw digits on (DrawingExplorer): the reader
 reads the drawing, the ViT names each digit drawn, and the reader's attention is painted over it."""
 
-import numbers
 import re
 import textwrap
 from collections import OrderedDict
@@ -55,7 +54,7 @@ from helpers.widgets.base import (
     ToggleButtons,
     one_torch_thread,
 )
-from helpers.widgets.direct import DirectExplorer, DirectWidget, front_end
+from helpers.widgets.direct import DirectExplorer, DirectWidget, are_numbers, front_end, is_text
 
 __all__ = ["CanvasExplorer", "DrawingExplorer", "DrawingPadWidget"]
 
@@ -922,54 +921,29 @@ def _check_view(view: object) -> tuple[int, int]:
     side = cells * PIXELS
     counts = view["counts"]
     rows_ok = isinstance(counts, list) and len(counts) == side
-    if not rows_ok or not all(_numbers(row, side, 0, MAX_INK) for row in counts):
+    if not rows_ok or not all(are_numbers(row, side, 0, MAX_INK) for row in counts):
         raise ValueError(f"{VIEW}; its 'counts' are not {side} rows of {side} counts 0..16")
     tokens, guesses = view["tokens"], view["guesses"]
     patches = (side // PATCH) ** 2
     if not isinstance(tokens, list) or not all(
         isinstance(token, dict)
-        and _is_text(token.get("label"))
-        and _numbers(token.get("attention"), patches, 0, 1)
+        and is_text(token.get("label"))
+        and are_numbers(token.get("attention"), patches, 0, 1)
         for token in tokens
     ):
         raise ValueError(f"{VIEW}; its 'tokens' are not that, with {patches} weights each")
     if not isinstance(guesses, list) or not all(
         isinstance(guess, dict)
-        and _numbers([guess.get("cell")], 1, 0, cells * cells - 1, whole=True)
-        and _numbers([guess.get("guess")], 1, 0, 9, whole=True)
-        and _numbers([guess.get("probability")], 1, 0, 1)
+        and are_numbers([guess.get("cell")], 1, 0, cells * cells - 1, whole=True)
+        and are_numbers([guess.get("guess")], 1, 0, 9, whole=True)
+        and are_numbers([guess.get("probability")], 1, 0, 1)
         for guess in guesses
     ):
         raise ValueError(f"{VIEW}; its 'guesses' are not that, cells 0..{cells * cells - 1}")
     for key in ("title", "problem"):
-        if view.get(key) is not None and not _is_text(view[key]):
+        if view.get(key) is not None and not is_text(view[key]):
             raise ValueError(
                 f"{VIEW}; its {key!r} must be text, got {validation.shown(view[key])}: a str "
                 "that encodes as UTF-8 (no lone surrogates, which no font can draw)"
             )
     return size, cells
-
-
-def _is_text(value: object) -> bool:
-    """Whether value is a str matplotlib can draw: one that encodes as UTF-8 (a lone surrogate
-    such as '\\ud800' does not, and matplotlib's font code refuses it)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _numbers(values: object, count: int, low: float, high: float, whole: bool = False) -> bool:
-    """Whether values is a list of `count` real numbers in low..high (whole ones if whole)."""
-    kind = numbers.Integral if whole else numbers.Real
-    return (
-        isinstance(values, list)
-        and len(values) == count
-        and all(
-            isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high
-            for value in values
-        )
-    )

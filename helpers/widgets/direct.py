@@ -15,6 +15,7 @@ fetched from a CDN and there is no build step.
 import io
 import math
 import numbers
+import sys
 import textwrap
 from pathlib import Path
 
@@ -242,20 +243,140 @@ def slider_number(value: object, name: str, exponents: tuple[float, float]) -> f
 # The static picture of a view
 
 
+PLANE_VIEW = (
+    "view must be a plane explorer's view: a dict holding 'plane' (a dict of 'x' and 'y', each "
+    "[low, high] finite numbers with low < high, 'xticks' and 'yticks', lists of finite numbers, "
+    "and 'xlabel' and 'ylabel', text), and optionally 'title' and 'problem' (text); 'points' "
+    "(dicts of 'x', 'y', 'label' and 'colour'); 'lines' (dicts of 'xy', [[x, y], ...], and "
+    "'colour'); 'arrows' (dicts of 'from' and 'to', [x, y], 'colour' and 'width'); 'markers' "
+    "(dicts of 'x', 'y', 'radius' and 'colour'); 'bars' (a dict of 'labels' (text), 'series' "
+    "(one or more dicts of 'name', 'values', a number per label, and 'colour'), 'ymax' and "
+    "'title')"
+)
+
+
+def is_text(value: object) -> bool:
+    """Whether value is a str matplotlib can draw: one that encodes as UTF-8 (a lone surrogate
+    such as '\\ud800' does not, and matplotlib's font code refuses it)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def are_numbers(
+    values: object, count: int | None, low: float, high: float, whole: bool = False
+) -> bool:
+    """Whether values is a list of `count` (None: any number of) real numbers in low..high
+    (whole ones if whole)."""
+    kind = numbers.Integral if whole else numbers.Real
+    return (
+        isinstance(values, list)
+        and (count is None or len(values) == count)
+        and all(
+            isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high
+            for value in values
+        )
+    )
+
+
+def _finite(value: object) -> bool:
+    return are_numbers([value], 1, -sys.float_info.max, sys.float_info.max)
+
+
+def _pair(value: object) -> bool:
+    return are_numbers(value, 2, -sys.float_info.max, sys.float_info.max)
+
+
+def _finite_list(values: object) -> bool:
+    return are_numbers(values, None, -sys.float_info.max, sys.float_info.max)
+
+
+# what plane_figure reads of each item of a view's lists: (required keys, optional keys), each
+# key with the test its value must pass
+_PLANE_ITEMS = {
+    "points": (
+        {"x": _finite, "y": _finite, "label": is_text, "colour": is_text},
+        {"radius": _finite},
+    ),
+    "lines": (
+        {"xy": lambda xy: isinstance(xy, list) and all(map(_pair, xy)), "colour": is_text},
+        {"label": lambda label: label is None or is_text(label), "width": _finite},
+    ),
+    "arrows": ({"from": _pair, "to": _pair, "colour": is_text, "width": _finite}, {}),
+    "markers": (
+        {"x": _finite, "y": _finite, "radius": _finite, "colour": is_text},
+        {"opacity": lambda opacity: are_numbers([opacity], 1, 0, 1), "edge": is_text},
+    ),
+}
+
+
+def _check_plane_view(view: object) -> None:
+    """A view plane_figure can draw (PLANE_VIEW); otherwise an error naming what it lacks."""
+    if not isinstance(view, dict) or not isinstance(view.get("plane"), dict):
+        raise ValueError(f"{PLANE_VIEW}; got {shown(view):.80}")
+    plane = view["plane"]
+    if not (
+        all(_pair(plane.get(axis)) and plane[axis][0] < plane[axis][1] for axis in "xy")
+        and all(_finite_list(plane.get(ticks)) for ticks in ("xticks", "yticks"))
+        and all(is_text(plane.get(label)) for label in ("xlabel", "ylabel"))
+    ):
+        raise ValueError(f"{PLANE_VIEW}; its 'plane' is {shown(plane):.200}")
+    for key, (required, optional) in _PLANE_ITEMS.items():
+        items = view.get(key, [])
+        if not isinstance(items, list) or not all(
+            isinstance(item, dict)
+            and all(name in item and test(item[name]) for name, test in required.items())
+            and all(name not in item or test(item[name]) for name, test in optional.items())
+            for item in items
+        ):
+            raise ValueError(f"{PLANE_VIEW}; its {key!r} are {shown(items):.200}")
+    bars = view.get("bars")
+    if bars and not _drawable_bars(bars):
+        raise ValueError(f"{PLANE_VIEW}; its 'bars' are {shown(bars):.200}")
+    for key in ("title", "problem"):
+        if view.get(key) is not None and not is_text(view[key]):
+            raise ValueError(f"{PLANE_VIEW}; its {key!r} is {shown(view[key]):.80}")
+
+
+def _drawable_bars(bars: object) -> bool:
+    """Whether bars is a bar chart _draw_bars can draw: labels, one or more series of a value
+    per label, a top above 0 and a title."""
+    if not isinstance(bars, dict) or not isinstance(bars.get("labels"), list):
+        return False
+    labels, series = bars["labels"], bars.get("series")
+    return (
+        all(map(is_text, labels))
+        and isinstance(series, list)
+        and len(series) > 0
+        and all(
+            isinstance(one, dict)
+            and is_text(one.get("name"))
+            and is_text(one.get("colour"))
+            and _finite_list(one.get("values"))
+            and len(one["values"]) == len(labels)
+            for one in series
+        )
+        and _finite(bars.get("ymax"))
+        and bars["ymax"] > 0
+        and is_text(bars.get("title"))
+    )
+
+
 def plane_figure(view: dict) -> Figure:
     """The view as a matplotlib figure: the plane on the left, the bar chart on the right (when
     the view has one), the title above."""
-    if not isinstance(view, dict) or not isinstance(view.get("plane"), dict):
-        raise ValueError(
-            f"view must be a plane explorer's view, a dict with a 'plane', got {shown(view):.80}"
-        )
+    _check_plane_view(view)
     has_bars = bool(view.get("bars"))
     figure = Figure(figsize=(10 if has_bars else 8, 4.8), layout="constrained")
     axes = figure.subplots(1, 2, width_ratios=[4, 3]) if has_bars else [figure.subplots()]
     _draw_plane(axes[0], view)
     if has_bars:
         _draw_bars(axes[1], view["bars"])
-    title = view.get("title", "")
+    title = view.get("title") or ""
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
     colour = "tab:red" if view.get("problem") else "black"
