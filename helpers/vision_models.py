@@ -1283,8 +1283,15 @@ def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
             f"and the last), found {validation.shown(logged)}"
         )
     losses = log["loss"]
-    if not isinstance(losses, list) or len(losses) != count:
-        raise CheckpointError(f"{where}: its log should hold one loss per logged step")
+    if not isinstance(losses, list):
+        raise CheckpointError(
+            f"{where}: its log's losses should be a list of floats, one per logged step, found "
+            f"a {type(losses).__name__}"
+        )
+    if len(losses) != count:
+        raise CheckpointError(
+            f"{where}: its log should hold one loss per logged step ({count}), found {len(losses)}"
+        )
     for loss in losses:
         if type(loss) is not float or not math.isfinite(loss) or loss < 0:
             raise CheckpointError(

@@ -469,9 +469,14 @@ def saved_contents() -> dict:
         (lambda log: log["step"].pop(), "every 50 of 1500, and the last"),
         (lambda log: log["loss"].pop(), "one loss per logged step"),
         (lambda log: log["loss"].__setitem__(0, "1.0"), "finite floats >= 0, found '1.0'"),
+        (
+            lambda log: log.__setitem__("loss", torch.tensor(log["loss"])),
+            "losses should be a list of floats, one per logged step, found a Tensor",
+        ),
     ],
     ids=["a float step", "a negative step", "a whole float step", "steps reversed",
-         "a step beyond the recipe", "a step missing", "a loss missing", "a loss as text"],
+         "a step beyond the recipe", "a step missing", "a loss missing", "a loss as text",
+         "losses as a tensor"],
 )  # fmt: skip
 def test_a_log_that_train_cannot_have_written_is_refused(tmp_path, saved_contents, change, words):
     contents = {
