@@ -384,7 +384,12 @@ def check_placed_digits(count: int, most: int, name: str = "count") -> None:
 
 
 def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple[int, int]:
-    if isinstance(digits_per_canvas, tuple | list) and len(digits_per_canvas) == 2:
+    if isinstance(digits_per_canvas, tuple | list):
+        if len(digits_per_canvas) != 2:
+            raise ValueError(
+                "digits_per_canvas must be a whole number >= 1 or a (fewest, most) range, got "
+                f"{validation.shown(digits_per_canvas)}"
+            )
         fewest, most = (validation.whole_number(n, "digits_per_canvas") for n in digits_per_canvas)
     else:
         fewest = most = validation.whole_number(digits_per_canvas, "digits_per_canvas")

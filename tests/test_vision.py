@@ -392,7 +392,12 @@ def test_canvases_are_built_from_the_source_given(digits):
         (dict(digits_per_canvas=(3, 2)), ValueError, "digits_per_canvas must be a number or a"),
         (dict(digits_per_canvas=(1, 10)), ValueError, "within 1..9"),
         (dict(digits_per_canvas=11, grid=4), ValueError, r"within 1..10 \(cells 16, distinct"),
-        (dict(digits_per_canvas=(1, 2, 3)), ValueError, "digits_per_canvas must be a whole"),
+        (
+            dict(digits_per_canvas=(1, 2, 3)),
+            ValueError,
+            r"digits_per_canvas must be a whole number >= 1 or a \(fewest, most\) range, got "
+            r"\(1, 2, 3\)",
+        ),
         (dict(grid=0), ValueError, "grid must be a whole number >= 1, got 0"),
         (dict(distinct="no"), ValueError, "distinct must be True or False, got 'no'"),
         (dict(generator=0), TypeError, "generator must be a torch.Generator or None, got 0"),
