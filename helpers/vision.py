@@ -335,7 +335,8 @@ def make_canvases(
     generator: torch.Generator | None = None,
 ) -> Canvases:
     """`count` canvases of grid x grid cells of 8 x 8 pixels, each holding digits_per_canvas
-    images of `source` (a number, or a (fewest, most) range) in random cells, the rest black.
+    images of `source` (a number, or a (fewest, most) range) in random cells, the rest black,
+    in the dtype of source's images.
     distinct: no two digits of a canvas share a label (so "find the seven" has one answer).
     At most MOST_PLACED_DIGITS digits in all (count x the most per canvas): each is placed alone."""
     check_digits(source, "source")
@@ -352,7 +353,7 @@ def make_canvases(
     _check_source(source, most, distinct)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
-    images = torch.zeros(count, 1, size, size)
+    images = torch.zeros(count, 1, size, size, dtype=source.images.dtype)
     digits = torch.full((count, grid * grid), -1, dtype=torch.long)
     for index in range(count):
         how_many = int(torch.randint(fewest, most + 1, (1,), generator=generator))

@@ -567,7 +567,8 @@ def finder_questions(canvases: Canvases, generator: torch.Generator | None = Non
     if not filled.any(1).all():
         raise ValueError("every canvas must hold a digit to ask for")
     _check_distinct(canvases)
-    scores = torch.rand(filled.shape, generator=generator).masked_fill(~filled, -1.0)
+    scores = torch.rand(filled.shape, generator=generator, dtype=torch.float32)
+    scores = scores.masked_fill(~filled, -1.0)  # float32 under any default: the same draws
     cells = scores.argmax(1)  # (B,): a random filled cell
     words = canvases.digits.gather(1, cells[:, None])[:, 0].long()  # (B,), of any digits' dtype
     return words, cells

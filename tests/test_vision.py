@@ -381,6 +381,19 @@ def test_canvases_are_built_from_the_source_given(digits):
     assert not (cells[:, None, :] == training[None]).all(-1).any()  # no training image
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_canvases_are_built_in_the_source_images_dtype_whatever_the_default(test_digits, dtype):
+    source = Digits(test_digits.images.to(dtype), test_digits.labels)
+    expected = make_canvases(source, 5, generator=torch.Generator().manual_seed(3))
+    torch.set_default_dtype(torch.float64 if dtype == torch.float32 else torch.float32)
+    try:
+        built = make_canvases(source, 5, generator=torch.Generator().manual_seed(3))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert built.images.dtype == expected.images.dtype == dtype
+    assert torch.equal(built.images, expected.images)
+
+
 @pytest.mark.parametrize(
     ("arguments", "error", "words"),
     [

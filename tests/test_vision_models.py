@@ -289,6 +289,21 @@ def test_training_builds_float32_models_whatever_the_default_dtype(name):
     assert _same_weights(trained, expected)
 
 
+def test_the_test_sets_are_the_same_float32_canvases_whatever_the_default_dtype():
+    """Under a float64 default, make_canvases built float64 canvases the models refused."""
+    expected = (*finder_test_set(20), reader_test_set(20))
+    torch.set_default_dtype(torch.float64)
+    try:
+        built = (*finder_test_set(20), reader_test_set(20))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    canvases, words, cells, read = built
+    assert canvases.images.dtype == read.images.dtype == torch.float32
+    for got, want in zip((canvases, read), (expected[0], expected[3]), strict=True):
+        assert torch.equal(got.images, want.images) and torch.equal(got.digits, want.digits)
+    assert torch.equal(words, expected[1]) and torch.equal(cells, expected[2])
+
+
 @pytest.mark.parametrize("kind", [VitRecipe, FinderRecipe, ReaderRecipe])
 @pytest.mark.parametrize(
     ("rates", "words"),
