@@ -67,6 +67,12 @@ def savable_path(path: object) -> Path:
     """A file path in a folder this process can write, whose checksum file can be written
     beside it: checked by save_checkpoint, and by a training run before its minutes of work."""
     path = as_path(path)
+    if path.name.endswith(".sha256"):  # overwriting a checksum file stops its file from loading
+        raise CheckpointError(
+            f"cannot save {shown_path(path)}: a name ending in .sha256 is a checksum file's "
+            f"(the checksum of {path.name.removesuffix('.sha256') or 'another file'}); name the "
+            "checkpoint without .sha256, for example model.pt"
+        )
     try:  # the checksum file records the name as UTF-8 text
         os.fsencode(path)
         path.name.encode("utf-8")

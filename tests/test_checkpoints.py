@@ -492,6 +492,18 @@ def test_a_name_that_is_not_text_is_refused_before_anything_is_written(tmp_path)
     assert not list(tmp_path.iterdir())
 
 
+def test_a_checksum_files_name_is_refused_and_the_checkpoint_beside_it_still_loads(copy):
+    """Saving onto name.pt.sha256 wrote a checkpoint over the checksum (and a
+    name.pt.sha256.sha256), so name.pt no longer loaded."""
+    checksum = checksum_path(copy)
+    recorded = checksum.read_bytes()
+    with pytest.raises(CheckpointError, match=r"a name ending in \.sha256 is a checksum file's"):
+        save_checkpoint(checksum, {"x": torch.zeros(1)})
+    assert checksum.read_bytes() == recorded
+    assert not checksum_path(checksum).exists()
+    load_checkpoint(copy, ("weights",), "make date-model")
+
+
 # Tensors whose numbers cannot be checked, and arguments that are not what load_checkpoint reads
 
 
