@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from helpers import decoder_only
+from helpers.gpt import next_token_probabilities
 from helpers.widgets import DecoderOnlyExplorer
 
 
@@ -342,3 +343,28 @@ def test_editing_what_reading_returns_leaves_the_explorers_reading_alone(explore
     explorer.controls["seed"].value = 0
     assert "error" not in explorer.state, explorer.state["error"]
     assert explorer.samples(*PROMPT, *SAMPLING) == samples == explorer.state["samples"]
+
+
+@pytest.mark.parametrize(("top_k", "drawn"), [("off", 8001), (50, 50)])
+def test_the_count_of_tokens_that_can_be_drawn_is_the_set_generate_draws_from(top_k, drawn):
+    """At temperature 0.05 the count was taken from float32 probabilities, where a token 6
+    below the likeliest underflows to 0 ('1 of 8,001 tokens can be drawn'), while generate
+    draws from float64, where every token here keeps a mass above 0."""
+    sharp = tiny(0)
+    logits = torch.full((8001,), -30.0)
+    logits[:60] = -6.0
+    logits[0] = 0.0
+    with torch.no_grad():  # every position's features are the first unit vector: these logits
+        sharp.norm.weight.zero_()
+        sharp.norm.bias.copy_(torch.eye(sharp.config.d_model)[0])
+        sharp.output.weight[:, 0] = logits
+    explorer = DecoderOnlyExplorer(models={"translate": sharp, "continue": tiny(1)})
+    explorer.controls["top_p"].value = 1.0
+    explorer.controls["top_k"].value = top_k
+    explorer.controls["temperature"].value = 0.05
+    read = explorer.reading("translate", explorer.controls["prompt"].value)["logits"]
+    assert int((next_token_probabilities(read, 0.05) > 0).sum()) == 1  # float32
+    assert bool((next_token_probabilities(read.double(), 0.05) > 0).all())
+    assert explorer.state["kept"] == drawn
+    assert f"next token: {drawn:,} of 8,001 tokens" in explorer._distribution_ax.title.get_text()
+    assert explorer.state["sampled_from"].gt(0).all()  # the ten bars: none is called cut

@@ -376,7 +376,7 @@ def test_decoder_only_explorer_draws_what_the_helpers_compute(
     with torch.no_grad():
         logits = model(ids)[:, -1]
     model.train()
-    expected = next_token_probabilities(logits, 0.7, 10, 0.5)[0]
+    expected = next_token_probabilities(logits.double(), 0.7, 10, 0.5)[0]  # as generate draws
     top_ids = logits[0].topk(10).indices
     state = explorer.state
     assert state["top_ids"] == top_ids.tolist()

@@ -311,10 +311,11 @@ class DecoderOnlyExplorer(Explorer):
             self.show_error(self.figure.axes[0], problem)
             return
         logits = found["logits"]
+        drawn_from = logits.double()  # as generate draws: a float32 mass of 1e-50 would be 0
         if temperature == 0:  # greedy: all the mass on the most likely token
-            sampled_from = torch.zeros_like(logits).scatter(-1, logits.argmax(-1, True), 1.0)
+            sampled_from = torch.zeros_like(drawn_from).scatter(-1, logits.argmax(-1, True), 1.0)
         else:
-            sampled_from = next_token_probabilities(logits, temperature, top_k, top_p)
+            sampled_from = next_token_probabilities(drawn_from, temperature, top_k, top_p)
         probabilities = logits.softmax(-1)[0]
         top_ids = probabilities.topk(TOP).indices
         kept = int((sampled_from > 0).sum())
