@@ -544,6 +544,12 @@ def training_loss(
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     label_smoothing = validation.probability(label_smoothing, "label_smoothing")
     targets = loss_targets(sequences, separator_id, over).long()  # (B, T - 1)
+    if isinstance(model, DecoderOnlyTranslator) and separator_id != model.separator_id:
+        raise ValueError(
+            f"separator_id is {validation.shown(separator_id)}, but this translator's <sep> is "
+            f"{model.separator_id}: the loss would score the wrong tokens; pass "
+            "model.separator_id"
+        )
     ids = validation.token_ids(sequences.long(), "sequences", model.config.vocab_size, "(B, T)")
     if sequences.shape[1] - 1 > model.config.context_length:
         raise ValueError(

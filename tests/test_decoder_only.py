@@ -602,6 +602,7 @@ def test_the_training_loss_takes_int32_sequences_and_keeps_a_float64_models_prec
         ({"label_smoothing": float("nan")}, "label_smoothing must be a probability"),
         ({"label_smoothing": "0.1"}, "label_smoothing must be a probability"),
         ({"sequences": torch.zeros_like(SEQUENCES)}, "no token to score"),
+        ({"separator_id": 21}, r"separator_id is 21, but this translator's <sep> is 20"),
     ],
 )
 def test_the_training_loss_names_what_it_cannot_score(arguments, message):
