@@ -479,7 +479,14 @@ def shown_count(number: int) -> str:
     """A count (a whole number >= 0) as a message shows it: 1,234,567, or about 10^40 where
     the digits would be too many to read (or, past 4,300 of them, for Python to write)."""
     number = validation.whole_number(number, "number (a count to show)", minimum=0)
-    return f"{number:,}" if number < 10**15 else f"about 10^{math.floor(math.log10(number))}"
+    return f"{number:,}" if number < 10**15 else f"about 10^{_digits(number) - 1}"
+
+
+def _digits(number: int) -> int:
+    """How many digits a whole number > 0 has, counted exactly (math.log10 rounds 10^16 - 1
+    up to 16.0), without writing them all (Python refuses past 4,300)."""
+    digits = max(1, math.floor(number.bit_length() * math.log10(2)))  # at most one too few
+    return digits + (number >= 10**digits)
 
 
 def check_logits(logits: object) -> torch.Tensor:
@@ -523,7 +530,12 @@ def next_token_probabilities(
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")
     logits = logits.double()
-    scores = (logits - logits.amax(-1, keepdim=True)) / temperature  # (B, V), <= 0: no overflow
+    largest = logits.amax(-1, keepdim=True)
+    scores = (logits - largest) / temperature  # (B, V), <= 0
+    overflowed = scores.isneginf() & logits.isfinite()  # 1e308 - (-1e308): taken in halves
+    if overflowed.any():
+        halves = (logits / 2 - largest / 2) / temperature * 2
+        scores = torch.where(overflowed, halves, scores)
     if top_k is not None:  # exactly k, ties broken by torch.topk
         best = scores.topk(top_k, dim=-1).indices  # (B, k)
         kept = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, best, True)

@@ -126,6 +126,18 @@ def test_temperature_divides_the_logits():
     )
 
 
+def test_logits_whose_difference_overflows_are_divided_by_the_temperature_first():
+    """1e308 - (-1e308) overflowed to -inf before the division by 1e308, which gave [1, 0];
+    logits beside a cut token (-inf) keep it at 0, and a subnormal difference stays exact."""
+    huge = torch.tensor([[1e308, -1e308, float("-inf")]], dtype=torch.float64)
+    expected = torch.tensor([1.0, -1.0]).double().softmax(-1)
+    torch.testing.assert_close(next_token_probabilities(huge, 1e308)[0, :2], expected)
+    assert next_token_probabilities(huge, 1e308)[0, 2] == 0
+    tiny = torch.tensor([[5e-324, 0.0]], dtype=torch.float64)
+    one_and_zero = torch.tensor([1.0, 0.0]).double().softmax(-1)
+    torch.testing.assert_close(next_token_probabilities(tiny, 5e-324)[0], one_and_zero)
+
+
 def test_sampling_follows_the_distribution():
     model = small_gpt()
     ids = prompt(1, 3).repeat(4000, 1)
@@ -644,6 +656,15 @@ def test_check_forward_size_names_an_argument_that_is_not_a_size(arguments, erro
 def test_shown_count_names_what_is_not_a_count(number):
     with pytest.raises(ValueError, match="number .* must be a whole number >= 0"):
         gpt.shown_count(number)
+
+
+@pytest.mark.parametrize("digits", [16, 17, 40, 300, 5000])
+def test_shown_count_gives_the_power_of_ten_of_the_leading_digit(digits):
+    """10^16 - 1 was shown as 'about 10^16': math.log10 of it rounds up to 16.0."""
+    below, at = 10**digits - 1, 10**digits
+    assert gpt.shown_count(below) == f"about 10^{digits - 1}"
+    assert gpt.shown_count(at) == gpt.shown_count(at + 1) == f"about 10^{digits}"
+    assert gpt.shown_count(2 * at) == f"about 10^{digits}"
 
 
 def test_a_forward_pass_whose_intermediates_need_gigabytes_is_refused():
