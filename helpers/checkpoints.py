@@ -18,6 +18,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from helpers import validation
@@ -222,6 +223,9 @@ class _Survey:
     def part(self, value: object, place: tuple | None, depth: int) -> tuple[int, int]:
         """(items, nesting) of value, found at place, depth dicts and lists deep: the items it
         holds and itself, and how many dicts and lists deep they nest."""
+        if isinstance(value, np.generic | np.ndarray):  # np.str_ and np.float64 too: subclasses
+            self.refused.append((_where(place), _numpy_refused(value), False))
+            return 1, 0
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.largest_int:
             raise _Beyond(
                 f"{_where(place)} is an integer of more than 614 digits "
@@ -282,6 +286,8 @@ class _Survey:
         named = isinstance(value, dict)
         items, nesting = 1, 0
         for key, item in value.items() if named else enumerate(value):
+            if named and isinstance(key, np.generic):
+                self.refused.append((_where((place, key, True)), _numpy_refused(key), False))
             if named and isinstance(key, float | complex) and not cmath.isfinite(key):
                 self.refused.append((_where((place, key, True)), INF_OR_NAN, cmath.isinf(key)))
             if depth >= MOST_NESTING:
@@ -296,6 +302,18 @@ class _Survey:
                     "each every time it is listed (a list listed ten times, ten times)"
                 )
         return items, nesting
+
+
+def _numpy_refused(value: np.generic | np.ndarray) -> str:
+    """Why load_checkpoint refuses a numpy value (its weights-only reader reads no numpy),
+    and what to save instead."""
+    if isinstance(value, np.ndarray):
+        fix = "save torch.from_numpy(it)"
+    elif isinstance(value, str):
+        fix = "use str()"
+    else:
+        fix = "use .item() for the Python number"
+    return f"is a numpy.{type(value).__name__}: {fix}"
 
 
 def _unshown_bytes(tensor: torch.Tensor) -> int:

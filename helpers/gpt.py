@@ -64,6 +64,7 @@ class GPTConfig:
                 f"position must be one of {', '.join(POSITIONS)}, got "
                 f"{validation.shown(self.position)}"
             )
+        object.__setattr__(self, "position", str(self.position))  # numpy's str_ is saved as numpy
         if self.position == "rope" and (self.d_model // self.num_heads) % 2:
             raise ValueError(
                 f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "

@@ -829,3 +829,26 @@ def test_a_record_that_fails_its_crc_and_an_overlong_integer_are_named(tmp_path)
     checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
     with pytest.raises(CheckpointError, match="an integer of more than 614 digits"):
         load_checkpoint(path, ("a",), "make x")
+
+
+def test_numpy_values_are_named_with_their_place_and_type_before_anything_is_written(tmp_path):
+    """torch.save wrote them and the check read them back with torch's 'Unsupported global:
+    GLOBAL numpy._core.multiarray.scalar', naming neither the value nor where it lay."""
+    import numpy as np
+
+    path = tmp_path / "numpy.pt"
+    contents = {
+        "history": {"device": np.str_("cpu"), "loss": [np.float64(1.5)], "ids": np.arange(3)},
+        "config": {np.int64(2): 1},
+    }
+    with pytest.raises(CheckpointError) as raised:
+        save_checkpoint(path, contents)
+    for named in (
+        "checkpoint.history.device, which is a numpy.str_: use str()",
+        "checkpoint.history.loss[0], which is a numpy.float64: use .item()",
+        "checkpoint.history.ids, which is a numpy.ndarray: save torch.from_numpy(it)",
+    ):
+        assert named in str(raised.value), str(raised.value)
+    with pytest.raises(CheckpointError, match=r"checkpoint.config.2, which is a numpy.int64"):
+        save_checkpoint(path, {"config": contents["config"]})
+    assert not list(tmp_path.iterdir())

@@ -849,6 +849,14 @@ def test_a_pass_refused_for_its_logits_leaves_the_caches_as_they_were_and_names_
 # After a sixth hostile pass over chapter 12.
 
 
+def test_a_numpy_string_position_is_kept_as_a_str_a_checkpoint_can_hold():
+    """np.str_('learned') was kept, and saving the model's config then failed in torch."""
+    import numpy as np
+
+    config = GPTConfig(30, 24, 8, 2, 2, 16, position=np.str_("rope"))
+    assert type(config.position) is str and config.position == "rope"
+
+
 def test_a_sinusoid_table_too_large_to_build_is_refused_by_the_config():
     """GPT() built the (2^26, 32) table in float64, 8 GiB, for a config of 5,000 parameters."""
     sizes = {"context_length": 2**26, "d_model": 32, "num_heads": 4, "position": "sinusoidal"}
