@@ -218,6 +218,18 @@ def test_a_prompt_that_fills_the_context_says_there_is_no_room_to_write():
     assert lines == [f"{i}. {no_room}" for i in (1, 2, 3)]
 
 
+def test_a_prompt_longer_than_the_context_asks_for_a_shorter_sentence():
+    """It said 'ids: 10 positions do not fit in the context of 8: keep the last 8', advice
+    about ids the learner never sees."""
+    models = {"translate": tiny(0, context_length=8), "continue": tiny(1, context_length=8)}
+    explorer = DecoderOnlyExplorer("Hi.", models=models)
+    explorer.controls["prompt"].value = "I think that this is fine and good."
+    too_long = "the prompt's 10 tokens do not fit the model's context of 8 tokens: type a shorter"
+    assert explorer.state["error"].startswith(too_long)
+    with pytest.raises(ValueError, match=too_long):
+        explorer.reading("translate", "I think that this is fine and good.")
+
+
 @pytest.mark.parametrize("name", ["layer", "head", "top_k", "task"])
 def test_a_menu_set_to_nothing_clears_the_earlier_results(explorer, name):
     """The title said '⚠ choose a value for layer' over the previous samples, prompt line, bars

@@ -247,6 +247,12 @@ class DecoderOnlyExplorer(Explorer):
             for old in [old for old in self._samples if old[:2] == key]:
                 del self._samples[old]
             ids = text_prompt(self.tokenizer, self.separator_id, prompt, task)  # (1, P)
+            context = model.config.context_length
+            if ids.shape[1] > context:  # the model would ask to cut ids it does not show
+                raise ValueError(
+                    f"the prompt's {ids.shape[1]} tokens do not fit the model's context of "
+                    f"{context} tokens: type a shorter sentence"
+                )
             with evaluating(model), torch.no_grad():
                 logits = model(ids)[:, -1]  # (1, V)
                 attention = torch.stack([maps[0, :, -1] for maps in model.attention_maps()])
