@@ -14,7 +14,7 @@ from test_widgets import tiny_induction_training
 
 from helpers.induction import Recipe
 from helpers.widgets import InductionExplorer
-from helpers.widgets.ch13_induction_heads import find_repeat, parse_tokens
+from helpers.widgets.ch13_induction_heads import DEFAULT_TOKENS, find_repeat, parse_tokens
 
 HUGE = 10**5000  # more digits than Python prints
 
@@ -570,3 +570,47 @@ def test_a_seed_of_more_digits_than_python_prints_leaves_the_explorer_printable(
     explorer.controls["seed"].value = HUGE
     shown = repr(explorer)
     assert shown.startswith("InductionExplorer(") and "seed=an int too large to print" in shown
+
+
+# Regressions from a ninth hostile pass: what the explorer hands out is the caller's
+
+
+def _flip_head(explorer):
+    head = explorer.controls["head"].value
+    explorer.controls["head"].value = 1 - head
+    explorer.controls["head"].value = head
+
+
+def _edit_reading(explorer):
+    model, step = explorer.values()["model"], explorer.values()["step"]
+    found = explorer.reading(model, step, torch.tensor([explorer.state["ids"]]))
+    found["losses"].zero_()
+    found["attention"].zero_()
+
+
+def _edit_state(explorer):
+    explorer.state["losses"].zero_()
+    explorer.state["attention"].zero_()
+
+
+def _edit_snapshot(explorer):
+    model, step = explorer.values()["model"], explorer.values()["step"]
+    with torch.no_grad():
+        for weight in explorer.snapshot(model, step).parameters():
+            weight.zero_()
+    explorer.controls["tokens"].value = "1 2 3 1 2 3"  # a new reading, from the kept snapshot
+    explorer.controls["tokens"].value = DEFAULT_TOKENS
+
+
+@pytest.mark.parametrize(
+    "edit", [_edit_reading, _edit_state, _edit_snapshot], ids=["reading", "state", "snapshot"]
+)
+def test_editing_what_the_explorer_hands_out_leaves_its_figures_alone(explorer, edit):
+    """reading(), state and snapshot() handed out the explorer's own tensors and model: zeroed
+    in place, they drew zero losses, an all-zero map, and every later loss ln vocab_size."""
+    explorer.controls["tokens"].value = DEFAULT_TOKENS
+    losses, attention = explorer.state["losses"].clone(), explorer.state["attention"].clone()
+    edit(explorer)
+    _flip_head(explorer)
+    assert torch.equal(explorer.state["losses"], losses)
+    assert torch.equal(explorer.state["attention"], attention)

@@ -4,6 +4,7 @@ a sequence (a random block copied right after itself, placed anywhere among toke
 differ, or typed tokens): the head's attention map, the loss per position, and where on the
 log's second-copy loss curve that step lies."""
 
+import copy
 import math
 import re
 from collections import OrderedDict
@@ -228,7 +229,7 @@ class InductionExplorer(Explorer):
     def _build_loss(self, log_vocab: float) -> None:
         ax = self._loss_ax
         self._copy_spans = []
-        for copy, colour in (("first", COLOURS["first"]), ("second", COLOURS["induction"])):
+        for which, colour in (("first", COLOURS["first"]), ("second", COLOURS["induction"])):
             span = Rectangle(
                 (0, 0),
                 0,
@@ -236,7 +237,7 @@ class InductionExplorer(Explorer):
                 transform=ax.get_xaxis_transform(),  # x: positions, y: the axes' full height
                 color=colour,
                 alpha=0.12,
-                label=f"{copy} copy",
+                label=f"{which} copy",
             )
             self._copy_spans.append(ax.add_patch(span))
         (self._loss_line,) = ax.plot([], [], "o-", ms=3, lw=1, color="black", label="loss")
@@ -273,7 +274,12 @@ class InductionExplorer(Explorer):
     # The numbers, each from helpers
 
     def snapshot(self, model: str, step: int) -> GPT:
-        """The model's weights at that step in a float64 copy in eval mode (built once)."""
+        """The model's weights at that step in a float64 copy in eval mode: the caller's own
+        (the explorer keeps the one it reads, which a change to this one leaves alone)."""
+        return copy.deepcopy(self._snapshot(model, step))
+
+    def _snapshot(self, model: str, step: int) -> GPT:
+        """The explorer's own float64 copy of the snapshot (built once)."""
         validation.whole_number(step, "step", minimum=0)  # None would stand for the last step
         step = self._checked_choices(model, step, 0, 0)[0]
         key = (model, step)
@@ -302,12 +308,17 @@ class InductionExplorer(Explorer):
             return placed_repeats(1, context, start, length, vocab_size, generator)
         return parse_tokens(tokens, vocab_size, context)
 
-    @torch.no_grad()
     def reading(self, model: str, step: int, ids: torch.Tensor) -> dict:
         """What the layer and head do not change: every head's attention (layers, heads, n, n),
         the loss of predicting each token from the ones before it (n - 1,), and, where a block
-        is followed at once by its copy, its place and helpers.induction.measure()'s numbers."""
-        exact = self.snapshot(model, step)
+        is followed at once by its copy, its place and helpers.induction.measure()'s numbers.
+        A copy: the explorer keeps its own, which a change to this one leaves alone."""
+        return copy.deepcopy(self._read(model, step, ids))
+
+    @torch.no_grad()
+    def _read(self, model: str, step: int, ids: torch.Tensor) -> dict:
+        """The reading the explorer keeps (the last one only)."""
+        exact = self._snapshot(model, step)
         _check_ids(ids, exact.config)
         ids = ids.long()  # cross_entropy's targets: int64 (the check takes any integer dtype)
         key = (model, step, tuple(ids[0].tolist()))
@@ -343,8 +354,8 @@ class InductionExplorer(Explorer):
         except ValueError as problem:
             self._show_problem(problem, model, step)
             return
-        found = self.reading(model, step, ids)
-        weights, measured = found["attention"][layer, head], found["measured"]
+        found = self._read(model, step, ids)
+        weights, measured = found["attention"][layer, head].clone(), found["measured"]
         self.state = {
             "model": model,
             "step": step,
@@ -352,7 +363,7 @@ class InductionExplorer(Explorer):
             "head": head,
             "ids": ids[0].tolist(),
             "attention": weights,
-            "losses": found["losses"],
+            "losses": found["losses"].clone(),  # the state is the caller's: the reading stays
             "start": found["start"],
             "length": found["length"],
             "previous_token": float(previous_token_score(weights)),
