@@ -200,13 +200,7 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
             f"heads must be an iterable of (layer, head) pairs such as [(0, 1)], got {heads!r:.80}"
         )
     config, pairs = model.config, []
-    most = config.num_layers * config.num_heads
-    for pair in heads:
-        if len(pairs) == most:  # an endless iterator would be read forever
-            raise ValueError(
-                f"heads holds more than the model's {config.num_layers} x {config.num_heads} = "
-                f"{most} heads: name each (layer, head) at most once"
-            )
+    for pair in heads:  # an endless iterator repeats a pair, or names one out of range, soon
         if isinstance(pair, torch.Tensor | np.ndarray) and pair.ndim == 1:
             pair = tuple(pair)  # a row of a tensor or array of pairs
         if isinstance(pair, str | bytes) or not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -226,6 +220,10 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
             raise ValueError(
                 f"head {validation.shown(head)} is out of range: each layer has "
                 f"{config.num_heads} heads, 0..{config.num_heads - 1}"
+            )
+        if (layer, head) in pairs:
+            raise ValueError(
+                f"heads names ({layer}, {head}) twice: name each (layer, head) at most once"
             )
         pairs.append((layer, head))
     return pairs
@@ -252,6 +250,7 @@ def zeroed_heads(model: GPT, heads: Iterable[tuple[int, int]]) -> contextlib.Abs
     entering and removed on leaving, also when the body raises."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    _check_modules(model, "zeroed_heads silences heads in the W_o of a GPT of its config")
     return _ZeroedHeads(model, _head_pairs(model, heads))
 
 
@@ -407,6 +406,8 @@ def _measured(
 
 
 PLACEMENT_LENGTHS = (2, 3, 4, 6, 8, 12, 16, 20, 24)  # block lengths the placement map shows
+MOST_PLACEMENT_BYTES = 2**37  # placement_map's rows' bytes in all: 5 times the notebook's call
+# on the recipe's models (a minute on one core)
 
 
 def placement_map(
@@ -432,6 +433,7 @@ def placement_map(
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
     _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
+    _check_placement_work(model.config, lengths, rows)
     _check_plain(model)
     exact = _float64_copy(model)  # once, for every cell
     generator = _seeded(validation.seed(seed))
@@ -447,6 +449,23 @@ def placement_map(
             for key, table in found.items():
                 table[i, start] = measured[key]
     return {"lengths": lengths, "starts": starts, **found}
+
+
+def _check_placement_work(config: GPTConfig, lengths: list[int], rows: int) -> None:
+    """A ValueError if placement_map's measures would hold more than MOST_PLACEMENT_BYTES in
+    all (each placement's rows as _measure_bytes counts them, without the weights): a measure
+    of its time, which grows with the placements, the rows and the context squared."""
+    n = config.context_length
+    placements = sum(n - 2 * length + 1 for length in lengths)
+    per_row = _measure_bytes(config, 1, n) - _measure_bytes(config, 0, n)
+    work = placements * rows * per_row
+    if work > MOST_PLACEMENT_BYTES:
+        raise ValueError(
+            f"placement_map would measure {placements:,} placements of {rows:,} rows, each row "
+            f"holding {per_row:,} bytes: {work:,} in all, more than 2^"
+            f"{MOST_PLACEMENT_BYTES.bit_length() - 1} (hours of work); ask for fewer or "
+            f"shorter lengths (each start of each length is a placement), or fewer rows"
+        )
 
 
 def _check_lengths(lengths: object, n: int) -> list[int]:
@@ -473,15 +492,10 @@ def _float64_copy(model: GPT) -> GPT:
     """A plain GPT of the model's config holding its weights in float64, in eval mode, or a
     ValueError naming a layer of another type (its forward would not run) or the weights that
     do not fit one (a layer replaced, a weight added)."""
+    _check_modules(
+        model, "measure computes on a float64 copy of its weights in a plain GPT of its config"
+    )
     exact = blank_model(model.config).to(model.tokens.weight.device, torch.float64).eval()
-    plain = dict(exact.named_modules())
-    for name, module in model.named_modules():
-        if name and name in plain and type(module) is not type(plain[name]):  # (not the top)
-            raise ValueError(
-                f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
-                f"{type(plain[name]).__qualname__}: measure computes on a float64 copy of its "
-                f"weights in a plain GPT, which would not run it"
-            )
     misfit = weights_misfit(exact, model.state_dict())
     if misfit:
         raise ValueError(
@@ -490,6 +504,46 @@ def _float64_copy(model: GPT) -> GPT:
         )
     exact.load_state_dict(model.state_dict())
     return exact
+
+
+MODULE_SIZES = (  # the attributes that size a GPT's modules: each must be as its config says
+    "d_model",
+    "num_heads",
+    "num_kv_heads",
+    "rope",
+    "in_features",
+    "out_features",
+    "num_embeddings",
+    "embedding_dim",
+    "normalized_shape",
+)
+
+
+def _check_modules(model: GPT, why: str) -> None:
+    """The model's modules are those a GPT of its config has, each of the same type and sizes
+    (a layer replaced or removed, or a config edited after building, is named in a ValueError
+    that ends with why the caller needs them)."""
+    with torch.device("meta"):  # types and sizes only: no weights made, nothing drawn
+        plain = dict(GPT(model.config).named_modules())
+    found = dict(model.named_modules())
+    for name, expected in plain.items():
+        module = found.get(name)
+        if module is None:
+            raise ValueError(
+                f"the model has no {name}, which a GPT of its config (num_layers="
+                f"{model.config.num_layers}) has: {why}"
+            )
+        if name and type(module) is not type(expected):  # (the top may be a subclass)
+            raise ValueError(
+                f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
+                f"{type(expected).__qualname__}: {why}"
+            )
+        for size in MODULE_SIZES:
+            if hasattr(expected, size) and getattr(module, size, None) != getattr(expected, size):
+                raise ValueError(
+                    f"the model's {name} has {size} {validation.shown(getattr(module, size, None))}"
+                    f", where its config makes {validation.shown(getattr(expected, size))}: {why}"
+                )
 
 
 def _check_plain(model: GPT) -> None:
@@ -797,6 +851,14 @@ def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
             config, recipe.batch_size, recipe.context_length, recipe.context_length, "a batch"
         )
         _check_bytes(
+            "a training step",
+            _step_bytes(config, recipe.batch_size),
+            batch_size=recipe.batch_size,
+            context_length=recipe.context_length,
+            vocab_size=recipe.vocab_size,
+            d_model=recipe.d_model,
+        )
+        _check_bytes(
             "measure on the held-out sequences",
             _measure_bytes(config, recipe.eval_batch, 2 * recipe.eval_length),
             eval_batch=recipe.eval_batch,
@@ -811,6 +873,21 @@ def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
             f"hold: fewer steps or a larger snapshot_every (the recipe's is "
             f"{Recipe.snapshot_every}), or a smaller model"
         )
+
+
+def _step_bytes(config: GPTConfig, batch: int) -> int:
+    """An estimate of the bytes one training step holds at its peak, all float32: the weights,
+    their gradients and AdamW's two moments; in every layer six attention maps (B, heads, n, n)
+    (the scores, their masked fill, the softmax kept for the backward pass, and the gradients
+    of each) and ten tensors of the residual stream (B, n, d_model) and two of the feed-forward
+    layer (B, n, d_ff); the logits, their log-softmax and the gradients of both (B, n, vocab).
+    Measured: the memory two steps add is 0.8 of it (two layers, context 1024, vocabulary 2048,
+    batch 4: 412 of 523 MiB)."""
+    n = config.context_length
+    feed_forward = 0 if config.attention_only else 2 * config.d_ff
+    per_layer = 6 * config.num_heads * n * n + n * (10 * config.d_model + feed_forward)
+    per_row = config.num_layers * per_layer + 4 * n * config.vocab_size
+    return 4 * (4 * config.parameter_count() + batch * per_row)
 
 
 def _saved_bytes(recipe: Recipe, configs: list[GPTConfig]) -> int:
@@ -1046,6 +1123,7 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
         models[name].eval()
         check_log(where, saved["logs"][name], recipe, layers)
         check_snapshots(where, saved["snapshots"][name], recipe, layers)
+        _check_final_snapshot(where, models[name], saved["snapshots"][name], recipe)
     return {
         "recipe": recipe,
         "models": models,
@@ -1186,6 +1264,20 @@ def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: i
     for step, weights in snapshots.items():
         snapshot = f"{where} snapshot {step}"
         load_weights(model, float_weights(weights, snapshot), snapshot)
+
+
+def _check_final_snapshot(where: str, model: GPT, snapshots: dict, recipe: Recipe) -> None:
+    """The snapshot at the recipe's last step, where it keeps one, holds the final weights
+    rounded to float16, as train_model keeps them; else a CheckpointError naming the weight."""
+    if recipe.steps not in snapshots:
+        return
+    kept = snapshots[recipe.steps]
+    for key, weight in model.state_dict().items():
+        if not torch.equal(kept[key].to(torch.float16), weight.to(torch.float16)):
+            raise CheckpointError(
+                f"{where}: its snapshot {recipe.steps}, at the recipe's last step, should hold "
+                f"the final weights in float16, but its {key} differs from the saved weight"
+            )
 
 
 def _check_steps(what: str, found: list, recipe: Recipe, every: str) -> None:

@@ -318,7 +318,7 @@ def test_zeroing_a_head_equals_zeroing_its_slice_by_hand(layer, head):
 
 def test_zeroing_several_heads_at_once_equals_zeroing_their_slices():
     model, ids = small_model(1), ids_of()
-    pairs = [(0, 1), (1, 0), (1, 1), (0, 1)]  # a head named twice is zeroed once
+    pairs = [(0, 1), (1, 0), (1, 1)]
     got = logits_with_heads_zeroed(model, ids, iter(pairs))
     torch.testing.assert_close(got, logits_with_W_o_columns_zeroed(model, ids, pairs))
 
@@ -776,7 +776,7 @@ def test_zeroed_heads_names_a_zero_dimensional_tensor():
 )
 def test_zeroed_heads_refuses_more_pairs_than_the_model_has_heads(heads):
     """An endless iterator of pairs was read forever."""
-    with pytest.raises(ValueError, match=r"more than the model's 2 x 2 = 4 heads"):
+    with pytest.raises(ValueError, match=r"twice: name each \(layer, head\) at most once"):
         zeroed_heads(small_model(), heads)
 
 
@@ -877,3 +877,46 @@ def test_logits_with_heads_zeroed_leaves_every_module_in_its_own_mode():
     model.blocks[0].eval()  # a mixed state: model.train(was_training) would flatten it
     logits_with_heads_zeroed(model, ids_of(), [(0, 0)])
     assert model.training and not model.blocks[0].training and model.blocks[1].training
+
+
+# Regressions from a sixth hostile pass
+
+
+def _without_W_o(model: GPT) -> GPT:
+    model.blocks[0].attention.W_o = torch.nn.Identity()
+    return model
+
+
+def _without_layer_1(model: GPT) -> GPT:
+    del model.blocks[1]
+    return model
+
+
+@pytest.mark.parametrize(
+    ("swap", "heads", "words"),
+    [
+        (
+            _without_W_o,
+            [(0, 0)],
+            "the model's blocks.0.attention.W_o is a Identity, where a GPT has a Linear: "
+            "zeroed_heads silences heads",
+        ),
+        (_without_layer_1, [(1, 0)], "the model has no blocks.1, which a GPT of its config"),
+    ],
+    ids=["W_o replaced", "a layer deleted"],
+)
+def test_zeroing_heads_of_a_model_whose_modules_were_swapped_is_refused_by_name(swap, heads, words):
+    """AttributeError ('Identity' object has no attribute 'weight') and IndexError from inside
+    the hooks' registration."""
+    model = swap(small_model())
+    with pytest.raises(ValueError) as raised:
+        logits_with_heads_zeroed(model, ids_of(), heads)
+    assert words in str(raised.value), str(raised.value)
+    assert hook_counts(model) == [0] * len(hook_counts(model))
+
+
+@pytest.mark.parametrize("heads", [[(1, 0), (1, 0)], [(0, 1), (1, 1), (0, 1)]])
+def test_zeroed_heads_refuses_a_head_named_twice(heads):
+    """[(1, 0), (1, 0)] was taken while five pairs were told to name each head at most once."""
+    with pytest.raises(ValueError, match=r"heads names \(\d, \d\) twice: name each"):
+        zeroed_heads(small_model(), heads)

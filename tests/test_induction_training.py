@@ -506,6 +506,22 @@ def test_a_file_whose_weights_logs_or_snapshots_are_not_as_saved_is_refused(
     assert words in str(raised.value)
 
 
+def test_a_file_whose_last_snapshot_is_not_its_final_weights_is_refused(tmp_path, saved_contents):
+    """A last snapshot with a weight's sign flipped loaded, and the explorer showed at the
+    final step a model other than the one measured."""
+    weight = "blocks.1.attention.W_q.weight"
+    keys = ("snapshots", "two-layer", TINY.steps, weight)
+    flipped = -saved_contents["snapshots"]["two-layer"][TINY.steps][weight]
+    path = tmp_path / "induction.pt"
+    save_checkpoint(path, changed(saved_contents, keys, flipped))
+    with pytest.raises(CheckpointError) as raised:
+        load_training(path)
+    assert (
+        f"(two-layer): its snapshot {TINY.steps}, at the recipe's last step, should hold the "
+        f"final weights in float16, but its {weight} differs from the saved weight"
+    ) in str(raised.value), str(raised.value)
+
+
 # After a hostile pass: sizes refused by name before anything is built, logs that cannot be a
 # training run's, and torch's random numbers left alone
 
@@ -1390,6 +1406,52 @@ def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_r
     model.blocks[0].register_forward_hook(lambda module, inputs, output: output)
     with pytest.raises(ValueError, match="has forward hooks"):
         placement_map(model, lengths=[2], rows=1)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            {"num_heads": 4},
+            "the model's blocks.0.attention has num_heads 2, where its config makes 4",
+        ),
+        ({"num_layers": 1}, "its weights do not fit its config (unexpected: blocks.1."),
+        ({"d_model": 16}, "the model's tokens has embedding_dim 8, where its config makes 16"),
+    ],
+    ids=["num_heads", "num_layers", "d_model"],
+)
+def test_a_config_that_disagrees_with_the_models_modules_is_refused(change, words):
+    """A config edited to 4 heads after building was measured as 4 heads of a 2-head model."""
+    model = tiny_model()
+    model.config = dataclasses.replace(model.config, **change)
+    with pytest.raises(ValueError) as raised:
+        measure(model, repeated_sequences(3, 8, 16), 8)
+    assert words in str(raised.value), str(raised.value)
+
+
+def test_a_placement_map_of_hours_of_work_is_refused_with_its_size():
+    """Every length that fits in a context of 256, 64 rows each, ran for about an hour."""
+    config = GPTConfig(
+        vocab_size=256, context_length=256, d_model=8, num_heads=2, num_layers=1, d_ff=8,
+        attention_only=True, position="rope",
+    )  # fmt: skip
+    lengths = range(2, 129)
+    with pytest.raises(ValueError) as raised:
+        placement_map(GPT(config), lengths, 64)
+    placements = sum(config.context_length - 2 * length + 1 for length in lengths)
+    assert f"would measure {placements:,} placements of 64 rows" in str(raised.value)
+    assert "ask for fewer or shorter lengths" in str(raised.value)
+
+
+def test_a_recipe_whose_training_step_would_hold_gigabytes_is_refused_before_training():
+    """A context and vocabulary of 10,000 allocated about 4 GB in the first step (the forward
+    size guard allows attention maps of 2e8 numbers, and the backward pass keeps several)."""
+    recipe = Recipe(
+        context_length=10000, vocab_size=10000, batch_size=1, eval_batch=1, d_model=8, steps=2,
+        log_every=1, snapshot_every=1,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"a training step would allocate \d+ bytes at its peak"):
+        train_model(1, recipe)
 
 
 @pytest.mark.parametrize(
