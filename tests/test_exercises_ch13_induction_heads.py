@@ -2138,3 +2138,27 @@ def test_flattened_axes_and_a_float16_round_trip_are_named(checker, answer, word
     verdict, out = run_checker(checker, answer)
     assert verdict is False and words in out, out
     assert "keepdim=True:" not in out, out
+
+
+def previous_of_the_first_8_positions(weights):
+    return torch.diagonal(weights[..., :8, :8], -1, -2, -1).mean(-1)  # BUG: n hard-coded
+
+
+def induction_of_the_first_16_positions(weights, length):
+    n = min(weights.shape[-1], 16)  # BUG: n hard-coded
+    return torch.diagonal(weights[..., :n, :n], 1 - length, -2, -1)[..., 1 : n // 2 + 1].mean(-1)
+
+
+@pytest.mark.parametrize(
+    ("checker", "answer"),
+    [
+        (check_previous_token_score, previous_of_the_first_8_positions),
+        (check_induction_score, induction_of_the_first_16_positions),
+    ],
+    ids=["previous, n <= 8", "induction, n <= 16"],
+)
+def test_a_score_that_reads_only_the_first_positions_is_refused(checker, answer, run_checker):
+    """No case was longer than n = 8 (n = 12 for the induction score): an answer reading only
+    that corner was judged Correct (an eleventh learner's pass)."""
+    verdict, out = run_checker(checker, answer)
+    assert verdict is False, out

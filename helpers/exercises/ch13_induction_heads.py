@@ -103,11 +103,18 @@ def _coefficients(value: torch.Tensor, weights: torch.Tensor, index: tuple) -> d
 
 
 def _listed(entries: dict) -> str:
-    """(4, 5), (5, 6), each times 0.25: the entries and what each is multiplied by."""
+    """(4, 5), (5, 6), each times 0.25: the entries and what each is multiplied by; past 8 of
+    them, the first three and the last."""
+    shown = sorted(entries)
+    if len(shown) > 8:
+        shown = [*shown[:3], ..., shown[-1]]
     if len({round(factor, 12) for factor in entries.values()}) == 1:
-        pairs = ", ".join(f"({t}, {k})" for t, k in sorted(entries))
+        pairs = ", ".join("…" if pair is ... else f"({pair[0]}, {pair[1]})" for pair in shown)
         return f"{pairs}, each times {next(iter(entries.values())):.4g}"
-    return ", ".join(f"({t}, {k}) times {entries[t, k]:.4g}" for t, k in sorted(entries))
+    return ", ".join(
+        "…" if pair is ... else f"({pair[0]}, {pair[1]}) times {entries[pair]:.4g}"
+        for pair in shown
+    )
 
 
 def _seen(learner: Callable) -> tuple[Callable, dict]:
@@ -129,7 +136,7 @@ def _seen(learner: Callable) -> tuple[Callable, dict]:
 def _what_it_reads(seen: dict, reference: Callable, weights: torch.Tensor, rule: str):
     """Where the learner's score reads the weights, beside where the score does, in the first
     (n, n) matrix it gets wrong: the entries its gradient reaches and by what factor. None where
-    its answer is no weighted sum of the weights, or one of more than 12 of them."""
+    its answer is no weighted sum of the weights, or one of more than 20 of them."""
     given, got = seen.get("weights"), seen.get("got")
     expected = reference(weights)
     if not (isinstance(got, torch.Tensor) and got.requires_grad and got.shape == expected.shape):
@@ -141,7 +148,7 @@ def _what_it_reads(seen: dict, reference: Callable, weights: torch.Tensor, rule:
         return None
     index = tuple(torch.nonzero(error == error.max())[0].tolist())  # where the report points
     mine = _coefficients(got[index], given, index)
-    if not mine or len(mine) > 12:
+    if not mine or len(mine) > 20:
         return None
     leaf = weights.detach().clone().requires_grad_()
     theirs = _coefficients(reference(leaf)[index], leaf, index)
@@ -301,6 +308,7 @@ def previous_token_cases() -> list[tuple[str, torch.Tensor]]:
         ),
         ("float64, (heads=2, n=7, n=7)", _causal_weights(generator, 2, n=7, dtype=torch.float64)),
         ("(B=3, heads=1, n=5, n=5), no stripe", _causal_weights(generator, 3, 1, n=5)),
+        ("(B=2, n=16, n=16): a longer sequence", _causal_weights(generator, 2, n=16, stripe=1)),
     ]
 
 
@@ -398,6 +406,7 @@ def induction_cases() -> list[tuple[str, torch.Tensor, int]]:
         ("length 2 (n = 4): the copy's queries t = 2, 3 on keys 1, 2", weights(3, length=2), 2),
         ("float64, (heads=2, n=12, n=12), length 6", weights(2, length=6, dtype=torch.float64), 6),
         ("(B=1, heads=4, n=6, n=6), length 3", weights(1, 4, length=3), 3),
+        ("(B=2, n=18, n=18), length 9: a longer block", weights(2, length=9), 9),
     ]
 
 
