@@ -5,19 +5,28 @@ found and fixed: a helper refuses it by name (ValueError or TypeError, never a r
 deep inside, never NaN returned quietly); a widget answers it in its view, never raising, its
 state as it was."""
 
+import io
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
+from matplotlib.text import Text
 
 from helpers.kernel_regression import RegressionData, make_data
 from helpers.scoring import fixed_additive_attention, scores_by_function
 from helpers.vision import check_strokes, rasterise_strokes
 from helpers.vision_models import load_vision_models
 from helpers.widgets import DragPoolingExplorer, DrawingExplorer, QueryKeyPlaneExplorer
-from helpers.widgets.direct import moved_points, plane_figure, snap
+from helpers.widgets.direct import (
+    COLOURS,
+    MAX_RADIUS,
+    MAX_TICKS,
+    moved_points,
+    plane_figure,
+    snap,
+)
 
 PLANE = {"x": [-3.0, 3.0], "y": [-3.0, 3.0], "step": 0.1}
 HUGE = 10**400  # an int no float holds
@@ -154,6 +163,125 @@ def test_plane_figure_draws_the_explorers_views_and_a_problem():
     for explorer in (QueryKeyPlaneExplorer(), DragPoolingExplorer()):
         plane_figure(explorer.live.view)
         plane_figure({**explorer.live.view, "problem": "a problem", "title": None})
+
+
+def _small_view(**parts) -> dict:
+    plane = {"x": [-1, 1], "y": [-1, 1], "xticks": [0], "yticks": [0], "xlabel": "x", "ylabel": "y"}
+    return {"plane": plane, **parts}
+
+
+def _view_with_text(text: str) -> dict:
+    """A view with `text` in every place plane_figure draws text."""
+    view = _small_view(
+        title=text,
+        points=[{"x": 0, "y": 0, "label": text, "colour": "red"}],
+        lines=[{"xy": [[-1, -1], [1, 1]], "colour": "blue", "label": text}],
+        bars={
+            "labels": [text],
+            "series": [{"name": text, "values": [0.5], "colour": "green"}],
+            "ymax": 1.0,
+            "title": text,
+        },
+    )
+    view["plane"] = {**view["plane"], "xlabel": text, "ylabel": text}
+    return view
+
+
+@pytest.mark.parametrize("problem", [None, "$x^2$"])
+def test_plane_figure_draws_a_dollar_as_text_never_as_a_formula(problem):
+    """A title of 'price $\\frac{1}$' raised matplotlib's ParseSyntaxException when drawn, and
+    '$x^2$' was drawn as a formula, everywhere a view holds text."""
+    broken = plane_figure({**_view_with_text("price $\\frac{1}$"), "problem": problem})
+    broken.savefig(io.BytesIO())
+    figure = plane_figure({**_view_with_text("$x^2$"), "problem": problem})
+    figure.savefig(io.BytesIO())
+    dollars = [text for text in figure.findobj(Text) if "$" in text.get_text()]
+    assert len(dollars) >= 9  # title, axis labels, point, legends (2), bar label, bars' title
+    assert not any(text.get_parse_math() for text in dollars)
+
+
+COLOURED = {
+    "points": {"x": 0, "y": 0, "label": "p", "colour": "red"},
+    "lines": {"xy": [[-1, -1], [1, 1]], "colour": "blue"},
+    "arrows": {"from": [-1, -1], "to": [1, 1], "colour": "red", "width": 1},
+    "markers": {"x": 0, "y": 0, "radius": 5, "colour": "red", "edge": "black"},
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "colour"),
+    [("points", "colour"), ("lines", "colour"), ("arrows", "colour"), ("markers", "colour"),
+     ("markers", "edge")],
+)  # fmt: skip
+def test_plane_figure_names_a_colour_matplotlib_does_not_know(key, colour):
+    """Each was matplotlib's 'Invalid RGBA argument' when the figure was drawn."""
+    view = _small_view(**{key: [{**COLOURED[key], colour: "zzz"}]})
+    with pytest.raises(ValueError, match=f"its '{key}' item 0 has '{colour}' 'zzz'"):
+        plane_figure(view)
+
+
+def test_plane_figure_refuses_a_bar_series_of_a_colour_matplotlib_does_not_know():
+    bars = {"labels": ["a"], "series": [{"name": "s", "values": [0.5], "colour": "zzz"}]}
+    with pytest.raises(ValueError, match="its 'bars' are .*'zzz'"):
+        plane_figure(_small_view(bars={**bars, "ymax": 1.0, "title": "t"}))
+
+
+def test_plane_figure_draws_the_themes_foreground_colour_everywhere():
+    foreground = COLOURS["foreground"]
+    view = _small_view(
+        **{key: [{**item, "colour": foreground}] for key, item in COLOURED.items()},
+        bars={
+            "labels": ["a"],
+            "series": [{"name": "s", "values": [0.5], "colour": foreground}],
+            "ymax": 1.0,
+            "title": "t",
+        },
+    )
+    view["markers"][0]["edge"] = foreground
+    plane_figure(view).savefig(io.BytesIO())
+
+
+@pytest.mark.parametrize("radius", [1e200, MAX_RADIUS * 2, 0, -1])
+@pytest.mark.parametrize("key", ["points", "markers"])
+def test_plane_figure_refuses_a_radius_out_of_bounds_by_name(key, radius):
+    """A radius of 1e200 was an OverflowError when the figure was drawn."""
+    view = _small_view(**{key: [{**COLOURED[key], "radius": radius}]})
+    with pytest.raises(ValueError, match=f"its '{key}' item 0 has 'radius'"):
+        plane_figure(view)
+
+
+def test_plane_figure_draws_a_radius_at_its_bound():
+    view = _small_view(markers=[{**COLOURED["markers"], "radius": MAX_RADIUS}])
+    plane_figure(view).savefig(io.BytesIO())
+
+
+@pytest.mark.parametrize("axis", ["xticks", "yticks"])
+def test_plane_figure_refuses_more_ticks_than_it_can_draw(axis):
+    """20,000 ticks took minutes to draw."""
+    view = _small_view()
+    view["plane"] = {**view["plane"], axis: list(np.linspace(-1, 1, 20_000).tolist())}
+    with pytest.raises(ValueError, match=f"lists of at most {MAX_TICKS} finite numbers"):
+        plane_figure(view)
+    view["plane"][axis] = view["plane"][axis][:MAX_TICKS]
+    plane_figure(view)
+
+
+def test_plane_figure_refuses_more_bars_than_it_can_label():
+    labels = [str(i) for i in range(MAX_TICKS + 1)]
+    series = [{"name": "s", "values": [0.5] * len(labels), "colour": "red"}]
+    bars = {"labels": labels, "series": series, "ymax": 1.0, "title": "t"}
+    with pytest.raises(ValueError, match="its 'bars' are"):
+        plane_figure(_small_view(bars=bars))
+
+
+@pytest.mark.parametrize("key", ["lines", "arrows"])
+def test_plane_figure_refuses_a_negative_width(key):
+    """A width of -2 was drawn without a word."""
+    view = _small_view(**{key: [{**COLOURED[key], "width": -2}]})
+    with pytest.raises(ValueError, match=f"its '{key}' item 0 has 'width' -2"):
+        plane_figure(view)
+    view[key][0]["width"] = 0
+    plane_figure(view)
 
 
 # The plane widgets' requests

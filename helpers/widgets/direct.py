@@ -24,6 +24,7 @@ import ipywidgets as widgets
 import numpy as np
 import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import is_color_like
 from matplotlib.figure import Figure
 
 from helpers import validation
@@ -243,15 +244,18 @@ def slider_number(value: object, name: str, exponents: tuple[float, float]) -> f
 # The static picture of a view
 
 
+MAX_TICKS = 100  # ticks per axis (and bars' labels): more take minutes to draw, and cannot be read
+MAX_RADIUS = 500  # pixels: wider than the browser's plane (js/plane.js)
 PLANE_VIEW = (
     "view must be a plane explorer's view: a dict holding 'plane' (a dict of 'x' and 'y', each "
-    "[low, high] finite numbers with low < high, 'xticks' and 'yticks', lists of finite numbers, "
-    "and 'xlabel' and 'ylabel', text), and optionally 'title' and 'problem' (text); 'points' "
-    "(dicts of 'x', 'y', 'label' and 'colour'); 'lines' (dicts of 'xy', [[x, y], ...], and "
-    "'colour'); 'arrows' (dicts of 'from' and 'to', [x, y], 'colour' and 'width'); 'markers' "
-    "(dicts of 'x', 'y', 'radius' and 'colour'); 'bars' (a dict of 'labels' (text), 'series' "
-    "(one or more dicts of 'name', 'values', a number per label, and 'colour'), 'ymax' and "
-    "'title')"
+    "[low, high] finite numbers with low < high, 'xticks' and 'yticks', lists of at most "
+    f"{MAX_TICKS} finite numbers, and 'xlabel' and 'ylabel', text), and optionally 'title' and "
+    "'problem' (text); 'points' (dicts of 'x', 'y', 'label' and 'colour'); 'lines' (dicts of "
+    "'xy', [[x, y], ...], and 'colour'); 'arrows' (dicts of 'from' and 'to', [x, y], 'colour' "
+    "and 'width'); 'markers' (dicts of 'x', 'y', 'radius' and 'colour'); 'bars' (a dict of "
+    f"'labels' (at most {MAX_TICKS} texts), 'series' (one or more dicts of 'name', 'values', a "
+    "number per label, and 'colour'), 'ymax' and 'title'); every colour one matplotlib knows, "
+    f"every radius in 0 < radius <= {MAX_RADIUS}, every width >= 0"
 )
 
 
@@ -295,21 +299,38 @@ def _finite_list(values: object) -> bool:
     return are_numbers(values, None, -sys.float_info.max, sys.float_info.max)
 
 
+def _ticks(values: object) -> bool:
+    return _finite_list(values) and len(values) <= MAX_TICKS
+
+
+def _radius(value: object) -> bool:
+    return are_numbers([value], 1, 0, MAX_RADIUS) and value > 0
+
+
+def _width(value: object) -> bool:
+    return are_numbers([value], 1, 0, sys.float_info.max)
+
+
+def _colour(value: object) -> bool:
+    """Whether value is a colour name matplotlib draws (the theme's foreground included)."""
+    return is_text(value) and is_color_like(_printed(value))
+
+
 # what plane_figure reads of each item of a view's lists: (required keys, optional keys), each
 # key with the test its value must pass
 _PLANE_ITEMS = {
     "points": (
-        {"x": _finite, "y": _finite, "label": is_text, "colour": is_text},
-        {"radius": _finite},
+        {"x": _finite, "y": _finite, "label": is_text, "colour": _colour},
+        {"radius": _radius},
     ),
     "lines": (
-        {"xy": lambda xy: isinstance(xy, list) and all(map(_pair, xy)), "colour": is_text},
-        {"label": lambda label: label is None or is_text(label), "width": _finite},
+        {"xy": lambda xy: isinstance(xy, list) and all(map(_pair, xy)), "colour": _colour},
+        {"label": lambda label: label is None or is_text(label), "width": _width},
     ),
-    "arrows": ({"from": _pair, "to": _pair, "colour": is_text, "width": _finite}, {}),
+    "arrows": ({"from": _pair, "to": _pair, "colour": _colour, "width": _width}, {}),
     "markers": (
-        {"x": _finite, "y": _finite, "radius": _finite, "colour": is_text},
-        {"opacity": lambda opacity: are_numbers([opacity], 1, 0, 1), "edge": is_text},
+        {"x": _finite, "y": _finite, "radius": _radius, "colour": _colour},
+        {"opacity": lambda opacity: are_numbers([opacity], 1, 0, 1), "edge": _colour},
     ),
 }
 
@@ -321,19 +342,23 @@ def _check_plane_view(view: object) -> None:
     plane = view["plane"]
     if not (
         all(_pair(plane.get(axis)) and plane[axis][0] < plane[axis][1] for axis in "xy")
-        and all(_finite_list(plane.get(ticks)) for ticks in ("xticks", "yticks"))
+        and all(_ticks(plane.get(ticks)) for ticks in ("xticks", "yticks"))
         and all(is_text(plane.get(label)) for label in ("xlabel", "ylabel"))
     ):
         raise ValueError(f"{PLANE_VIEW}; its 'plane' is {shown(plane):.200}")
     for key, (required, optional) in _PLANE_ITEMS.items():
         items = view.get(key, [])
-        if not isinstance(items, list) or not all(
-            isinstance(item, dict)
-            and all(name in item and test(item[name]) for name, test in required.items())
-            and all(name not in item or test(item[name]) for name, test in optional.items())
-            for item in items
-        ):
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise ValueError(f"{PLANE_VIEW}; its {key!r} are {shown(items):.200}")
+        for index, item in enumerate(items):
+            for name, test in {**required, **optional}.items():
+                if name not in item and name in required:
+                    raise ValueError(f"{PLANE_VIEW}; its {key!r} item {index} lacks {name!r}")
+                if name in item and not test(item[name]):
+                    raise ValueError(
+                        f"{PLANE_VIEW}; its {key!r} item {index} has {name!r} "
+                        f"{shown(item[name]):.80}"
+                    )
     bars = view.get("bars")
     if bars and not _drawable_bars(bars):
         raise ValueError(f"{PLANE_VIEW}; its 'bars' are {shown(bars):.200}")
@@ -350,12 +375,13 @@ def _drawable_bars(bars: object) -> bool:
     labels, series = bars["labels"], bars.get("series")
     return (
         all(map(is_text, labels))
+        and len(labels) <= MAX_TICKS
         and isinstance(series, list)
         and len(series) > 0
         and all(
             isinstance(one, dict)
             and is_text(one.get("name"))
-            and is_text(one.get("colour"))
+            and _colour(one.get("colour"))
             and _finite_list(one.get("values"))
             and len(one["values"]) == len(labels)
             for one in series
@@ -380,7 +406,7 @@ def plane_figure(view: dict) -> Figure:
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
     colour = "tab:red" if view.get("problem") else "black"
-    figure.suptitle(textwrap.fill(title, 110), fontsize=10, color=colour)
+    figure.suptitle(textwrap.fill(title, 110), fontsize=10, color=colour, parse_math=False)
     return figure
 
 
@@ -403,7 +429,7 @@ def _draw_plane(ax, view: dict) -> None:
             (x0, y0),
             arrowprops={
                 "arrowstyle": "->",
-                "color": arrow["colour"],
+                "color": _printed(arrow["colour"]),
                 "lw": arrow["width"],
                 "alpha": 0.75,
             },
@@ -413,9 +439,9 @@ def _draw_plane(ax, view: dict) -> None:
             marker["x"],
             marker["y"],
             s=math.pi * marker["radius"] ** 2,
-            color=marker["colour"],
+            color=_printed(marker["colour"]),
             alpha=marker.get("opacity", 0.35),
-            edgecolors=marker.get("edge", "none"),
+            edgecolors=_printed(marker.get("edge", "none")),
             linewidths=2,
             zorder=5 if marker.get("above") else 2,
         )
@@ -425,7 +451,7 @@ def _draw_plane(ax, view: dict) -> None:
             point["x"],
             point["y"],
             s=1.6 * radius**2,
-            color=point["colour"],
+            color=_printed(point["colour"]),
             edgecolors="white",
             zorder=3 + (radius >= 9),
         )
@@ -436,16 +462,23 @@ def _draw_plane(ax, view: dict) -> None:
                 (6, 6),
                 textcoords="offset points",
                 weight="bold",
+                parse_math=False,
             )
     if any(line.get("label") for line in view.get("lines", [])):
-        ax.legend(loc="upper right", fontsize="small")
+        _literal_legend(ax.legend(loc="upper right", fontsize="small"))
     ax.set_xlim(*plane["x"])
     ax.set_ylim(*plane["y"])
     ax.set_xticks(plane["xticks"])
     ax.set_yticks(plane["yticks"])
     ax.grid(color="0.9")
-    ax.set_xlabel(plane["xlabel"])
-    ax.set_ylabel(plane["ylabel"])
+    ax.set_xlabel(plane["xlabel"], parse_math=False)
+    ax.set_ylabel(plane["ylabel"], parse_math=False)
+
+
+def _literal_legend(legend) -> None:
+    """The legend's names drawn as typed: a '$' is a dollar sign, not the start of a formula."""
+    for text in legend.get_texts():
+        text.set_parse_math(False)
 
 
 def _printed(colour: str) -> str:
@@ -461,11 +494,11 @@ def _draw_bars(ax, bars: dict) -> None:
             positions + (index - (len(bars["series"]) - 1) / 2) * width,
             series["values"],
             width,
-            color=series["colour"],
+            color=_printed(series["colour"]),
             label=series["name"],
         )
-    ax.set_xticks(positions, bars["labels"])
+    ax.set_xticks(positions, bars["labels"], parse_math=False)
     ax.set_ylim(0, bars["ymax"])
     ax.set_ylabel("attention weight")
-    ax.set_title(bars["title"], fontsize=10)
-    ax.legend(fontsize="small", loc="upper right")
+    ax.set_title(bars["title"], fontsize=10, parse_math=False)
+    _literal_legend(ax.legend(fontsize="small", loc="upper right"))
