@@ -622,7 +622,17 @@ def test_induction_explorer_draws_what_the_helpers_compute(induction_training):
     assert spans == [(-0.5, 24), (23.5, 24)]  # positions 0..23, then 24..47
     assert [span.get_visible() for span in explorer._copy_spans] == [True, True]
     assert induction_training["models"]["two-layer"].tokens.weight.dtype == torch.float32
-    assert explorer.snapshot("two-layer", 10) is explorer.snapshot("two-layer", 10)
+    assert explorer._snapshot("two-layer", 10) is explorer._snapshot("two-layer", 10)  # cached
+    handed = explorer.snapshot("two-layer", 10)  # the caller's own copy of it
+    assert handed is not explorer._snapshot("two-layer", 10)
+    assert all(
+        torch.equal(mine, theirs)
+        for mine, theirs in zip(
+            handed.state_dict().values(),
+            explorer._snapshot("two-layer", 10).state_dict().values(),
+            strict=True,
+        )
+    )
     assert explorer.render_png().startswith(b"\x89PNG")
 
 
