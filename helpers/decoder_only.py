@@ -24,7 +24,6 @@ from helpers.bahdanau import (
 )
 from helpers.checkpoints import (
     CheckpointError,
-    as_path,
     float_weights,
     load_checkpoint,
     load_weights,
@@ -702,6 +701,14 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
     except CheckpointError as error:
         raise CheckpointError(f"cannot save {error}") from None
     weights = {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
+    for key, half in weights.items():
+        weight = model.state_dict()[key]
+        if weight.count_nonzero() and not half.count_nonzero():
+            raise CheckpointError(
+                f"cannot save {path}: the weight {key} rounds to all zeros in float16, the "
+                f"file's dtype (its largest magnitude, {weight.abs().max().item():.1e}, is "
+                f"below float16's smallest, about 6e-8): the loaded model would differ"
+            )
     contents = {
         "config": asdict(model.config),
         "separator_id": model.separator_id,
@@ -720,7 +727,7 @@ def load_translator(
     """(model in eval mode, history), after the checksum, the configuration and what the
     loss covered (it names the model) are checked."""
     check_name(name, MODELS)
-    path = model_path(name) if path is None else as_path(path)
+    path = model_path(name) if path is None else path  # load_checkpoint reads an empty one
     keys = ("config", "separator_id", "weights", "history")
     saved = load_checkpoint(path, keys, "make translation-models")
     config, history = saved["config"], saved["history"]

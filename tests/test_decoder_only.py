@@ -1489,3 +1489,24 @@ def test_a_history_of_numpy_numbers_is_told_to_hold_python_numbers(tmp_path, cha
     message = rf"found {found}: a Python int or float is expected \(convert it with float\(\)\)"
     with pytest.raises(CheckpointError, match=message):
         do.save_translator(tmp_path / "decoder-only.pt", model, {**HISTORY_SAVED, **change})
+
+
+# After an eleventh hostile pass over chapter 12.
+
+
+def test_a_weight_that_rounds_to_zeros_in_float16_is_not_saved(tmp_path):
+    """A layer norm's weight of 1e-8 was saved as zeros in float16, and the loaded model was
+    another model, without a word (a weight too large for float16 was refused already)."""
+    model = do.build_translator(30, 20, TINY)
+    with torch.no_grad():
+        model.norm.weight.fill_(1e-8)
+    path = tmp_path / "decoder-only.pt"
+    with pytest.raises(CheckpointError, match="the weight norm.weight rounds to all zeros"):
+        do.save_translator(path, model, HISTORY_SAVED)
+    assert not path.exists()
+
+
+def test_an_empty_path_to_load_is_named_as_such():
+    """load_translator made '' the current folder and said '. is a folder'."""
+    with pytest.raises(CheckpointError, match=r"path is empty \(''\)"):
+        do.load_translator("decoder-only", "")
