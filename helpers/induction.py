@@ -597,10 +597,11 @@ def _measure_bytes(config: GPTConfig, batch: int, n: int) -> int:
 
 
 def blank_model(config: GPTConfig) -> GPT:
-    """A GPT of this config to load weights into, built without drawing from torch's global
+    """A float32 GPT of this config to load weights into (the dtype the models are trained and
+    measured in, whatever the caller's default), built without drawing from torch's global
     generator: its initial weights are overwritten, and the caller's random numbers stay theirs."""
     with torch.random.fork_rng(devices=[]):
-        return GPT(config)
+        return GPT(config).float()
 
 
 # Training: a block repeated after a gap, the two models, the saved file

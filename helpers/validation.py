@@ -227,7 +227,7 @@ def attention_weights(
             f"index {where}: raw scores become weights through a softmax over the keys"
         )
     totals = weights.sum(-1).double()  # (...): one per query, summed in the weights' dtype
-    tolerance = max(1e-4, 8 * torch.finfo(value.dtype).eps)
+    tolerance = max(1e-4, 3 * torch.finfo(value.dtype).eps)  # a softmax's rows: within eps / 2
     off = ((totals - 1).abs() > tolerance) & (totals != 0)
     if off.any():
         where = tuple(off.nonzero()[0].tolist())

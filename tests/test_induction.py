@@ -920,3 +920,12 @@ def test_zeroed_heads_refuses_a_head_named_twice(heads):
     """[(1, 0), (1, 0)] was taken while five pairs were told to name each head at most once."""
     with pytest.raises(ValueError, match=r"heads names \(\d, \d\) twice: name each"):
         zeroed_heads(small_model(), heads)
+
+
+@pytest.mark.parametrize("factor", [0.95, 1.05])
+def test_bfloat16_weights_off_by_five_percent_are_refused(factor):
+    """A bfloat16 row summing to 0.95 or 1.05 was taken for attention weights: the tolerance
+    was 8 eps, 0.0625 in bfloat16 (an eleventh hostile pass)."""
+    weights = (torch.full((4, 4), 0.25) * factor).bfloat16()
+    with pytest.raises(ValueError, match="summing to 1"):
+        previous_token_score(weights)

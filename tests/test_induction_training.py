@@ -1467,3 +1467,16 @@ def test_a_learning_rate_of_another_type_is_named_as_such(rate, words):
     with pytest.raises(ValueError, match="learning_rate must be an int or a float") as raised:
         Recipe(learning_rate=rate)
     assert words in str(raised.value)
+
+
+def test_the_loaded_models_are_float32_under_a_float64_default():
+    """They followed the caller's default dtype (an eleventh hostile pass)."""
+    from helpers.induction import load_position_models
+
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        models = [*load_models().values(), *load_position_models().values()]
+    finally:
+        torch.set_default_dtype(default)
+    assert all(model.tokens.weight.dtype == torch.float32 for model in models)
