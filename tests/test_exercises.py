@@ -523,3 +523,25 @@ def test_an_answer_that_switches_its_inputs_requires_grad_is_refused(exercise, s
         assert verdict is True, out
         return
     assert "switches requires_grad" in out, out
+
+
+def _changing_an_input_without_gradients(solution):
+    def answer(*args):
+        got = solution(*args)
+        for arg in args:
+            if isinstance(arg, torch.Tensor) and arg.is_floating_point() and not arg.requires_grad:
+                arg.mul_(2)  # BUG: where autograd would not complain, the caller's tensor changes
+        return got
+
+    answer.__signature__ = inspect.signature(solution)
+    return answer
+
+
+@pytest.mark.parametrize("exercise", [e for e in CHECKERS if e not in NO_TENSOR_TO_SWITCH])
+def test_an_answer_that_changes_an_input_without_gradients_is_refused(exercise, run_checker):
+    """The probe's inputs without gradients were checked for their autograd state only: an
+    answer writing into them where autograd allows it was judged Correct (a twelfth learner's
+    pass)."""
+    checker, solution = CHECKERS[exercise]
+    verdict, out = run_checker(checker, _changing_an_input_without_gradients(solution))
+    assert verdict is False and "in place" in out, out

@@ -544,7 +544,7 @@ def run_case(
         problem = _gradient_problem(answer, expected, leaves, reference_leaves, names)
     if problem is None and function not in _PROBED:
         _PROBED.append(function)
-        problem = _autograd_changed_on_other_inputs(function, args, names)
+        problem = _changed_on_other_inputs(function, args, names)
     if problem is None:
         return True
     failures.append(f"{name}: {problem}")
@@ -554,13 +554,13 @@ def run_case(
 _PROBED: list = []  # the functions this checker's run has probed the inputs' autograd of
 
 
-def _autograd_changed_on_other_inputs(function: Callable, args: tuple, names: tuple):
-    """What the function changes of its inputs' requires_grad, .grad or hooks when they come
-    as tensors that do not record gradients, and as leaves that do (a case's inputs are
-    copies of leaves, where requires_grad_() raises and detach_() has nothing to switch
-    off); None where nothing changed. Run once per function in a checker's run, on its first
-    case passed, and never where an argument is a function or a model, which a checker may
-    count calls of."""
+def _changed_on_other_inputs(function: Callable, args: tuple, names: tuple) -> str | None:
+    """What the function changes of its inputs (their values, in place, or their requires_grad,
+    .grad or hooks) when they come as tensors that do not record gradients, and as leaves that
+    do (a case's inputs are copies of leaves, where requires_grad_() raises, detach_() has
+    nothing to switch off and an answer may copy before writing); None where nothing changed.
+    Run once per function in a checker's run, on its first case passed, and never where an
+    argument is a function or a model, which a checker may count calls of."""
     if any(callable(arg) for arg in args):
         return None
     for records in (False, True):
@@ -575,13 +575,16 @@ def _autograd_changed_on_other_inputs(function: Callable, args: tuple, names: tu
         if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs):
             return None
         before = _autograd_state(inputs)
+        versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
         try:
             function(*inputs)
         except Refused as refusal:  # a checker's own wrapper found the change first
             return str(refusal)
         except (Exception, SystemExit):
             continue  # the cases themselves judge what the function does
-        changed = _autograd_changed(inputs, before, names)
+        changed = _changed_in_place(args, inputs, versions, names) or _autograd_changed(
+            inputs, before, names
+        )
         if changed:
             return changed
     return None
