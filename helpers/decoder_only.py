@@ -677,6 +677,11 @@ def save_translator(path: str | Path, model: DecoderOnlyTranslator, history: dic
         raise TypeError(f"model must be a DecoderOnlyTranslator, got {type(model).__name__}")
     if not isinstance(history, dict):
         raise TypeError(f"history must be a dict, got {type(history).__name__}")
+    if any(weight.is_meta for weight in model.state_dict().values()):
+        raise CheckpointError(
+            f"cannot save {path}: the model's weights are on the meta device, which holds no "
+            f"values (model.to('meta') also unties the output layer): save the model itself"
+        )
     if model.output.weight is not model.tokens.weight:
         raise CheckpointError(
             f"cannot save {path}: model.output.weight is not model.tokens.weight, but the file "

@@ -373,10 +373,18 @@ class GPT(nn.Module):
             dtype,
             weight.device,
         ):
+            autocast = (
+                " (or filled under another torch.autocast setting than this pass's: read the "
+                "prompt and generate under the same one)"
+                if (shapes[0][1], shapes[0][3]) == expected
+                and held.device == weight.device
+                and weight.dtype in (held.dtype, dtype)
+                else ""
+            )
             raise ValueError(
                 f"the caches hold keys {shapes[0]}, {held.dtype} on {held.device}; this model's "
                 f"layers make (B, {expected[0]}, positions, {expected[1]}), {dtype} on "
-                f"{weight.device}: caches of another model, or filled before a .to()"
+                f"{weight.device}: caches of another model, or filled before a .to(){autocast}"
             )
         return shapes[0][2], shapes[0][0]
 
@@ -630,7 +638,7 @@ def read_prompt(model: GPT, ids: torch.Tensor) -> ReadPrompt:
     layout, sums = _model_layout(model), _weight_sums(model)
     ids, caches = ids.clone(), tuple(caches)
     tensors = _handed_tensors(ids, caches, logits)
-    handed = (tuple((t, t._version) for t in tensors), _tensor_sums(tensors))
+    handed = (tuple((t, _version(t)) for t in tensors), _tensor_sums(tensors))
     return ReadPrompt(ids, caches, logits, weakref.ref(model), layout, sums, handed)
 
 
@@ -651,7 +659,7 @@ def _is_unchanged(read: ReadPrompt) -> bool:
     made, sums = read.handed
     if len(made) != len(tensors):
         return False
-    if not all(t is kept and t._version == v for t, (kept, v) in zip(tensors, made, strict=True)):
+    if not all(t is kept and _version(t) == v for t, (kept, v) in zip(tensors, made, strict=True)):
         return False
     return torch.equal(_tensor_sums(tensors).view(torch.int64), sums.view(torch.int64))
 
@@ -692,10 +700,16 @@ def _model_layout(model: nn.Module) -> tuple:
         for name, module in model.named_modules()
     )
     tensors = tuple(
-        (id(t), t.data_ptr(), t.dtype, t.device, t.shape, t._version)
+        (id(t), t.data_ptr(), t.dtype, t.device, t.shape, _version(t))
         for t in (*model.parameters(), *model.buffers())
     )
     return hooks, modules, tensors
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """How many in-place changes torch counted on the tensor; None for one made under
+    torch.inference_mode, which counts none (its sums still tell a change)."""
+    return None if tensor.is_inference() else tensor._version
 
 
 def _plain_attributes(module: nn.Module) -> tuple:

@@ -1510,3 +1510,10 @@ def test_an_empty_path_to_load_is_named_as_such():
     """load_translator made '' the current folder and said '. is a folder'."""
     with pytest.raises(CheckpointError, match=r"path is empty \(''\)"):
         do.load_translator("decoder-only", "")
+
+
+def test_a_model_on_the_meta_device_is_named_as_such_when_saved(tmp_path):
+    """The message blamed the untied output layer, which .to('meta') unties."""
+    model = do.build_translator(30, 20, TINY).to("meta")
+    with pytest.raises(CheckpointError, match="on the meta device"):
+        do.save_translator(tmp_path / "decoder-only.pt", model, HISTORY_SAVED)

@@ -1260,3 +1260,29 @@ def test_a_cache_holding_values_too_large_for_their_dtype_is_named():
     message = r"caches\[1\]\.values reach 1e\+30, too large for torch.float32"
     with pytest.raises(ValueError, match=message):
         model(ids[:, :1], caches)
+
+
+# After a twelfth hostile pass over chapter 12.
+
+
+def test_a_prompt_read_under_inference_mode_is_read_and_used():
+    """read_prompt read the version counter that inference tensors do not keep, and raised."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(50, 32, 32, 4, 2, 64)).eval()
+    ids = torch.randint(0, 50, (2, 4))
+    with torch.inference_mode():
+        read = read_prompt(model, ids)
+        assert torch.equal(generate(model, ids, 3, 0, read=read), generate(model, ids, 3, 0))
+    with torch.inference_mode():
+        built_there = GPT(GPTConfig(50, 32, 32, 4, 2, 64)).eval()
+    assert read_prompt(built_there, ids).logits.shape == (2, 50)
+
+
+def test_a_reading_used_under_another_autocast_setting_names_autocast():
+    """The message spoke only of caches of another model or filled before a .to()."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(50, 32, 32, 4, 2, 64)).eval()
+    ids = torch.randint(0, 50, (2, 4))
+    read = read_prompt(model, ids)
+    with torch.autocast("cpu", torch.bfloat16), pytest.raises(ValueError, match="autocast"):
+        generate(model, ids, 3, 0, read=read)
