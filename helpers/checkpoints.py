@@ -600,6 +600,10 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     if isinstance(path, str) and not path:  # Path("") is Path("."), the current folder
         raise CheckpointError("path is empty (''): name a checkpoint file")
     path = as_path(path)
+    if path.name.endswith(".sha256"):
+        raise CheckpointError(
+            f"{path} is a checksum file: load the checkpoint it checks, {path.with_suffix('')}"
+        )
     if (
         isinstance(keys, str)
         or not isinstance(keys, tuple | list)

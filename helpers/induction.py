@@ -168,9 +168,9 @@ def induction_score(weights: torch.Tensor, length: int, start: int | None = None
     n = weights.shape[-1]
     if start is None and n != 2 * length:
         raise ValueError(
-            f"weights cover n = {n} positions, but a block of length "
-            f"{validation.shown(length)} and its copy are n = 2 * length = "
-            f"{validation.shown(2 * length)}"
+            f"weights cover n = {n} positions, so a block and its copy right after it have "
+            f"length n / 2 = {n / 2:g}, got length {validation.shown(length)} (give start= for "
+            f"a block elsewhere in the n positions)"
         )
     start = _check_start(0 if start is None else start, length, n)
     stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # (t, t - length + 1)

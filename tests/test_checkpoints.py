@@ -852,3 +852,10 @@ def test_numpy_values_are_named_with_their_place_and_type_before_anything_is_wri
     with pytest.raises(CheckpointError, match=r"checkpoint.config.2, which is a numpy.int64"):
         save_checkpoint(path, {"config": contents["config"]})
     assert not list(tmp_path.iterdir())
+
+
+def test_loading_a_checksum_file_names_the_checkpoint_it_checks(tmp_path):
+    """It said the checksum file had no checksum file of its own, and to rebuild it (a twelfth
+    hostile pass)."""
+    with pytest.raises(CheckpointError, match=r"is a checksum file: load the checkpoint it checks"):
+        load_checkpoint(tmp_path / "model.pt.sha256", ("weights",), "make models")

@@ -257,8 +257,8 @@ def test_previous_token_score_refuses_bad_weights(weights, words):
 @pytest.mark.parametrize(
     ("weights", "length", "error", "words"),
     [
-        (torch.ones(6, 6) / 6, 2, ValueError, "n = 6 positions, but a block of length 2 and its"),
-        (torch.ones(5, 5) / 5, 2, ValueError, "are n = 2 * length = 4"),
+        (torch.ones(6, 6) / 6, 2, ValueError, "n = 6 positions, so a block and its copy right"),
+        (torch.ones(5, 5) / 5, 2, ValueError, "have length n / 2 = 2.5, got length 2"),
         (torch.ones(4, 4) / 4, 2.0, ValueError, "length must be a whole number >= 2, got 2.0"),
         (torch.ones(4, 4) / 4, 0, ValueError, "length must be a whole number >= 2, got 0"),
         (torch.ones(4, 4, dtype=torch.bool), 2, ValueError, "got torch.bool"),
@@ -687,7 +687,7 @@ def test_repeated_sequences_name_a_number_too_large_to_print(arguments, words):
 @pytest.mark.parametrize(
     ("length", "words"),
     [
-        (HUGE, "a block of length an int too large to print and its copy are n = 2 * length"),
+        (HUGE, "have length n / 2 = 3, got length an int too large to print"),
         (-HUGE, "length must be a whole number >= 2, got an int too large to print"),
     ],
     ids=["huge", "-huge"],
