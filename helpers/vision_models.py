@@ -405,7 +405,7 @@ class VisionTransformer(nn.Module):
         x = torch.cat([cls, patches], dim=1)  # (B, 5, d_model)
         for block in self.blocks:
             x = block(x, None)
-        return self.head(self.norm(x[:, 0]))  # (B, 10)
+        return finite_logits(self.head(self.norm(x[:, 0])), self)  # (B, 10)
 
 
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -491,7 +491,7 @@ class DigitFinder(nn.Module):
             patches = block(patches, self.local)
         query = self.words(words)[:, None]  # (B, 1, d_model)
         found = self.attention(query, patches, patches)  # (B, 1, d_model)
-        return self.head(found[:, 0])  # (B, cells)
+        return finite_logits(self.head(found[:, 0]), self)  # (B, cells)
 
 
 def _check_words(words: object, batch: int) -> torch.Tensor:
@@ -719,16 +719,32 @@ class CanvasReader(nn.Module):
         }
 
     def _largest_weight(self) -> str:
-        name, weight = max(self.state_dict().items(), key=lambda kv: kv[1].abs().max().item())
-        return f"the weights (up to {weight.abs().max().item():.3g}, in {name})"
+        return largest_weight(self)
 
     def forward(self, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         return self.decode(tokens, self.encode(images))
 
 
 class Overflow(ValueError):
-    """The reader's encoder output or logits overflow to inf or NaN: its weights (or the memory
-    it was given) are too large."""
+    """A model's activations or logits overflow to inf or NaN: its weights (or the memory it was
+    given) are too large."""
+
+
+def largest_weight(model: nn.Module) -> str:
+    """The model's weights, by the largest of them, for an overflow's message."""
+    name, weight = max(model.state_dict().items(), key=lambda kv: kv[1].abs().max().item())
+    return f"the weights (up to {weight.abs().max().item():.3g}, in {name})"
+
+
+def finite_logits(logits: torch.Tensor, model: nn.Module) -> torch.Tensor:
+    """logits, or an Overflow naming the model's largest weight if any is inf or NaN (finite
+    weights large enough overflow float32 on the way)."""
+    if not logits.isfinite().all():
+        raise Overflow(
+            f"the logits overflow to inf or NaN in {logits.dtype}: {largest_weight(model)} are "
+            f"too large"
+        )
+    return logits
 
 
 def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:

@@ -741,3 +741,20 @@ def test_a_buffer_that_is_not_finite_or_not_the_one_built_is_refused_by_name(dig
     finder.local = finder.local.long()
     with pytest.raises(ValueError, match=r"buffer local is a torch\.int64 tensor .* torch\.bool"):
         evaluate_finder(finder, *finder_test_set(4))
+
+
+@pytest.mark.parametrize(("name", "scale"), [("vit", 1e8), ("finder", 1e30)])
+def test_finite_weights_large_enough_to_overflow_are_named_not_returned_as_nan(name, scale):
+    """The ViT and the finder returned NaN logits without a word where the reader raised its
+    Overflow (a twelfth hostile pass)."""
+    model = copy.deepcopy(vision_models.load_vision_models()[name])
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.mul_(scale)
+    if name == "vit":
+        call = lambda: model(load_digits()[1].images[:2])  # noqa: E731
+    else:
+        canvases, words, _ = vision_models.finder_test_set(2)
+        call = lambda: model(canvases.images, words)  # noqa: E731
+    with pytest.raises(vision_models.Overflow, match="the logits overflow to inf or NaN"):
+        call()
