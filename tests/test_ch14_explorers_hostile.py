@@ -608,3 +608,13 @@ def test_changing_the_state_changes_nothing_drawn_after_it(tiny):
     drawing.compute()
     drawing.state["strokes"].append([(1.0, 1.0)])
     assert drawing.strokes == DrawingExplorer(SEVEN_AND_ONE, models=tiny).strokes
+
+
+def test_read_mode_draws_with_the_word_menu_unset():
+    """Read mode, which reads every digit, asked for a word first (a twelfth hostile pass)."""
+    explorer = CanvasExplorer()
+    explorer.controls["word"].value = None
+    explorer.controls["mode"].value = "read"
+    assert "error" not in explorer.state and explorer.state["mode"] == "read"
+    explorer.controls["mode"].value = "find"
+    assert explorer.state == {"error": "choose a value for word"}

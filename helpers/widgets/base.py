@@ -119,7 +119,12 @@ class Explorer:
     def update(self) -> None:
         with one_torch_thread():
             try:
-                unset = [name for name, value in self.values().items() if value is None]
+                values = self.values()
+                unset = [
+                    name
+                    for name, value in values.items()
+                    if value is None and name not in self.unused(values)
+                ]
                 if unset:
                     raise ValueError(f"choose a value for {', '.join(unset)}")
                 self.draw(**self.values())
@@ -128,6 +133,11 @@ class Explorer:
                 self.show_error(self.figure.axes[0], problem)
                 self.redraw_background()
         self.image.value = self.render_png()
+
+    def unused(self, values: dict) -> set[str]:
+        """The controls these settings do not read (a menu another mode uses): left unset, they
+        are no error."""
+        return set()
 
     @staticmethod
     def show_error(ax: Axes, problem: Exception | str) -> None:

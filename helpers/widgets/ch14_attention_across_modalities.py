@@ -314,6 +314,9 @@ class CanvasExplorer(Explorer):
         kept = self._readings[key]
         return {"written": list(kept["written"]), "attention": kept["attention"].clone()}
 
+    def unused(self, values: dict) -> set[str]:
+        return {"word"} if values.get("mode") == "read" else set()  # (the reader reads them all)
+
     def draw(self, mode, word, token, source, canvas, layout) -> None:
         token = _check_choices(mode, word, token)
         try:
@@ -479,7 +482,8 @@ def _check_choices(mode: object, word: object, token: object) -> int:
     """The token as an int, if the mode, the word and the token are ones the controls offer
     (the token's end is the read-out's, checked where the read-out is known)."""
     _one_of(mode, MODES, "mode")
-    _one_of(word, DIGIT_WORDS, "word")
+    if mode == "find":  # read mode reads every digit, whatever the word menu holds
+        _one_of(word, DIGIT_WORDS, "word")
     return validation.whole_number(token, "token", minimum=0)
 
 
