@@ -1787,24 +1787,22 @@ def top_p_summing_float32_probabilities_in_float16(logits, top_p):
     return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
 
 
-def top_p_from_the_mass_left_summed_in_float32(logits, top_p):
-    if top_p >= 1:
-        return logits.clone()
-    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
-    left = probabilities.flip(-1).float().cumsum(-1).flip(-1).to(probabilities.dtype)  # BUG
-    keep_sorted = 1 - left < top_p
-    keep_sorted[:, 0] = True
-    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+def _top_p_from_the_mass_left_summed_in(dtype):
+    def answer(logits, top_p):
+        if top_p >= 1:
+            return logits.clone()
+        probabilities, order = logits.softmax(-1).sort(-1, descending=True)
+        left = probabilities.flip(-1).to(dtype).cumsum(-1).flip(-1).to(probabilities.dtype)  # BUG
+        keep_sorted = 1 - left < top_p
+        keep_sorted[:, 0] = True
+        return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+
+    answer.__name__ = f"top_p_from_the_mass_left_summed_in_{str(dtype).removeprefix('torch.')}"
+    return answer
 
 
-def top_p_from_the_mass_left_summed_in_float16(logits, top_p):
-    if top_p >= 1:
-        return logits.clone()
-    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
-    left = probabilities.flip(-1).half().cumsum(-1).flip(-1).to(probabilities.dtype)  # BUG
-    keep_sorted = 1 - left < top_p
-    keep_sorted[:, 0] = True
-    return logits.masked_fill(~keep_sorted.scatter(-1, order, keep_sorted), NEG_INF)
+top_p_from_the_mass_left_summed_in_float32 = _top_p_from_the_mass_left_summed_in(torch.float32)
+top_p_from_the_mass_left_summed_in_float16 = _top_p_from_the_mass_left_summed_in(torch.float16)
 
 
 @pytest.mark.parametrize(

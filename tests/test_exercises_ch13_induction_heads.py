@@ -1915,10 +1915,14 @@ def test_the_prompts_state_every_global_setting_the_checkers_put_back(checker, s
         assert "requires_grad as it came, no hook left on" in text, text
 
 
-def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
+def _pass_by_hand_leaving_out(model, ids, layer, head, left_out, norm_of=None):
     """The attention-only GPT's pass written out with its scores computed by hand, head `head`
     of block `layer` zeroed, leaving out one step: "scale", "mask", "norm" (each block's),
-    "final norm" or "residual", or scaling by sqrt(d_model) ("model width")."""
+    "final norm" or "residual", or scaling by sqrt(d_model) ("model width"). norm_of(model,
+    block): the layer norm used in place of each block's, and of the final one (block None)."""
+    norm_of = norm_of or (
+        lambda model, block: block.attention_residual.norm if block else model.norm
+    )
     model.check_ids(ids)
     steps = ids.shape[1]
     x = model.tokens(ids)
@@ -1926,7 +1930,7 @@ def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
         x = x + model.positions(torch.arange(steps))
     for index, block in enumerate(model.blocks):
         attention = block.attention
-        h = x if left_out == "norm" else block.attention_residual.norm(x)
+        h = x if left_out == "norm" else norm_of(model, block)(x)
         q, k, v = (
             split_heads(W(h), model.config.num_heads)
             for W in (attention.W_q, attention.W_k, attention.W_v)
@@ -1946,7 +1950,7 @@ def _pass_by_hand_leaving_out(model, ids, layer, head, left_out):
             written[:, head] = 0.0
         written = attention.W_o(merge_heads(written))
         x = written if left_out == "residual" else x + written
-    return model.output(x if left_out == "final norm" else model.norm(x))
+    return model.output(x if left_out == "final norm" else norm_of(model, None)(x))
 
 
 @pytest.mark.parametrize(
@@ -2068,28 +2072,6 @@ def test_a_mode_not_put_back_when_the_forward_pass_raises_is_refused(run_checker
     assert verdict is False and "leaves the model in eval mode" in out, out
 
 
-def _pass_by_hand_with_norms(model, ids, layer, head, norm_of):
-    """The pass written out with norm_of(model, block) as each block's layer norm."""
-    model.check_ids(ids)
-    steps = ids.shape[1]
-    x = model.tokens(ids)
-    if model.positions is not None:
-        x = x + model.positions(torch.arange(steps))
-    for index, block in enumerate(model.blocks):
-        attention = block.attention
-        h = norm_of(model, block)(x)
-        heads = [split_heads(W(h), model.config.num_heads) for W in (attention.W_q, attention.W_k)]
-        if attention.rope:
-            heads = [apply_rope(part) for part in heads]
-        values = split_heads(attention.W_v(h), model.config.num_heads)
-        written = attention.attention(*heads, values, mask=causal_mask(steps))
-        if index == layer:
-            written = written.clone()
-            written[:, head] = 0.0
-        x = x + attention.W_o(merge_heads(written))
-    return model.output(norm_of(model, None)(x) if norm_of is _bare else model.norm(x))
-
-
 def _final_norm_in_every_block(model, block):
     return model.norm
 
@@ -2104,7 +2086,7 @@ def test_a_pass_by_hand_with_another_layer_norm_is_refused(norm_of, run_checker)
     both were judged Correct (a tenth learner's pass)."""
 
     def answer(model, ids, layer, head):
-        return _pass_by_hand_with_norms(model, ids, layer, head, norm_of)
+        return _pass_by_hand_leaving_out(model, ids, layer, head, None, norm_of)
 
     verdict, out = run_checker(check_logits_with_head_zeroed, answer)
     assert verdict is False, out
