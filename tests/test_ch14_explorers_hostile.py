@@ -152,6 +152,22 @@ def test_a_layout_given_is_kept_in_the_compose_box(tiny):
     assert explorer.state["digits"] == [7, -1, -1, -1, 3, -1, -1, -1, 1]
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(canvas=3, word="three", mode="find"),
+        dict(canvas=0, mode="read", token=2),
+        dict(layout="7 . . 7 . . . . 1", word="one", mode="find"),
+    ],
+)
+def test_the_canvas_explorer_shows_the_call_that_rebuilds_it(tiny, settings):
+    explorer = CanvasExplorer(models=tiny, **settings)
+    shown = repr(explorer)
+    assert "source=" not in shown
+    rebuilt = eval(shown, {"CanvasExplorer": lambda **kw: CanvasExplorer(models=tiny, **kw)})
+    assert rebuilt.values() == explorer.values()
+
+
 def test_layout_text_is_what_parse_layout_reads():
     for digits in finder_test_set(50)[0].digits:
         assert torch.equal(parse_layout(layout_text(digits)), digits)

@@ -188,11 +188,12 @@ class Explorer:
         return settings_repr(self)
 
 
-def settings_repr(explorer) -> str:
-    """An explorer's class and its controls' values: "KernelRegressionExplorer(width=0.3)"."""
+def settings_repr(explorer, values: dict | None = None) -> str:
+    """An explorer's class and its settings (default: its controls' values):
+    "KernelRegressionExplorer(width=0.3)"."""
     settings = ", ".join(
         f"{name}={value:.3g}" if isinstance(value, float) else f"{name}={_printable(value)}"
-        for name, value in explorer.values().items()
+        for name, value in (explorer.values() if values is None else values).items()
     )
     return f"{type(explorer).__name__}({settings})"
 

@@ -53,6 +53,7 @@ from helpers.widgets.base import (
     Text,
     ToggleButtons,
     one_torch_thread,
+    settings_repr,
 )
 from helpers.widgets.direct import DirectExplorer, DirectWidget, are_numbers, front_end, is_text
 
@@ -273,6 +274,13 @@ class CanvasExplorer(Explorer):
         if len(self._backgrounds) > KEPT_BACKGROUNDS:
             self._backgrounds.popitem(last=False)
         return png
+
+    def __repr__(self) -> str:
+        """The constructor call that rebuilds this view: the test canvas's number, or the typed
+        layout (the "canvas" toggle is not an argument: layout given means composed)."""
+        values = self.values()
+        left_out = ("source", "layout" if values["source"] == "test" else "canvas")
+        return settings_repr(self, {k: v for k, v in values.items() if k not in left_out})
 
     # The numbers, each from helpers
 
