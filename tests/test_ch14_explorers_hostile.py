@@ -271,6 +271,11 @@ def _without(view: dict, key: str) -> dict:
             "its 'guesses' are not that",
         ),
         (
+            lambda v: {**v, "guesses": v["guesses"] * 2000},
+            ValueError,
+            "its 'guesses' are 4000, more than its 9 cells",
+        ),  # 2,000 copies of a guess took seconds to draw, each a label over the others
+        (
             lambda v: {**v, "pad": {**v["pad"], "cells": 0}},
             ValueError,
             "the view's pad cells must be a whole number >= 1, got 0",
@@ -306,8 +311,9 @@ def _without(view: dict, key: str) -> dict:
     ids=["a list", "empty", "no pad", "no counts", "no tokens", "no guesses", "no strokes",
          "pad a number", "pad without cells", "counts 3 x 3", "counts ragged", "counts NaN",
          "counts 17", "attention short", "token without label", "guess cell 99",
-         "probability text", "cells 0", "size text", "size 8192", "title a number",
-         "strokes text", "title surrogate", "problem surrogate", "label surrogate"],
+         "probability text", "more guesses than cells", "cells 0", "size text", "size 8192",
+         "title a number", "strokes text", "title surrogate", "problem surrogate",
+         "label surrogate"],
 )  # fmt: skip
 def test_drawing_figure_names_what_a_view_must_hold(view, change, error, words):
     with pytest.raises(error, match=re.escape(words)):

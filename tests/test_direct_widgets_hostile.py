@@ -8,6 +8,7 @@ state as it was."""
 import io
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -21,8 +22,11 @@ from helpers.vision_models import load_vision_models
 from helpers.widgets import DragPoolingExplorer, DrawingExplorer, QueryKeyPlaneExplorer
 from helpers.widgets.direct import (
     COLOURS,
+    MAX_ITEMS,
     MAX_RADIUS,
     MAX_TICKS,
+    MAX_WIDTH,
+    TITLE_LINES,
     moved_points,
     plane_figure,
     snap,
@@ -282,6 +286,74 @@ def test_plane_figure_refuses_a_negative_width(key):
         plane_figure(view)
     view[key][0]["width"] = 0
     plane_figure(view)
+
+
+@pytest.mark.parametrize("width", [1e15, 1e300, MAX_WIDTH * 2])
+@pytest.mark.parametrize("key", ["lines", "arrows"])
+def test_plane_figure_refuses_a_width_wider_than_any_line_by_name(key, width):
+    """An arrow 1e15 wide took a minute to draw, 1e300 longer."""
+    view = _small_view(**{key: [{**COLOURED[key], "width": width}]})
+    with pytest.raises(
+        ValueError, match=re.escape(f"its '{key}' item 0 has 'width' {width}")
+    ) as refused:
+        plane_figure(view)
+    assert f"every width in 0..{MAX_WIDTH}" in str(refused.value)
+    view[key][0]["width"] = MAX_WIDTH
+    plane_figure(view).savefig(io.BytesIO())
+
+
+@pytest.mark.parametrize("key", ["title", "problem"])
+@pytest.mark.parametrize("text", ["word " * 20_000, "w" * 3000])
+def test_plane_figure_cuts_a_very_long_title_or_problem_to_a_few_lines(key, text):
+    """100,000 characters took 10 s to draw, and 2,000 words covered the plane (constrained
+    layout collapsed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied"
+        figure = plane_figure(_small_view(**{key: text}))
+        figure.savefig(io.BytesIO())
+    shown = figure.get_suptitle()
+    assert shown.endswith("…") and shown.count("\n") < TITLE_LINES
+
+
+@pytest.mark.parametrize("key", list(COLOURED))
+def test_plane_figure_refuses_more_items_than_it_can_draw_by_name(key):
+    """2,000 points took 9 s to draw, 1,000 lines 2.5 s."""
+    view = _small_view(**{key: [COLOURED[key]] * (MAX_ITEMS + 1)})
+    with pytest.raises(ValueError, match=f"its '{key}' are {MAX_ITEMS + 1} items, more than"):
+        plane_figure(view)
+    view[key] = view[key][:MAX_ITEMS]
+    plane_figure(view)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "words"),
+    [([-1e308, 1e308], "high - low must be a finite number"),
+     ([0, 1e-300], "it would draw [-0.05, 0.05]"),
+     ([1e15, 1e15 + 1], "a range matplotlib widens before it draws it")],
+    ids=["overflowing width", "too close to 0", "too narrow for its size"],
+)  # fmt: skip
+@pytest.mark.parametrize("axis", ["x", "y"])
+def test_plane_figure_refuses_bounds_matplotlib_cannot_show_by_name(axis, bounds, words):
+    """Each was drawn with other bounds than the view's, without a word."""
+    view = _small_view()
+    view["plane"] = {**view["plane"], axis: bounds, f"{axis}ticks": []}
+    with pytest.raises(ValueError, match=re.escape(f"its 'plane' '{axis}' is ")) as refused:
+        plane_figure(view)
+    assert words in str(refused.value)
+
+
+@pytest.mark.parametrize("axis", ["x", "y"])
+def test_plane_figure_refuses_ticks_outside_the_plane_by_name(axis):
+    """A tick at -100 widened the plane to -100..100, without a word."""
+    view = _small_view()
+    view["plane"] = {**view["plane"], f"{axis}ticks": [-100, 0, 100]}
+    with pytest.raises(
+        ValueError, match=re.escape(f"its 'plane' '{axis}ticks' has [-100, 100] outside its")
+    ):
+        plane_figure(view)
+    view["plane"][f"{axis}ticks"] = view["plane"][axis]  # ticks on the bounds stay
+    axes = plane_figure(view).axes[0]
+    assert list(axes.get_xlim() if axis == "x" else axes.get_ylim()) == view["plane"][axis]
 
 
 # The plane widgets' requests

@@ -55,7 +55,14 @@ from helpers.widgets.base import (
     one_torch_thread,
     settings_repr,
 )
-from helpers.widgets.direct import DirectExplorer, DirectWidget, are_numbers, front_end, is_text
+from helpers.widgets.direct import (
+    TITLE_LINES,
+    DirectExplorer,
+    DirectWidget,
+    are_numbers,
+    front_end,
+    is_text,
+)
 
 __all__ = ["CanvasExplorer", "DrawingExplorer", "DrawingPadWidget"]
 
@@ -688,7 +695,6 @@ PAD_SIZE = SIDE * DRAWING_SCALE  # drawing-grid cells across the pad: 96, 4 per 
 STROKE_DECIMALS = 2  # the learner's points are kept to a hundredth of a grid cell
 SHOWN_DECIMALS = 3  # the attention and probabilities the view carries
 BLANK_TITLE = "nothing drawn yet: draw a digit in any of the nine cells, one digit a cell"
-TITLE_LINES = 4  # a longer title or problem is cut with "…": more would squeeze the figure
 
 
 class DrawingPadWidget(DirectWidget):
@@ -952,6 +958,11 @@ def _check_view(view: object) -> tuple[int, int]:
         for guess in guesses
     ):
         raise ValueError(f"{VIEW}; its 'guesses' are not that, cells 0..{cells * cells - 1}")
+    if len(guesses) > cells * cells:
+        raise ValueError(
+            f"{VIEW}; its 'guesses' are {len(guesses)}, more than its {cells * cells} cells (one "
+            "guess a cell at most)"
+        )
     for key in ("title", "problem"):
         if view.get(key) is not None and not is_text(view[key]):
             raise ValueError(

@@ -26,6 +26,7 @@ import traitlets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import is_color_like
 from matplotlib.figure import Figure
+from matplotlib.ticker import AutoLocator
 
 from helpers import validation
 from helpers.validation import shown
@@ -246,16 +247,20 @@ def slider_number(value: object, name: str, exponents: tuple[float, float]) -> f
 
 MAX_TICKS = 100  # ticks per axis (and bars' labels): more take minutes to draw, and cannot be read
 MAX_RADIUS = 500  # pixels: wider than the browser's plane (js/plane.js)
+MAX_WIDTH = 100  # points: wider than any line an explorer draws; 1e15 took a minute to draw
+MAX_ITEMS = 500  # points, lines, arrows and markers each: far more than any explorer draws
+TITLE_LINES = 4  # a longer title or problem is cut with "…": more would squeeze the figure
 PLANE_VIEW = (
     "view must be a plane explorer's view: a dict holding 'plane' (a dict of 'x' and 'y', each "
-    "[low, high] finite numbers with low < high, 'xticks' and 'yticks', lists of at most "
-    f"{MAX_TICKS} finite numbers, and 'xlabel' and 'ylabel', text), and optionally 'title' and "
-    "'problem' (text); 'points' (dicts of 'x', 'y', 'label' and 'colour'); 'lines' (dicts of "
+    "[low, high] finite numbers with low < high that matplotlib can show as they are, "
+    f"'xticks' and 'yticks', lists of at most {MAX_TICKS} finite numbers within those bounds, "
+    "and 'xlabel' and 'ylabel', text), and optionally 'title' and 'problem' (text); at most "
+    f"{MAX_ITEMS} each of 'points' (dicts of 'x', 'y', 'label' and 'colour'); 'lines' (dicts of "
     "'xy', [[x, y], ...], and 'colour'); 'arrows' (dicts of 'from' and 'to', [x, y], 'colour' "
     "and 'width'); 'markers' (dicts of 'x', 'y', 'radius' and 'colour'); 'bars' (a dict of "
     f"'labels' (at most {MAX_TICKS} texts), 'series' (one or more dicts of 'name', 'values', a "
     "number per label, and 'colour'), 'ymax' and 'title'); every colour one matplotlib knows, "
-    f"every radius in 0 < radius <= {MAX_RADIUS}, every width >= 0"
+    f"every radius in 0 < radius <= {MAX_RADIUS}, every width in 0..{MAX_WIDTH}"
 )
 
 
@@ -308,7 +313,7 @@ def _radius(value: object) -> bool:
 
 
 def _width(value: object) -> bool:
-    return are_numbers([value], 1, 0, sys.float_info.max)
+    return are_numbers([value], 1, 0, MAX_WIDTH)
 
 
 def _colour(value: object) -> bool:
@@ -346,10 +351,15 @@ def _check_plane_view(view: object) -> None:
         and all(is_text(plane.get(label)) for label in ("xlabel", "ylabel"))
     ):
         raise ValueError(f"{PLANE_VIEW}; its 'plane' is {shown(plane):.200}")
+    _check_plane_bounds(plane)
     for key, (required, optional) in _PLANE_ITEMS.items():
         items = view.get(key, [])
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise ValueError(f"{PLANE_VIEW}; its {key!r} are {shown(items):.200}")
+        if len(items) > MAX_ITEMS:
+            raise ValueError(
+                f"{PLANE_VIEW}; its {key!r} are {len(items)} items, more than {MAX_ITEMS}"
+            )
         for index, item in enumerate(items):
             for name, test in {**required, **optional}.items():
                 if name not in item and name in required:
@@ -365,6 +375,31 @@ def _check_plane_view(view: object) -> None:
     for key in ("title", "problem"):
         if view.get(key) is not None and not is_text(view[key]):
             raise ValueError(f"{PLANE_VIEW}; its {key!r} is {shown(view[key]):.80}")
+
+
+def _check_plane_bounds(plane: dict) -> None:
+    """Each axis's bounds as matplotlib shows them (not widened to a range it can draw, nor
+    overflowing), and its ticks within them (a tick outside widened the plane)."""
+    for axis in "xy":
+        low, high = plane[axis]
+        if not math.isfinite(high - low):
+            raise ValueError(
+                f"{PLANE_VIEW}; its 'plane' {axis!r} is {shown(plane[axis])}: high - low must be "
+                f"a finite number, at most {sys.float_info.max:.3g}"
+            )
+        shown_bounds = AutoLocator().nonsingular(low, high)  # as a new axes's set_xlim does
+        if shown_bounds != (low, high):
+            raise ValueError(
+                f"{PLANE_VIEW}; its 'plane' {axis!r} is {shown(plane[axis])}, a range matplotlib "
+                "widens before it draws it (narrower than 1e-15 of its larger bound, or all of "
+                f"it too close to 0): it would draw {shown(list(shown_bounds))}"
+            )
+        outside = [tick for tick in plane[f"{axis}ticks"] if not low <= tick <= high]
+        if outside:
+            raise ValueError(
+                f"{PLANE_VIEW}; its 'plane' {axis + 'ticks'!r} has {shown(outside):.80} outside "
+                f"its {axis!r} bounds {shown(plane[axis])}"
+            )
 
 
 def _drawable_bars(bars: object) -> bool:
@@ -406,7 +441,8 @@ def plane_figure(view: dict) -> Figure:
     if view.get("problem"):
         title = f"⚠ {view['problem']}"
     colour = "tab:red" if view.get("problem") else "black"
-    figure.suptitle(textwrap.fill(title, 110), fontsize=10, color=colour, parse_math=False)
+    shown_title = textwrap.fill(title, 110, max_lines=TITLE_LINES, placeholder=" …")
+    figure.suptitle(shown_title, fontsize=10, color=colour, parse_math=False)
     return figure
 
 
