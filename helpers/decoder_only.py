@@ -36,6 +36,7 @@ from helpers.gpt import (
     ReadPrompt,
     check_forward_size,
     check_room,
+    check_sampling_size,
     evaluating,
     generate,
     shown_count,
@@ -181,7 +182,12 @@ class Recipe:
         config = self.model_config()  # the sizes, counted before anything is built
         # a batch holds about max_tokens positions (B rows x T tokens) in one forward pass
         check_forward_size(
-            config, 1, self.max_tokens, self.context_length, "max_tokens (tokens in a batch)"
+            config,
+            1,
+            self.max_tokens,
+            self.context_length,
+            "max_tokens (tokens in a batch)",
+            keys_name="context_length",
         )
 
     def model_config(self, vocab_size: int = VOCAB_SIZE + 1) -> GPTConfig:
@@ -931,6 +937,8 @@ def sample_texts(
     check_room(model.config, prompt.shape[1], max_new_tokens)
     longest = prompt.shape[1] + max_new_tokens
     check_forward_size(model.config, samples, prompt.shape[1], longest, "samples")
+    if max_new_tokens:
+        check_sampling_size(model.config, samples, temperature, "samples")
     generator = torch.Generator(prompt.device).manual_seed(validation.seed(seed))
     written = generate(
         model,

@@ -28,6 +28,11 @@ LARGEST_TENSOR = 2**31  # numbers in one tensor a helper builds outside a forwar
 # numbers in a forward pass's largest tensor (1 GiB of float32): the pass holds several of that
 # size at once (the attention scores and weights, the feed-forward's input and hidden layer)
 LARGEST_ACTIVATION = 2**28
+# float64 (rows, vocab_size) tensors one sampling step holds at once: the logits, their scores,
+# the probabilities, and top-p's sorted copy, its order, running sums, the mass before each token
+# and what is kept (measured: about 60 bytes a row and token); together they get the bytes of one
+# forward tensor, LARGEST_ACTIVATION float32 numbers (1 GiB)
+SAMPLING_COPIES = 8
 POSITIONS = ("learned", "sinusoidal", "rope")
 
 
@@ -311,6 +316,8 @@ class GPT(nn.Module):
                 f"the caches hold {cached_rows} rows but ids has {ids.shape[0]}: keep feeding "
                 f"the rows the caches were filled with (a new batch needs model.new_caches())"
             )
+        for cache in caches or ():
+            _CACHE_MODELS[cache] = weakref.ref(self)  # this pass fills them
         return start
 
     def _features(self, ids: torch.Tensor, caches: list | None, start: int) -> torch.Tensor:
@@ -330,12 +337,17 @@ class GPT(nn.Module):
         return self.norm(x)
 
     def new_caches(self) -> list[KeyValueCache]:
-        return [KeyValueCache() for _ in self.blocks]
+        """One empty KeyValueCache per layer, this model's: another model refuses them."""
+        caches = [KeyValueCache() for _ in self.blocks]
+        for cache in caches:
+            _CACHE_MODELS[cache] = weakref.ref(self)
+        return caches
 
     def _check_caches(self, caches: object) -> tuple[int, int | None]:
         """(positions cached, rows cached or None when empty), after checking that the caches
-        are one KeyValueCache per layer, each its own, that together hold the same positions
-        of the same rows, as this model's layers compute them."""
+        are one KeyValueCache per layer, each its own, made or filled by this model (or by no
+        model yet), that together hold the same positions of the same rows, as this model's
+        layers compute them."""
         if (
             not isinstance(caches, list | tuple)
             or len(caches) != len(self.blocks)
@@ -360,37 +372,53 @@ class GPT(nn.Module):
                 f"every layer's cache must hold the same positions of the same rows, got "
                 f"{held[:300]}: caches from one model's passes, none emptied or cut"
             )
-        if shapes[0] is None:
-            return 0, None
+        if shapes[0] is not None:
+            self._check_cache_layout(caches[0], shapes[0])
+        for layer, cache in enumerate(caches):
+            made_by = _CACHE_MODELS.get(cache)
+            if made_by is not None and made_by() is not self:
+                raise ValueError(
+                    f"caches[{layer}] was made or filled by another model (another GPT of these "
+                    f"sizes fills caches of the same shape with its own keys and values): use "
+                    f"this model's model.new_caches()"
+                )
+        return (0, None) if shapes[0] is None else (shapes[0][2], shapes[0][0])
+
+    def _check_cache_layout(self, cache: KeyValueCache, shape: tuple) -> None:
+        """A cache's keys (held, of this shape) as this model's layers make them: their heads
+        and head size, dtype (autocast's, under autocast) and device."""
         weight = self.tokens.weight
         device = weight.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         dtype = dtype or weight.dtype
         attention = self.blocks[0].attention
         expected = (attention.num_kv_heads, self.config.d_model // self.config.num_heads)
-        held = caches[0].keys
-        if (shapes[0][1], shapes[0][3]) != expected or (held.dtype, held.device) != (
+        held = cache.keys
+        if (shape[1], shape[3]) != expected or (held.dtype, held.device) != (
             dtype,
             weight.device,
         ):
             autocast = (
                 " (or filled under another torch.autocast setting than this pass's: read the "
                 "prompt and generate under the same one)"
-                if (shapes[0][1], shapes[0][3]) == expected
+                if (shape[1], shape[3]) == expected
                 and held.device == weight.device
                 and weight.dtype in (held.dtype, dtype)
                 else ""
             )
             raise ValueError(
-                f"the caches hold keys {shapes[0]}, {held.dtype} on {held.device}; this model's "
+                f"the caches hold keys {shape}, {held.dtype} on {held.device}; this model's "
                 f"layers make (B, {expected[0]}, positions, {expected[1]}), {dtype} on "
                 f"{weight.device}: caches of another model, or filled before a .to(){autocast}"
             )
-        return shapes[0][2], shapes[0][0]
 
     def attention_maps(self) -> list[torch.Tensor | None]:
         """Each layer's attention weights in the last forward pass: (B, heads, T, cached + T)."""
         return [block.attention.attention_weights for block in self.blocks]
+
+
+# each KeyValueCache a GPT made (new_caches) or filled: a weak reference to that model
+_CACHE_MODELS = weakref.WeakKeyDictionary()
 
 
 def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: int = 0) -> str:
@@ -441,26 +469,65 @@ def check_config(config: object) -> GPTConfig:
 
 
 def check_forward_size(
-    config: GPTConfig, rows: int, positions: int, keys: int, name: str = "ids"
+    config: GPTConfig,
+    rows: int,
+    positions: int,
+    keys: int,
+    name: str = "ids",
+    keys_name: str | None = None,
 ) -> None:
     """Refuse, before anything is made, a forward pass of `rows` x `positions` new positions
     that read `keys` positions each (whole numbers >= 0), whose largest tensor (logits, the
     feed-forward's hidden layer or the attention weights) would hold more than
-    LARGEST_ACTIVATION numbers."""
+    LARGEST_ACTIVATION numbers. keys_name: the setting that fixes the keys, if any (such as
+    "context_length"), named when the attention weights are too large."""
     check_config(config)
     rows = validation.whole_number(rows, "rows", minimum=0)
     positions = validation.whole_number(positions, "positions", minimum=0)
     keys = validation.whole_number(keys, "keys", minimum=0)
     check_ids_name(name)
-    widest = max(config.vocab_size, config.d_ff, config.d_model, config.num_heads * keys)
+    if keys_name is not None and not isinstance(keys_name, str):
+        raise TypeError(f"keys_name must be a str or None, got {validation.shown(keys_name):.40}")
+    keys_shown = f"{shown_count(keys)} keys" + (f" (the {keys_name})" if keys_name else "")
+    widths = {  # the tensors a pass makes, by width: the first widest one is named
+        f"logits, vocab_size {config.vocab_size:,}": config.vocab_size,
+        f"the feed-forward's hidden layer, d_ff {config.d_ff:,}": config.d_ff,
+        f"the residual stream, d_model {config.d_model:,}": config.d_model,
+        f"attention weights, {config.num_heads} heads x {keys_shown}": config.num_heads * keys,
+    }
+    widest_tensor, widest = max(widths.items(), key=lambda item: item[1])
     numbers = rows * positions * widest
     if numbers > LARGEST_ACTIVATION:
+        advice = "use fewer rows or positions"
+        if widest_tensor.startswith("attention"):
+            advice += f", or a smaller {keys_name or 'number of keys'} than {shown_count(keys)}"
         raise ValueError(
             f"{name}: {shown_count(rows)} rows x {shown_count(positions)} positions would make a "
-            f"tensor of {shown_count(numbers)} numbers (x {shown_count(widest)}: logits, "
-            f"feed-forward or attention weights), more than 2^28 = {LARGEST_ACTIVATION:,} (1 GiB "
-            f"of float32, and a forward pass holds several such tensors at once): use fewer rows "
-            f"or positions"
+            f"tensor of {shown_count(numbers)} numbers (x {shown_count(widest)}: the "
+            f"{widest_tensor}), more than 2^28 = {LARGEST_ACTIVATION:,} (1 GiB of float32, and "
+            f"a forward pass holds several such tensors at once): {advice}"
+        )
+
+
+def check_sampling_size(
+    config: GPTConfig, rows: int, temperature: float, name: str = "ids"
+) -> None:
+    """Refuse, before anything is made, drawing tokens for `rows` rows (a whole number >= 0) at
+    a temperature above 0, whose sampling step would hold SAMPLING_COPIES float64 tensors of
+    (rows, vocab_size) at once: more than the bytes of LARGEST_ACTIVATION float32 numbers
+    together. Greedy decoding (temperature 0) takes an argmax only."""
+    check_config(config)
+    rows = validation.whole_number(rows, "rows", minimum=0)
+    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
+    check_ids_name(name)
+    per_row = SAMPLING_COPIES * 2 * config.vocab_size  # float64: two float32 numbers' bytes
+    if temperature and rows * per_row > LARGEST_ACTIVATION:
+        raise ValueError(
+            f"{name}: sampling {shown_count(rows)} rows from a vocabulary of "
+            f"{config.vocab_size:,} holds {SAMPLING_COPIES} float64 tensors of rows x "
+            f"vocabulary at once, {rows * per_row * 4 / 2**30:.3g} GiB, more than 1 GiB "
+            f"(2^28 = {LARGEST_ACTIVATION:,} float32 numbers): sample at most "
+            f"{LARGEST_ACTIVATION // per_row:,} rows at a time, or decode greedily (temperature 0)"
         )
 
 
@@ -765,7 +832,8 @@ def generate(
     cache only saves recomputing the earlier positions. With a stop_id (such as <eos>), the
     writing stops once every row has written it, and the places left are filled with it: a
     row's tokens up to its first stop_id are the same as without. read: read_prompt(model,
-    ids), to write from without reading the prompt again (it is left as it was)."""
+    ids), to write from without reading the prompt again (it is left as it was). generator
+    None with a temperature above 0: the draws come from torch's global generator (moving it on)."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
@@ -779,6 +847,8 @@ def generate(
         _check_read(model, ids, read, use_cache)
     longest = ids.shape[1] + max_new_tokens  # the last step reads every position
     check_forward_size(model.config, len(ids), 1 if use_cache else longest, longest)
+    if max_new_tokens:
+        check_sampling_size(model.config, len(ids), temperature)
     if stop_id is not None:
         stop_id = validation.whole_number(stop_id, "stop_id", minimum=0)
         if stop_id >= model.config.vocab_size:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import decoder_only as do
+from helpers import gpt
 from helpers import translation as tr
 from helpers.attention import KeyValueCache
 from helpers.checkpoints import CheckpointError, checksum_path, sha256
@@ -909,6 +910,30 @@ def test_sample_texts_refuses_more_samples_than_a_forward_pass_can_hold(tokenize
     prompt = do.text_prompt(tokenizer, separator, "Tom laughed.", "translate")
     with pytest.raises(ValueError, match="samples: 10,000,000 rows x 5 positions would make"):
         do.sample_texts(model, tokenizer, prompt, 10**7, 3)
+
+
+def test_sample_texts_refuses_more_samples_than_sampling_can_hold_before_any_work(
+    tokenizer, separator
+):
+    """8,000 samples of the shipped translator at top-p 0.9 passed the forward pass's size
+    check and took about 2.8 GB for the sampling step's full-vocabulary float64 tensors."""
+    model = tiny_translator()
+    model.register_forward_pre_hook(lambda *_: pytest.fail("the model was run"))
+    prompt = do.text_prompt(tokenizer, separator, "Hi.", "translate")
+    most = gpt.LARGEST_ACTIVATION // (gpt.SAMPLING_COPIES * 2 * model.config.vocab_size)
+    with pytest.raises(ValueError, match=f"samples: sampling {most + 1:,} rows from a vocab"):
+        do.sample_texts(model, tokenizer, prompt, most + 1, 1, 1.0, top_p=0.9)
+
+
+def test_a_recipe_whose_context_length_makes_attention_too_large_names_it():
+    """Recipe(context_length=10**6) blamed the batch's rows and positions: 1 row x 3,000."""
+    with pytest.raises(ValueError) as refused:
+        do.Recipe(context_length=10**6)
+    heads = do.RECIPE.num_heads
+    assert f"attention weights, {heads} heads x 1,000,000 keys (the context_length)" in str(
+        refused.value
+    )
+    assert str(refused.value).endswith("or a smaller context_length than 1,000,000")
 
 
 @pytest.mark.parametrize(

@@ -387,6 +387,24 @@ def test_caches_that_cannot_be_right_are_refused_before_decoding(make, message):
     assert [(cache.keys, cache.values) for cache in caches] == kept  # nothing was appended
 
 
+@pytest.mark.parametrize("filled", [True, False])
+def test_caches_made_or_filled_by_another_model_of_the_same_sizes_are_refused(filled):
+    """Another GPT's caches of the same shape gave logits from that model's keys and values."""
+    model, other, ids = small_gpt(), small_gpt(), prompt(3, 4)
+    caches = filled_caches(other, ids) if filled else other.new_caches()
+    kept = [(cache.keys, cache.values) for cache in caches]
+    with pytest.raises(ValueError, match=r"caches\[0\] was made or filled by another model"):
+        model(ids[:, :1], caches)
+    with pytest.raises(ValueError, match=r"caches\[0\] was made or filled by another model"):
+        model.features(ids[:, :1], caches)
+    assert [(cache.keys, cache.values) for cache in caches] == kept  # nothing was appended
+    own = [KeyValueCache() for _ in model.blocks]  # made by no model: the first pass fills them
+    model(ids[:, :3], own)
+    with pytest.raises(ValueError, match=r"caches\[0\] was made or filled by another model"):
+        other(ids[:, 3:], own)
+    torch.testing.assert_close(model(ids[:, 3:], own)[:, -1], model(ids)[:, -1])
+
+
 def test_caches_from_one_models_passes_are_taken_as_a_tuple_too():
     model, ids = small_gpt(), prompt(3, 5)
     caches = tuple(filled_caches(model, ids[:, :4]))
@@ -519,6 +537,28 @@ def test_a_forward_pass_too_large_to_allocate_is_refused_by_its_size():
     assert model(prompt(1, 4).expand(8, -1)).shape == (8, 4, CONFIG.vocab_size)
 
 
+def test_sampling_too_large_to_hold_is_refused_before_any_work():
+    """10,000 rows of one token at top-p 0.9 from a vocabulary of 8,001 passed the forward
+    pass's size check and took 3.45 GB: the sampling step's full-vocabulary float64 tensors."""
+    model = small_gpt(vocab_size=8001)
+    most = gpt.LARGEST_ACTIVATION // (gpt.SAMPLING_COPIES * 2 * model.config.vocab_size)
+    gpt.check_sampling_size(model.config, most, 1.0)
+    rows = prompt(1, 1).expand(most + 1, -1)  # a view: nothing allocated yet
+    hook = model.register_forward_pre_hook(lambda *_: pytest.fail("the model was run"))
+    message = f"ids: sampling {most + 1:,} rows from a vocabulary of 8,001 holds"
+    with pytest.raises(ValueError, match=message):
+        generate(model, rows, 1, 1.0, top_p=0.9, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=f"sample at most {most:,} rows at a time"):
+        gpt.check_sampling_size(model.config, most + 1, 0.5, "ids")
+    hook.remove()
+    assert generate(model, rows, 1, temperature=0).shape == (most + 1, 2)  # greedy: an argmax
+    assert generate(model, rows, 0, 1.0).shape == (most + 1, 1)  # nothing drawn
+
+
+def test_generate_says_where_its_draws_come_from_without_a_generator():
+    assert "torch's global generator" in generate.__doc__
+
+
 @pytest.mark.parametrize(
     ("logits", "message"),
     [
@@ -643,6 +683,7 @@ def test_a_reading_by_another_model_of_the_same_config_is_refused():
         ((CONFIG, 1, 4, 2.0), ValueError, "keys must be a whole number >= 0, got 2.0"),
         (("x", 1, 1, 1), TypeError, "config must be a GPTConfig, got str"),
         ((CONFIG, 1, 1, 1, 5), TypeError, "name must be a str"),
+        ((CONFIG, 1, 1, 1, "ids", 5), TypeError, "keys_name must be a str or None, got 5"),
     ],
 )
 def test_check_forward_size_names_an_argument_that_is_not_a_size(arguments, error, message):
