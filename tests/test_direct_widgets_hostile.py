@@ -472,6 +472,7 @@ DATA = make_data()
         (damaged(x_train=torch.tensor(1.0)), "data.x_train must be one row"),
         (damaged(x_train=DATA.x_train.to(torch.complex64)), "finite real numbers"),
         (damaged(x_test=DATA.x_test * 100), "data.x_test must lie in the plane"),
+        (make_data(n_train=500), "data.x_train must hold at most 499 points, one to drag each"),
     ],
     ids=short,
 )

@@ -12,7 +12,13 @@ from helpers import validation
 from helpers.kernel_regression import RegressionData, gaussian_kernel, kernel_pooling, make_data
 from helpers.validation import shown
 from helpers.widgets.base import Explorer, FloatSlider, log_slider
-from helpers.widgets.direct import COLOURS, PlaneExplorer, finite_number, slider_number
+from helpers.widgets.direct import (
+    COLOURS,
+    MAX_ITEMS,
+    PlaneExplorer,
+    finite_number,
+    slider_number,
+)
 
 __all__ = ["DragPoolingExplorer", "KernelRegressionExplorer"]
 
@@ -248,7 +254,8 @@ class DragPoolingExplorer(PlaneExplorer):
 
 def _checked_data(data: object) -> RegressionData:
     """data itself if it is as make_data() makes it: x_train and y_train (n,), x_test and
-    y_test (m,), each of finite real numbers, n and m at least 1, x_test inside the plane."""
+    y_test (m,), each of finite real numbers, n and m at least 1, n at most MAX_ITEMS - 1 (the
+    points the plane draws, the query among them), x_test inside the plane."""
     if not isinstance(data, RegressionData):
         raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
     for names in (("x_train", "y_train"), ("x_test", "y_test")):
@@ -266,6 +273,11 @@ def _checked_data(data: object) -> RegressionData:
                 f"data.{names[0]} {tuple(first.shape)} and data.{names[1]} {tuple(second.shape)} "
                 "must be one number each per point"
             )
+    if len(data.x_train) > MAX_ITEMS - 1:  # a point on the plane each, and the query
+        raise ValueError(
+            f"data.x_train must hold at most {MAX_ITEMS - 1} points, one to drag each, got "
+            f"{len(data.x_train)}"
+        )
     low, high = POOLING_PLANE["x"]
     if data.x_test.min() < low or data.x_test.max() > high:
         raise ValueError(f"data.x_test must lie in the plane, {low}..{high}")
