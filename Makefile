@@ -9,11 +9,13 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models vision-models readme-figure clean
+.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models vision-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
 	@echo "              (on another port: make lab PORT=8890)"
+	@echo "make lab-zh   the same in Chinese: the Chinese chapter 01 (notebooks/zh/), JupyterLab's"
+	@echo "              menus in Chinese (this project's environment only)"
 	@echo "make test     set up (first time only), run the tests and every notebook (strict nbval),"
 	@echo "              and every notebook's widgets in JupyterLab in headless Chromium, Chrome or"
 	@echo "              Edge (without one, it says so and how to get one, and passes; CI=true fails)"
@@ -21,7 +23,11 @@ help:
 	@echo "              less the count make test ran them with (1 on 2 cores; others:"
 	@echo "              make test-threads THREADS=\"1 2 3 4\")"
 	@echo "make test-browser  only the browser test"
-	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/ and the notebooks"
+	@echo "make zh       rebuild the Chinese notebooks (notebooks/zh/) from the English ones and the"
+	@echo "              translations in translations/zh/"
+	@echo "make zh-update  add the English that changed or is new to translations/zh/ (marked fuzzy)"
+	@echo "make lint     ruff's rules and ruff's format over helpers/, tests/, benchmarks/, tools/"
+	@echo "              and the English notebooks"
 	@echo "make execute  re-run every notebook in place and store its outputs"
 	@echo "make bench    time every explorer's redraw (median budget: 100 ms; text fields 150 ms),"
 	@echo "              the round trip of every widget you drag or draw on, in JupyterLab in"
@@ -64,12 +70,32 @@ setup: $(STAMP)
 
 # A fresh random token each time (never empty), passed in the environment rather than on the
 # command line where other users could read it; Jupyter masks a given token, so we print the URL.
+# make lab-zh: JupyterLab's own settings read from this environment (JUPYTERLAB_SETTINGS_DIR),
+# where jupyter-env's user-settings-zh-CN sets the language pack's locale; make lab keeps the
+# locale the overrides set, English, whatever the machine's LANG says.
+LAB = JUPYTER_TOKEN=$$token $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 \
+	--ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
+	$(ALLOW_ROOT)
+TOKEN = token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')
 lab: setup
-	@token=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))'); \
+	@$(TOKEN); \
 	echo "Open JupyterLab at: http://127.0.0.1:$(PORT)/?token=$$token (it opens on chapter 01)"; \
-	JUPYTER_TOKEN=$$token $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 \
-		--ServerApp.port=$(PORT) --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks \
-		$(ALLOW_ROOT)
+	$(LAB)
+
+lab-zh: setup
+	@$(TOKEN); \
+	echo "打开 JupyterLab：http://127.0.0.1:$(PORT)/?token=$$token（中文版第 01 章）"; \
+	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/$(VENV)/share/jupyter/lab/user-settings-zh-CN \
+		$(LAB) --LabApp.default_url=/lab/tree/zh/01_attention_pooling.ipynb
+
+# The Chinese edition (tools/zh_edition.py): only its prose is written by hand, in the gettext
+# catalogues translations/zh/*.po; make zh writes notebooks/zh/ from them and the English
+# notebooks, and tests/test_zh_edition.py fails when the two are out of step.
+zh: setup
+	$(PY) tools/zh_edition.py build
+
+zh-update: setup
+	$(PY) tools/zh_edition.py update
 
 # Three pytest runs, each with its own closing line, each two at a time (pytest-xdist): the unit
 # tests (one worker per core), every notebook under strict nbval (two kernels side by side, each
@@ -120,8 +146,8 @@ test-browser: setup
 	$(PY) tests/find_browser.py -p no:cacheprovider $(BROWSER_TESTS) -s --durations=0
 
 lint: setup
-	$(VENV)/bin/ruff check helpers solutions tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check helpers solutions tests benchmarks notebooks
+	$(VENV)/bin/ruff check helpers solutions tests benchmarks tools notebooks
+	$(VENV)/bin/ruff format --check helpers solutions tests benchmarks tools notebooks
 
 execute: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \

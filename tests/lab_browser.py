@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,7 +48,8 @@ def skip_without_a_browser() -> None:
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
-KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle')"
+# the kernel's status in the status bar, in English or in Chinese (make lab-zh)
+KERNEL_IDLE = ".jp-StatusBar-Item:has-text('| Idle'), .jp-StatusBar-Item:has-text('| 空闲')"
 TIMEOUT_MS = 360_000  # only for hangs: a loaded machine is slow, not stuck (chapter 09 needs
 # about a minute alone, and took over three on a machine running two test suites at once)
 # What an explorer's controls drive: the sources of its images (a new blob URL on every
@@ -70,12 +72,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+# What `make lab-zh` adds to `make lab` (the Makefile's lab-zh recipe; tests/test_zh_edition.py
+# holds the two together): JupyterLab's user settings from this folder, which set the Chinese
+# locale, and the Chinese chapter 01 to open on.
+CHINESE_SETTINGS = ROOT / "jupyter-env/share/jupyter/lab/user-settings-zh-CN"
+CHINESE_FIRST_CHAPTER = "zh/01_attention_pooling.ipynb"
+
+
 @contextmanager
-def jupyterlab(root_dir: Path, scratch: Path):
+def jupyterlab(
+    root_dir: Path, scratch: Path, settings: Path | None = None, lab_args=(), env_changes=None
+):
     """Start JupyterLab serving root_dir as `make lab` does, from this environment and with its
     Jupyter configuration (the default URL, no news prompt: see jupyter-env/), with a fresh
-    user configuration, as on a learner's first start; yield its base URL and token; always
-    stop it."""
+    user configuration, as on a learner's first start (or a copy of the user settings in
+    settings, with lab_args added to the command line and env_changes to the environment, as
+    `make lab-zh` starts it); yield its base URL and token; always stop it."""
     port, token = free_port(), secrets.token_urlsafe(24)
     dirs = {
         name: scratch / name
@@ -83,6 +96,8 @@ def jupyterlab(root_dir: Path, scratch: Path):
     }
     for folder in dirs.values():
         folder.mkdir(parents=True, exist_ok=True)
+    if settings is not None:
+        shutil.copytree(settings, dirs["settings"], dirs_exist_ok=True)
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(dirs["config"]),
@@ -93,6 +108,7 @@ def jupyterlab(root_dir: Path, scratch: Path):
         "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
         "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
         "JUPYTER_TOKEN": token,  # in the environment: a command line is readable through ps
+        **(env_changes or {}),
     }
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend, as in a learner's lab
     command = [
@@ -102,6 +118,7 @@ def jupyterlab(root_dir: Path, scratch: Path):
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root_dir}",
+        *lab_args,
     ]
     if os.geteuid() == 0:
         command.append("--allow-root")
