@@ -76,7 +76,30 @@ def distinct_ids(
     batch: int, n: int, vocab_size: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """(batch, n) int64 ids, each row n different tokens drawn uniformly from 0..vocab_size - 1
-    (the first n of a random order of the vocabulary)."""
+    (the first n of a random order of the vocabulary, whose time grows with the vocabulary:
+    vocab_size at most MOST_VOCAB, batch x vocab_size at most MOST_SHUFFLED)."""
+    batch, n, vocab_size = _check_distinct("distinct_ids", batch, n, vocab_size)
+    _check_generator(generator)
+    return _distinct(batch, n, vocab_size, generator)
+
+
+def _distinct(
+    batch: int, n: int, vocab_size: int, generator: torch.Generator | None
+) -> torch.Tensor:
+    device = None if generator is None else generator.device
+    order = torch.rand(batch, vocab_size, generator=generator, device=device).argsort(-1)
+    return order[:, :n]  # (batch, n)
+
+
+MOST_VOCAB = 2**20  # tokens distinct_ids puts in a random order for one row, its vocabulary: a
+# tenth of a second on one core; the chapter's models and recipes have 512
+MOST_SHUFFLED = 2**23  # tokens in one call, batch x vocab_size: about a second on one core;
+# chapter 13's most, 256 rows of 512, is 2^17
+
+
+def _check_distinct(call: str, batch: object, n: object, vocab_size: object) -> tuple[int, ...]:
+    """batch, n and vocab_size as whole numbers for which n different tokens exist and `call`
+    shuffles the rows' whole vocabularies in reasonable time (_check_shuffled)."""
     batch = validation.whole_number(batch, "batch")
     n = validation.whole_number(n, "n")
     vocab_size = validation.whole_number(vocab_size, "vocab_size")
@@ -85,18 +108,22 @@ def distinct_ids(
             f"{validation.shown(n)} different tokens do not exist in a vocabulary of "
             f"{validation.shown(vocab_size)}: n must be at most vocab_size"
         )
-    _check_bytes(
-        "distinct_ids", _distinct_bytes(batch, vocab_size), batch=batch, vocab_size=vocab_size
-    )
-    _check_generator(generator)
-    device = None if generator is None else generator.device
-    order = torch.rand(batch, vocab_size, generator=generator, device=device).argsort(-1)
-    return order[:, :n]  # (batch, n)
+    _check_shuffled(call, batch, vocab_size)
+    return batch, n, vocab_size
 
 
-def _distinct_bytes(batch: int, vocab_size: int) -> int:
-    """The bytes distinct_ids holds at its peak: a float32 and an int64 per token of each row."""
-    return 12 * batch * vocab_size
+def _check_shuffled(call: str, batch: int, vocab_size: int, batch_name: str = "batch") -> None:
+    """A ValueError naming the call, the batch and vocab_size, if the call would put more than
+    MOST_VOCAB tokens in a random order for a row or more than MOST_SHUFFLED in all: its time
+    grows with the vocabulary, whatever n."""
+    if vocab_size > MOST_VOCAB or batch * vocab_size > MOST_SHUFFLED:
+        raise ValueError(
+            f"{call} draws each row's different tokens from a random order of the whole "
+            f"vocabulary, at most 2^{MOST_VOCAB.bit_length() - 1} = {MOST_VOCAB:,} tokens "
+            f"(vocab_size) and 2^{MOST_SHUFFLED.bit_length() - 1} = {MOST_SHUFFLED:,} in one "
+            f"call ({batch_name} x vocab_size), got {batch_name} {validation.shown(batch)}, "
+            f"vocab_size {validation.shown(vocab_size)}"
+        )
 
 
 def placed_repeats(
@@ -112,7 +139,9 @@ def placed_repeats(
     length = validation.whole_number(length, "length", minimum=2)
     n = validation.whole_number(n, "n")
     start = _check_start(start, length, n)
-    ids = distinct_ids(batch, n, vocab_size, generator)
+    batch, n, vocab_size = _check_distinct("placed_repeats", batch, n, vocab_size)
+    _check_generator(generator)
+    ids = _distinct(batch, n, vocab_size, generator)
     ids[:, start + length : start + 2 * length] = ids[:, start : start + length]
     return ids
 
@@ -130,16 +159,26 @@ def _check_bytes(call: str, peak: int, **sizes: int) -> None:
 
 # The scores of an attention pattern
 
+MOST_WEIGHTS = 2**26  # numbers of the weights a score checks, each one (half a second on one
+# core): measure's maps hold at most 2^31 / 48 (its byte cap: 48 bytes per number of a map)
+
 
 def _check_weights(weights: object) -> torch.Tensor:
     """Attention weights (..., n, n): square in their last two dims, each row (a query's weights
-    over the keys) in 0..1 and summing to 1. Raw scores, or weights scaled or shifted, would give
-    a score that means nothing (5.0 for raw scores of 5)."""
+    over the keys) in 0..1 and summing to 1, at most MOST_WEIGHTS numbers. Raw scores, or weights
+    scaled or shifted, would give a score that means nothing (5.0 for raw scores of 5)."""
     validation.dense_tensor(weights, "weights", "(..., n, n)")
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights must be (..., n, n), one row of key weights per query, got shape "
             f"{tuple(weights.shape)}"
+        )
+    if weights.numel() > MOST_WEIGHTS:
+        raise ValueError(
+            f"weights hold {weights.numel():,} numbers (shape {tuple(weights.shape)}), more than "
+            f"the 2^{MOST_WEIGHTS.bit_length() - 1} = {MOST_WEIGHTS:,} a score checks one by "
+            f"one, also in a view that repeats fewer (one head of at most "
+            f"{math.isqrt(MOST_WEIGHTS)} positions): score a batch in parts"
         )
     return validation.attention_weights(weights, "weights", "(..., n, n)")
 
@@ -433,6 +472,7 @@ def placement_map(
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
     _check_bytes("placement_map", _measure_bytes(model.config, rows, n), rows=rows, positions=n)
+    _check_shuffled("placement_map", rows, model.config.vocab_size, "rows")
     _check_placement_work(model.config, lengths, rows)
     _check_plain(model)
     exact = _float64_copy(model)  # once, for every cell
@@ -717,26 +757,13 @@ class Recipe:
                     f"{getattr(self, batch)}, context_length {self.context_length}, "
                     f"vocab_size {self.vocab_size}"
                 )
-        _check_bytes(
-            "training_batch",
-            _batch_bytes(self.batch_size, self.context_length, self.vocab_size),
-            batch_size=self.batch_size,
-            context_length=self.context_length,
-            vocab_size=self.vocab_size,
-        )
+        _check_shuffled("training_batch", self.batch_size, self.vocab_size, "batch_size")
         _check_bytes(
             "the held-out repeated_sequences",
             _repeat_bytes(self.eval_batch, self.eval_length),
             eval_batch=self.eval_batch,
             eval_length=self.eval_length,
         )
-
-
-def _batch_bytes(batch: int, n: int, vocab_size: int) -> int:
-    """The bytes training_batch holds at its peak: distinct_ids' random order of the
-    vocabulary, then the ids, where each copy reads, what it reads, the result (int64) and which
-    positions are in the copy (bool), each (batch, n)."""
-    return _distinct_bytes(batch, vocab_size) + (4 * 8 + 1) * batch * n
 
 
 MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}

@@ -5,6 +5,7 @@ zeroing that slice of W_o by hand, nothing left behind)."""
 import copy
 import dataclasses
 import itertools
+import time
 import warnings
 
 import numpy as np
@@ -14,6 +15,9 @@ import torch
 from helpers.attention import merge_heads, split_heads
 from helpers.gpt import GPT, GPTConfig
 from helpers.induction import (
+    MOST_SHUFFLED,
+    MOST_VOCAB,
+    MOST_WEIGHTS,
     distinct_ids,
     induction_score,
     logits_with_heads_zeroed,
@@ -813,7 +817,7 @@ def test_distinct_ids_hold_no_token_twice_in_a_row_and_cover_the_vocabulary():
     [
         ((2, 65, 64), "65 different tokens do not exist in a vocabulary of 64"),
         ((0, 4, 8), "batch"),
-        ((2**20, 4, 2**20), "distinct_ids would allocate"),
+        ((2**20, 4, 2**20), "distinct_ids draws each row's different tokens"),
         ((2, 4, 8, "seed"), "generator must be a torch.Generator or None"),
     ],
 )
@@ -929,3 +933,90 @@ def test_bfloat16_weights_off_by_five_percent_are_refused(factor):
     weights = (torch.full((4, 4), 0.25) * factor).bfloat16()
     with pytest.raises(ValueError, match="summing to 1"):
         previous_token_score(weights)
+
+
+# Regressions from a thirteenth hostile pass
+
+
+def _timed(call):
+    """call()'s result, or what it raised, and its seconds."""
+    start = time.perf_counter()
+    try:
+        result = call()
+    except ValueError as error:
+        result = error
+    return result, time.perf_counter() - start
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda: placed_repeats(1, 48, 0, 2, 10**8, torch.Generator().manual_seed(0)),
+            "placed_repeats draws each row's different tokens from a random order of the whole "
+            "vocabulary, at most 2^20 = 1,048,576 tokens (vocab_size) and 2^23 = 8,388,608 in "
+            "one call (batch x vocab_size), got batch 1, vocab_size 100000000",
+        ),
+        (
+            lambda: distinct_ids(1, 5, 3 * 10**7),
+            "distinct_ids draws each row's different tokens from a random order of the whole "
+            "vocabulary, at most 2^20",
+        ),
+        (lambda: distinct_ids(1, 5, MOST_VOCAB + 1), "got batch 1, vocab_size 1048577"),
+        (lambda: distinct_ids(MOST_SHUFFLED // 512 + 1, 5, 512), "got batch 16385, vocab_size 512"),
+    ],
+    ids=["placed_repeats 10^8", "distinct_ids 3 x 10^7", "2^20 + 1", "2^23 + 512 in all"],
+)
+def test_a_vocabulary_too_large_to_shuffle_is_refused_at_once(call, words):
+    """placed_repeats(1, 48, 0, 2, 10**8) shuffled the whole vocabulary for 18 s and 1.2 GB to
+    return 48 tokens; distinct_ids(1, 5, 3 * 10**7) 4 s."""
+    raised, seconds = _timed(call)
+    assert isinstance(raised, ValueError) and words in str(raised), raised
+    assert seconds < 0.1
+
+
+def test_the_largest_vocabulary_shuffled_draws_what_it_drew_before():
+    """The limits admit what they name, drawn as before: the first n of a random order."""
+    for batch, vocab_size in [(1, MOST_VOCAB), (MOST_SHUFFLED // 512, 512)]:
+        ids = distinct_ids(batch, 5, vocab_size, torch.Generator().manual_seed(3))
+        order = torch.rand(batch, vocab_size, generator=torch.Generator().manual_seed(3))
+        assert torch.equal(ids, order.argsort(-1)[:, :5])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        (2**63, 10, 0, 3, 20),
+        (10**5000, 10, 0, 3, 20),
+        (2, 10, 0, 3, 2**63),
+        (2, 10, 0, 3, 10**5000),
+    ],
+    ids=["batch 2^63", "batch 10^5000", "vocab_size 2^63", "vocab_size 10^5000"],
+)
+def test_placed_repeats_names_itself_when_its_sizes_are_refused(arguments):
+    """placed_repeats(2**63, 10, 0, 3, 20) said 'distinct_ids would allocate ... bytes', a
+    function the caller never called."""
+    with pytest.raises(ValueError) as raised:
+        placed_repeats(*arguments)
+    assert str(raised.value).startswith("placed_repeats draws"), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "score", [previous_token_score, lambda weights: induction_score(weights, 20000)]
+)
+def test_weights_too_many_to_check_are_refused_even_in_a_view_of_one_number(score):
+    """previous_token_score(torch.zeros(1, 1).expand(40000, 40000)) scanned 1.6 billion numbers
+    for 16 s before it returned 0."""
+    raised, seconds = _timed(lambda: score(torch.zeros(1, 1).expand(40000, 40000)))
+    assert isinstance(raised, ValueError), raised
+    assert str(raised).startswith(
+        "weights hold 1,600,000,000 numbers (shape (40000, 40000)), more than the 2^26 = "
+        "67,108,864 a score checks one by one"
+    ), str(raised)
+    assert seconds < 0.1
+
+
+def test_the_most_weights_a_score_checks_are_scored():
+    n = int(MOST_WEIGHTS**0.5)
+    weights = torch.zeros(1, 1).expand(n, n)  # all-zero rows: queries with no key allowed
+    assert previous_token_score(weights).item() == 0.0

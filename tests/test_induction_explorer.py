@@ -305,6 +305,11 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
             lambda e: e.sequence_ids("repeat", 0, "", 64, "48"),
             "context_length must be a whole number >= 1, got '48'",
         ),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 10**8, 48),
+            "placed_repeats draws each row's different tokens from a random order of the whole "
+            "vocabulary, at most 2^20 = 1,048,576 tokens (vocab_size)",
+        ),
     ],
     ids=[
         "snapshot step",
@@ -316,6 +321,7 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
         "repeat in a context of 10",
         "repeat in a context of 0",
         "repeat in a context of '48'",
+        "repeat in a vocabulary of 10^8",
     ],
 )
 def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words):

@@ -615,7 +615,7 @@ def test_train_and_save_checks_both_models_before_training(tmp_path, monkeypatch
     ("recipe", "words"),
     [
         ({"vocab_size": 2**31 - 1}, "its recipe is not a valid one (batch_size * context_length"),
-        ({"vocab_size": 2**22, "batch_size": 1, "eval_batch": 1}, "would have 33,554,"),
+        ({"vocab_size": 2**20, "batch_size": 1, "eval_batch": 1}, "would have 8,388,928"),
         ({"d_model": 2**22}, "its recipe builds no loadable model ("),
         ({"context_length": 2**31 - 1, "batch_size": 1, "eval_batch": 1}, "its recipe"),
     ],
@@ -900,8 +900,13 @@ def test_torchs_cpu_generator_reads_only_a_seeds_low_32_bits():
                 "longest_block": 4,
                 "eval_length": 4,
             },
-            "training_batch would allocate 3221225736 bytes at its peak, more than 2^31 (2 GiB): "
-            "batch_size 1, context_length 8, vocab_size 268435456",
+            "training_batch draws each row's different tokens from a random order of the whole "
+            "vocabulary, at most 2^20 = 1,048,576 tokens (vocab_size) and 2^23 = 8,388,608 in "
+            "one call (batch_size x vocab_size), got batch_size 1, vocab_size 268435456",
+        ),
+        (
+            {"vocab_size": 2**17 + 1, "batch_size": 64, "eval_batch": 1},
+            "(batch_size x vocab_size), got batch_size 64, vocab_size 131073",
         ),
         (
             {
@@ -1139,7 +1144,10 @@ def test_a_recipe_with_a_rate_or_a_length_no_training_survives_is_refused(change
     ("changes", "words"),
     [
         ({"snapshot_every": 1}, "4,001 snapshots of each would take"),
-        ({"batch_size": 2**16}, "a batch: 65,536 rows x 48 positions would make a tensor"),
+        (
+            {"batch_size": 2**11, "context_length": 512},
+            "a batch: 2,048 rows x 512 positions would make a tensor",
+        ),
         ({"eval_batch": 2**15}, "measure on the held-out sequences would allocate"),
     ],
     ids=["1.6 GB of snapshots", "a batch the model refuses", "a held-out measure too large"],
@@ -1260,6 +1268,23 @@ def test_a_placement_map_names_a_vocabulary_smaller_than_the_context():
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"vocabulary \(10 tokens\) is smaller than its context"):
         placement_map(GPT(config), lengths=[2], rows=1)
+
+
+def test_a_placement_map_over_a_vocabulary_too_large_to_shuffle_names_itself():
+    """A vocabulary above what placed_repeats shuffles for a row, within measure's
+    bytes: the refusal named placed_repeats, which the caller never called (a thirteenth
+    hostile pass)."""
+    config = GPTConfig(
+        vocab_size=2**20 + 1, context_length=4, d_model=8, num_heads=2, num_layers=1, d_ff=8,
+        attention_only=True, position="rope",
+    )  # fmt: skip
+    with pytest.raises(ValueError) as raised:
+        placement_map(GPT(config), lengths=[2], rows=1)
+    assert str(raised.value).startswith(
+        "placement_map draws each row's different tokens from a random order of the whole "
+        "vocabulary, at most 2^20"
+    ), str(raised.value)
+    assert str(raised.value).endswith("got rows 1, vocab_size 1048577"), str(raised.value)
 
 
 def test_a_recipes_position_is_kept_as_a_plain_str():
