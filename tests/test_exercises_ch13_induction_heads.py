@@ -2144,3 +2144,39 @@ def test_a_score_that_reads_only_the_first_positions_is_refused(checker, answer,
     that corner was judged Correct (an eleventh learner's pass)."""
     verdict, out = run_checker(checker, answer)
     assert verdict is False, out
+
+
+# Regressions from a learner's pass: two previous-token scores that got the general hint
+
+
+def previous_score_of_whole_rows(weights):
+    return weights[..., 1:, :].mean((-2, -1))  # BUG: every key of each row, not key t - 1
+
+
+def previous_score_of_everything_below_the_diagonal(weights):
+    n = weights.shape[-1]
+    return weights.tril(-1).sum((-2, -1)) / (n - 1)  # BUG: every earlier key
+
+
+REFUSED_AFTER_A_LEARNERS_PASS = [
+    ("previous-token score", previous_score_of_whole_rows, "the mean of whole rows"),
+    (
+        "previous-token score",
+        previous_score_of_everything_below_the_diagonal,
+        "every weight below the diagonal (tril(-1)) is summed",
+    ),
+]
+WRONG += REFUSED_AFTER_A_LEARNERS_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_LEARNERS_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_previous_token_mistake_is_named_in_every_case_it_fails(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures and all(words in line for line in failures), out

@@ -331,6 +331,15 @@ def _previous_mistakes(weights: torch.Tensor) -> dict:
             ..., 1:
         ].mean(-1),
         "the sum over the queries: the score is their mean": below.sum(-1),
+        "the mean of whole rows, every key's weight: each query's score is its weight on the "
+        "one key just before it, weights[..., t, t - 1], the stripe below the diagonal "
+        "(torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1))": weights[..., 1:, :].mean(
+            (-2, -1)
+        ),
+        "every weight below the diagonal (tril(-1)) is summed, all the earlier keys: the score "
+        "reads only the key just before each query, weights[..., t, t - 1], the stripe "
+        "torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)": weights.tril(-1).sum((-2, -1))
+        / (n - 1),
         LEADING_DIMS: below.mean(),
         FIRST_MATRIX_ONLY: _first_matrix_only(below),
         **lower_precision_mistakes(lambda w: _stripe(w, -1).mean(-1), weights, "weights"),
