@@ -1789,3 +1789,39 @@ def test_a_centroid_computed_in_float16_is_named(run_checker):
     learner's pass)."""
     verdict, out = run_checker(check_attention_centroid, centroid_in_float16)
     assert verdict is False and "runs in torch.float16" in out, out
+
+
+# Regressions from a learner's pass: two wrong answers that got the general hint
+
+
+def sinusoidal_2d_without_cosines(rows, cols, d_model):
+    encoding = sinusoidal_2d(rows, cols, d_model).clone()
+    encoding[:, 1::2] = 0  # BUG: the cosines left out
+    return encoding
+
+
+def attention_centroid_on_a_grid_6_wide(weights, grid_size, patch_size):
+    index = torch.arange(weights.shape[-1])
+    patch = torch.stack([index // 6, index % 6], -1).to(weights.dtype)  # BUG: 6, not cols
+    centres = patch * patch_size + (patch_size - 1) / 2
+    return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+REFUSED_AFTER_A_LEARNERS_PASS = [
+    ("2-D sinusoidal encoding", sinusoidal_2d_without_cosines, "leaves the cosines zero"),
+    ("attention centroid", attention_centroid_on_a_grid_6_wide, "a grid 6 columns wide"),
+]
+WRONG += REFUSED_AFTER_A_LEARNERS_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_LEARNERS_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_mistake_of_a_learners_pass_is_named_in_every_case_it_fails(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures and all(words in line for line in failures), out

@@ -443,6 +443,13 @@ def _sinusoidal_2d_mistakes(
         .reshape(n, d_model // 2, 2)[..., :1]
         .expand(n, d_model // 2, 2)
         .reshape(n, d_model),
+        "leaves the cosines zero (the odd columns 1::2): each (sin, cos) pair holds the sine "
+        "in column 2i and the cosine of the same angle in column 2i + 1": torch.cat(
+            [by_row, by_col], -1
+        )
+        .reshape(n, d_model // 2, 2)
+        .mul(torch.tensor([1.0, 0.0]))
+        .reshape(n, d_model),
         "leaves the second half zeros: it encodes the patch's column": torch.cat(
             [by_row, torch.zeros_like(by_col)], -1
         ).reshape(n, d_model),
@@ -782,6 +789,13 @@ def _centroid_mistakes(weights: torch.Tensor, grid_size: tuple[int, int], p: int
         "places each patch's centre at its bottom-right pixel, r*p + p - 1: the p pixels "
         "r*p .. r*p + p - 1 have their centre halfway, at r*p + (p - 1)/2"
     ] = mean_of(centres + (p - 1) / 2)
+    if cols != 6:
+        six_wide = torch.stack([torch.arange(rows * cols) // 6, torch.arange(rows * cols) % 6], -1)
+        mistakes[
+            f"places the patches on a grid 6 columns wide (k // 6, k % 6) whatever grid_size "
+            f"says: here it is {cols} columns wide, so patch k lies in row k // cols, column "
+            f"k % cols, cols from grid_size"
+        ] = mean_of(six_wide.double() * p + (p - 1) / 2)
     for size in CENTROID_PATCH_SIZES:
         if size not in (1, p):  # (patches of one pixel: the patch indices, named above)
             mistakes[
