@@ -1850,3 +1850,96 @@ def test_a_detached_normaliser_is_named_from_the_gradient(run_checker):
     """Its gradient failure said only that the gradients differ (a ninth learner's pass)."""
     verdict, out = run_checker(check_answer_loss, answer_loss_with_a_detached_normaliser)
     assert verdict is False and "a detached log-sum-exp" in out, out
+
+
+# Regressions from a learner's pass: wrong answers that got another mistake's message or the
+# general hint
+
+
+def top_p_sorting_ascending_as_written(logits, top_p):
+    p, order = logits.softmax(-1).sort(-1)  # BUG: ascending
+    keep_sorted = (p.cumsum(-1) - p) < top_p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, NEG_INF)
+
+
+def top_p_returning_the_sorted_logits(logits, top_p):
+    ordered, _ = logits.sort(-1, descending=True)
+    p = ordered.softmax(-1)
+    return ordered.masked_fill(~((p.cumsum(-1) - p) < top_p), NEG_INF)  # BUG: never unsorted
+
+
+def prefix_every_position_reads_every_position(prompt_lengths, size):
+    return torch.ones(len(prompt_lengths), size, size, dtype=torch.bool)
+
+
+def prefix_with_the_causal_mask_transposed(prompt_lengths, size):
+    in_prompt = _in_prompt(prompt_lengths, size)
+    return causal_mask(size).T | (in_prompt[:, :, None] & in_prompt[:, None, :])
+
+
+def _answer_positions(sequences, separator_id):
+    return (sequences == separator_id).cumsum(-1)[:, :-1] > 0
+
+
+def answer_loss_on_probabilities(logits, sequences, separator_id):
+    m = _answer_positions(sequences, separator_id) & (sequences[:, 1:] != 0)
+    return F.cross_entropy(logits.softmax(-1)[m], sequences[:, 1:][m])  # BUG: probabilities
+
+
+def answer_loss_averaging_one_minus_p(logits, sequences, separator_id):
+    m = _answer_positions(sequences, separator_id) & (sequences[:, 1:] != 0)
+    p = logits.softmax(-1).gather(-1, sequences[:, 1:, None])[..., 0]
+    return (1 - p)[m].mean()  # BUG: 1 - p, not -log p
+
+
+def answer_loss_against_the_argmax(logits, sequences, separator_id):
+    m = _answer_positions(sequences, separator_id) & (sequences[:, 1:] != 0)
+    return F.cross_entropy(logits[m], logits.argmax(-1)[m])  # BUG: the model's own guesses
+
+
+def answer_loss_with_the_pads_of_the_inputs(logits, sequences, separator_id):
+    m = _answer_positions(sequences, separator_id) & (sequences[:, :-1] != 0)  # BUG: inputs
+    return F.cross_entropy(logits[m], sequences[:, 1:][m])
+
+
+REFUSED_AFTER_AN_EIGHTH_PASS = [
+    ("top-p filter", top_p_sorting_ascending_as_written, "sorted in ascending order"),
+    ("top-p filter", top_p_returning_the_sorted_logits, "the result is still in sorted order"),
+    ("prefix-LM mask", prefix_every_position_reads_every_position, "the mask is True everywhere"),
+    ("prefix-LM mask", prefix_with_the_causal_mask_transposed, "the causal part is transposed"),
+    ("answer loss", answer_loss_on_probabilities, "F.cross_entropy is given probabilities"),
+    ("answer loss", answer_loss_averaging_one_minus_p, "1 - p, the probability the target"),
+    ("answer loss", answer_loss_against_the_argmax, "the targets are the model's own predictions"),
+    ("answer loss", answer_loss_with_the_pads_of_the_inputs, "the pads are found among the"),
+]
+WRONG += REFUSED_AFTER_AN_EIGHTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_AN_EIGHTH_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_mistake_of_an_eighth_pass_is_named_first_in_every_case(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    assert all(f"({words}" in line for line in failures), out
+
+
+@pytest.mark.parametrize(
+    ("answer", "not_said"),
+    [
+        (prefix_every_position_reads_every_position, "longest prompt"),
+        (top_p_sorting_ascending_as_written, "the dropped tokens are 0"),
+        (top_p_dropping_to_zero, "sorted in ascending order"),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_an_eighth_pass_mistake_is_not_named_as_another(answer, not_said, run_checker):
+    checker = check_prefix_lm_mask if answer.__name__.startswith("prefix") else check_top_p_filter
+    verdict, out = run_checker(checker, answer)
+    assert verdict is False and not_said not in out, out

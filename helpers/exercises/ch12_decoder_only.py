@@ -243,6 +243,13 @@ EVERY_TOKEN_AT_ONE = (
 )
 
 
+ASCENDING = (
+    "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
+    "descending=True (sorted from the least likely, the running sum reaches top_p only among "
+    "the most likely tokens, so it cuts them, or nothing at all)"
+)
+
+
 def _ways_of_computing(logits: torch.Tensor, top_p: float) -> dict:
     """{diagnosis: what that mistake returns} for the mistakes that say how an answer computes
     every nucleus, below top_p = 1 (at 1 every token stays, whatever the way). The checker names
@@ -255,6 +262,7 @@ def _ways_of_computing(logits: torch.Tensor, top_p: float) -> dict:
         "the cumulative sum is over the sorted logits: sum the probabilities, softmax(logits), "
         "instead": _kept_only(logits, _kept_by_order(logits, top_p))
     }
+    ways[ASCENDING] = _kept_only(logits, _kept_by_order(logits.double().softmax(-1), top_p, False))
     if len(logits) > 1:
         over_everything = logits.flatten().softmax(-1)[None]  # (1, B * V)
         ways[
@@ -268,6 +276,21 @@ def _ways_of_computing(logits: torch.Tensor, top_p: float) -> dict:
             "back by its own order"
         ] = _kept_only(logits, _kept_by_order(logits[:1].softmax(-1), top_p).expand_as(logits))
     return ways
+
+
+STILL_SORTED = (
+    "the result is still in sorted order: its j-th entry is the j-th most likely token's logit; "
+    "return the logits in their own token order, the keep mask taken back to the token "
+    "positions (keep = zeros_like(keep_sorted).scatter(-1, order, keep_sorted)) and applied "
+    "to the logits as they came"
+)
+
+
+def _still_sorted(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The sorted logits with the nucleus cut in sorted order and never taken back, summed in
+    the logits' dtype (at top_p = 1 too, as such an answer does)."""
+    ordered = logits.sort(-1, descending=True).values
+    return ordered.masked_fill(~_kept_by_order(ordered.softmax(-1), top_p, back="none"), NEG_INF)
 
 
 def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
@@ -289,7 +312,6 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             f"not while the sum including it is ({EVERY_TOKEN_AT_ONE})"
         )
     renormalised = next_token_probabilities(logits, top_p=min(top_p, 1.0))
-    ascending = _kept_by_order(probabilities, top_p, False)
     mistakes = {
         short: _kept_only(logits, one_short),
         **_ways_of_computing(logits, top_p),
@@ -302,6 +324,7 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
         "keep = zeros_like(keep_sorted).scatter(-1, order, keep_sorted)": _kept_only(
             logits, _kept_by_order(probabilities, top_p, back="none")
         ),
+        STILL_SORTED: _still_sorted(logits, top_p),
         "returns the nucleus's probabilities, renormalised: return the logits, with -inf at the "
         "dropped tokens (the sampler takes the softmax)": renormalised,
         "returns probabilities (softmax) with 0 at the dropped tokens: return the logits "
@@ -322,11 +345,6 @@ def _top_p_mistakes(logits: torch.Tensor, top_p: float) -> dict:
             "the softmax runs over the batch axis (dim 0), mixing the rows: each row's "
             "probabilities are the softmax over its own tokens, softmax(dim=-1)"
         ] = _kept_only(logits, _kept_by_order(over_the_batch, top_p))
-    if not ascending.all():  # where it keeps every token, it is "nothing is cut" above
-        mistakes[
-            "sorted in ascending order: the nucleus is the most likely tokens, so sort with "
-            "descending=True"
-        ] = _kept_only(logits, ascending)
     in_float32 = None
     if top_p < 1 and logits.dtype == torch.float64:
         in_float32 = _kept_only(logits, _kept_by_order(logits.float().softmax(-1), top_p))
@@ -594,7 +612,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
                     got.detach().double(), returns.double(), atol=atol, equal_nan=True
                 )
         if not right and any(way in failures[-1] for way in ways):
-            naming_a_way.append((len(failures) - 1, got, logits, top_p, expected))
+            naming_a_way.append((len(failures) - 1, got, logits, top_p, expected, list(wrong)))
         elif (
             not right
             and failures[-1].startswith(f"{name}: at index")
@@ -602,7 +620,13 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
         ):
             failures[-1] += _what_the_kept_tokens_show(got, logits, top_p, expected)
         passed += right
-    for index, got, logits, top_p, expected in naming_a_way:
+    for index, got, logits, top_p, expected, diagnoses in naming_a_way:
+        for way in [
+            way for way, fit in fits.items() if fit
+        ]:  # it alone, not what it coincides with
+            for joined in diagnoses:
+                if way in joined and way != joined:
+                    failures[index] = failures[index].replace(f"({joined})", f"({way})")
         for way in [way for way, fit in fits.items() if not fit and way in failures[index]]:
             failures[index], nothing_named = _taken_out(failures[index], way)
             if nothing_named:
@@ -661,12 +685,24 @@ def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
     ]
 
 
+EVERY_PAIR = (
+    "the mask is True everywhere: every position reads every position, the answer included; it "
+    "is causal (position i reads positions 0..i), and only the prompt positions also read the "
+    "later prompt positions"
+)
+LONGEST_PROMPT = (
+    "every row uses the batch's longest prompt, prompt_lengths.max(): row b's prompt is its own "
+    "prompt_lengths[b] positions, and a shorter prompt must not read the answer after it"
+)
+
+
 def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
     right = prefix_lm_mask(prompt_lengths, size)
     in_prompt = _prompt_positions(prompt_lengths, size)
     causal = causal_mask(size)[None].expand_as(right)
     first = prompt_lengths[0].item()
-    return {
+    mistakes = {
+        EVERY_PAIR: torch.ones_like(right),
         "True where attending is NOT allowed: in this project True means may attend": ~right,
         "this is the plain causal mask: the answer reads the whole prompt under it anyway; what "
         "a prefix-LM adds is that each prompt position reads the LATER prompt positions too": (
@@ -682,6 +718,11 @@ def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
         ),
         "off by one: a prompt of length L is positions 0..L-1, and here its last position "
         "L-1 is left out of it": _prefix_mask_with(prompt_lengths, size, shift=-1),
+        "the causal part is transposed, the upper triangle (causal_mask(size).T, or triu): "
+        "there position i reads the LATER positions i..size-1; causal means key j <= query i, "
+        "the lower triangle, position i reading positions 0..i": (
+            causal.transpose(-2, -1) | (in_prompt[:, :, None] & in_prompt[:, None, :])
+        ),
         "the answer cannot read the prompt: outside the prompt the mask is causal, so an "
         "answer position reads the whole prompt and the answer before it": (
             (in_prompt[:, :, None] & in_prompt[:, None, :]) | (causal & ~in_prompt[:, None, :])
@@ -690,10 +731,11 @@ def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
         "prompt_lengths[b] positions": _prefix_mask_with(
             torch.full_like(prompt_lengths, first), size
         ),
-        "every row uses the batch's longest prompt, prompt_lengths.max(): row b's prompt is its "
-        "own prompt_lengths[b] positions, and a shorter prompt must not read the answer after "
-        "it": _prefix_mask_with(torch.full_like(prompt_lengths, prompt_lengths.max()), size),
+        LONGEST_PROMPT: _prefix_mask_with(
+            torch.full_like(prompt_lengths, prompt_lengths.max()), size
+        ),
     }
+    return named_together(mistakes)
 
 
 def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, size: int):
@@ -805,6 +847,7 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     thread count and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_mask)
     cases = prefix_mask_cases()
+    all_true = True  # the answer is True everywhere in every case so far
     for index, (name, prompt_lengths, size) in enumerate(cases):
         mistakes = _prefix_mistakes(prompt_lengths, size)
         answers = {}
@@ -824,8 +867,9 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
             forbidden={"helpers.decoder_only.prefix_lm_mask": prefix_lm_mask},
             names=("prompt_lengths", "size"),
         )
+        got = answers.get("got")
+        all_true = all_true and _readable_mask(got, prompt_lengths, size) and bool(got.all())
         if not right:
-            got = answers.get("got")
             if failures[-1].startswith(f"{name}: shape "):
                 _name_the_shape(failures, got, len(prompt_lengths))
             elif failures[-1].startswith(f"{name}: at index") and not any(
@@ -840,7 +884,22 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
                     f"range({longest_before})) where the argument `size` belongs?"
                 )
         passed += right
+    # Where the longest prompt is the whole row, its mask is True everywhere: the cases where
+    # it is not tell the two mistakes apart.
+    wrong_one = LONGEST_PROMPT if all_true else EVERY_PAIR
+    for index, failure in enumerate(failures):
+        if wrong_one in failure:
+            failures[index] = _taken_out(failure, wrong_one)[0]
     return report(failures, passed)
+
+
+def _readable_mask(got: object, prompt_lengths: torch.Tensor, size: int) -> bool:
+    return (
+        isinstance(got, torch.Tensor)
+        and got.layout == torch.strided
+        and not got.is_meta
+        and got.shape == (len(prompt_lengths), size, size)
+    )
 
 
 # 3. The loss over the answer
@@ -854,6 +913,29 @@ def _answer_loss(logits, sequences, separator_id):
 def _losses(logits, targets):
     """(B, T - 1): the cross-entropy of every position, pads included."""
     return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+
+
+PADS_AFTER_EOS = "the pads after <eos> are scored: leave the <pad> targets out of the mean"
+PADS_READ = (
+    "the pads are found among the tokens read, sequences[:, :-1] != 0: the position that reads "
+    "<eos> predicts a <pad>, and it is scored; leave out the positions whose TARGET is <pad>, "
+    "sequences[:, 1:] != 0"
+)
+
+
+def _pads_of_the_inputs(logits, targets, after_sep, from_sep, read, mean_over) -> dict:
+    """The pads found among the tokens read, named beside "the pads after <eos> are scored"
+    where the two give one loss (no row holds more than one <pad>)."""
+    every_pad = _losses(logits, targets).masked_fill(~after_sep, 0.0).sum() / after_sep.sum()
+    scored_at_eos = mean_over(after_sep & (read != PAD_ID))
+    alike = torch.allclose(scored_at_eos.double(), every_pad.double(), rtol=0, atol=1e-9)
+    return {
+        f"{PADS_READ}; or {PADS_AFTER_EOS}" if alike else PADS_READ: scored_at_eos,
+        f"{PADS_READ}; and the prediction of <sep> is scored too: the answer's targets are the "
+        f"tokens after <sep>, the first read at <sep> itself": mean_over(
+            from_sep & (read != PAD_ID)
+        ),
+    }
 
 
 def _answer_mistakes(logits, sequences, separator_id) -> dict:
@@ -891,6 +973,18 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "-log softmax(logits)[target] (F.nll_loss wants log_softmax, not softmax)": (
             -chosen_probabilities[scored].mean()
         ),
+        "F.cross_entropy is given probabilities (softmax): it takes the raw logits and applies "
+        "log_softmax itself, so pass the logits as they are": F.cross_entropy(
+            logits.softmax(-1)[scored], targets[scored]
+        ),
+        "1 - p, the probability the target misses, is averaged instead of -log p: the "
+        "cross-entropy is -log softmax(logits)[target] (F.cross_entropy)": (
+            1 - chosen_probabilities
+        )[scored].mean(),
+        "the targets are the model's own predictions, logits.argmax(-1): the targets are the "
+        "tokens that come next, sequences[:, 1:]": F.cross_entropy(
+            logits[scored], logits.argmax(-1)[scored]
+        ),
         "the English is scored instead of the answer: the mask is the wrong way round; score "
         "the targets AFTER <sep>": mean_over(~after_sep & (targets != PAD_ID)),
         "the English is scored instead of the answer: score the targets after <sep> (the "
@@ -905,15 +999,14 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         ),
         "the English is scored too: that is the loss over the whole sequence; score only the "
         "targets after <sep>": mean_over(targets != PAD_ID),
-        "the pads after <eos> are scored: leave the <pad> targets out of the mean": (
-            losses.masked_fill(~after_sep, 0.0).sum() / after_sep.sum()
-        ),
+        PADS_AFTER_EOS: (losses.masked_fill(~after_sep, 0.0).sum() / after_sep.sum()),
         "the pads after <eos> are scored as predictions of <eos>: a <pad> target is no token of "
         "the answer; leave it out of the loss (ignore_index=0), do not turn it into <eos>": (
             F.cross_entropy(
                 logits[after_sep], targets.masked_fill(targets == PAD_ID, EOS_ID)[after_sep]
             )
         ),
+        **_pads_of_the_inputs(logits, targets, after_sep, seen[:, 1:] > 0, read, mean_over),
         "the sum over the scored positions is divided by every position after <sep>, the pads "
         "after <eos> included: divide by the number of scored positions only, the French "
         "tokens and <eos>": (losses * scored).sum() / after_sep.sum(),
