@@ -260,3 +260,15 @@ def test_millions_may_be_counted_in_wan():
     assert problems(notebook, catalogue) == [
         "cell 0 (id prose), markdown: the number 4.2 is missing"
     ]
+
+
+def test_bold_that_markdown_would_show_as_asterisks_is_refused():
+    notebook, catalogue = _small()
+    notebook.cells[0].source = PROSE + " **Step 1:** reshape."
+    entry = catalogue.find(PROSE, msgctxt="prose")
+    entry.msgid = notebook.cells[0].source
+    entry.msgstr = CHINESE_PROSE + "**第 1 步：**改变形状。"
+    (found,) = problems(notebook, catalogue)
+    assert found.startswith("cell 0 (id prose), markdown: a ** that markdown does not read as bold")
+    entry.msgstr = CHINESE_PROSE + "**第 1 步：** 改变形状。"
+    assert problems(notebook, catalogue) == []

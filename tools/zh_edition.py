@@ -28,6 +28,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+import mistune
 import nbformat
 import polib
 
@@ -451,6 +452,11 @@ def rule_problems(unit: Unit, chinese: str) -> list[str]:
             found.append(f"the number {number} is missing")
     if unit.kind == "markdown" and HEADING.findall(unit.text) != HEADING.findall(chinese):
         found.append("the headings differ from the English's in number or level")
+    if unit.kind == "markdown" and _unread_bold(chinese) and not _unread_bold(unit.text):
+        found.append(
+            "a ** that markdown does not read as bold (after punctuation, a closing ** needs a "
+            "space or punctuation after it; before punctuation, an opening ** needs one before it)"
+        )
     if unit.kind == "trailing comment" and "\n" in chinese.strip():
         found.append("a comment after code must stay on one line")
     if not CJK.search(chinese) and (unit.kind == "markdown" or PROSE_RUN.search(unit.text)):
@@ -469,6 +475,13 @@ def _in_chinese_units(number: str, english: str) -> set[str]:
         if re.search(rf"(?<![\w.]){re.escape(number)} {scale}\b", english):
             found.add(f"{float(number.replace(',', '')) * times:g}")
     return found
+
+
+def _unread_bold(text: str) -> bool:
+    """Whether a ** is left as it is when the text is rendered as markdown (CommonMark reads
+    "**粗体：**后文" as text: a ** after punctuation closes only before a space or punctuation)."""
+    html = re.sub(r"<code>.*?</code>", "", mistune.html(FORMULA.sub("x", text)), flags=re.DOTALL)
+    return "**" in html
 
 
 def _spans(pattern: re.Pattern, text: str) -> set[str]:
