@@ -23,7 +23,10 @@ NARROWED = ["UNIT_TESTS=tests/test_timing.py", f"NOTEBOOKS={ONE_CELL}"]
 
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory) -> Path:
-    """The files git would clone (and new ones not ignored), as they are in this checkout."""
+    """The files git would clone (and new ones not ignored), as they are in this checkout,
+    whose set-up is done first: were it out of date, make in the copy would install into the
+    shared .venv, pointing its editable install of helpers at the copy."""
+    subprocess.run(["make", "setup"], cwd=ROOT, capture_output=True, check=True)
     copy = tmp_path_factory.mktemp("fresh") / "attention"
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
@@ -84,6 +87,13 @@ def test_make_test_passes_without_a_browser_and_says_so(fresh_copy, machine_with
     assert " passed" in out and out.count("passed") >= 2, out  # the unit tests and the notebook
     last = out.strip().splitlines()[-1]
     assert last.startswith("Skipped: the browser tests did not run") and GET_ONE in last, out
+    where = subprocess.run(
+        [ROOT / ".venv/bin/python", "-c", "import helpers; print(helpers.__file__)"],
+        cwd=fresh_copy.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert where.stdout.strip() == str(ROOT / "helpers/__init__.py"), where.stderr  # not the copy
 
 
 def test_make_test_fails_without_a_browser_under_ci(fresh_copy, machine_without_a_browser):
