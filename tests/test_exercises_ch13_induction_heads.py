@@ -1270,8 +1270,9 @@ def test_the_prompt_and_the_docstrings_state_what_the_model_must_keep():
         assert "model's dtype" in text and "no in-place operation on it" in text
 
 
-# Regressions from a fourth learner's pass: a forward put back by assignment, attributes added
-# to the model (with or without a leading _), and an attribute set again to the value it had
+# Regressions from a fourth learner's pass: attributes added to the model (with or without a
+# leading _), and an attribute set again to the value it had; from a later pass, a forward put
+# back by assignment (an instance attribute left, though it is the module's own forward)
 
 
 def _zeroing_forward(W_o, original, columns):
@@ -1292,7 +1293,18 @@ def putting_the_saved_forward_back_by_assignment(model, ids, layer, head):
     try:
         return model(ids)
     finally:
-        W_o.forward = original  # the bound method saved: W_o runs as it came
+        W_o.forward = original  # BUG: W_o runs as it came, but keeps an attribute `forward`
+
+
+def deleting_the_patched_forward(model, ids, layer, head):
+    W_o = model.blocks[layer].attention.W_o
+    W_o.forward = _zeroing_forward(
+        W_o, W_o.forward, slice(head * _d_head(model), (head + 1) * _d_head(model))
+    )
+    try:
+        return model(ids)
+    finally:
+        del W_o.forward  # the class's forward runs again
 
 
 def setting_dropout_to_the_value_it_had(model, ids, layer, head):
@@ -1339,7 +1351,7 @@ def replacing_W_o_weight_with_a_zeroed_parameter(model, ids, layer, head):
 
 @pytest.mark.parametrize(
     "answer",
-    [putting_the_saved_forward_back_by_assignment, setting_dropout_to_the_value_it_had],
+    [deleting_the_patched_forward, setting_dropout_to_the_value_it_had],
     ids=lambda answer: answer.__name__,
 )
 def test_a_model_put_back_as_it_behaved_is_accepted(answer, run_checker):
@@ -1373,6 +1385,11 @@ def zeroing_the_columns_one_to_the_right(model, ids, layer, head):
 
 
 ATTRIBUTES_LEFT_CHANGED = [
+    (
+        putting_the_saved_forward_back_by_assignment,
+        "leaves an instance attribute forward on model.blocks.0.attention.W_o (the bound "
+        "method you saved, assigned back",
+    ),
     (
         keeping_the_handle_on_the_model,
         "adds model._ablation_handle (a RemovableHandle) and leaves it there",
@@ -1455,7 +1472,7 @@ def test_a_model_left_with_an_attribute_changed_is_refused_in_every_case(
 @pytest.mark.parametrize(
     "answer",
     [keeping_the_handle_on_the_model, keeping_the_handle_on_the_attention, deleting_an_attribute,
-     replacing_W_o_weight_with_a_zeroed_parameter],
+     replacing_W_o_weight_with_a_zeroed_parameter, putting_the_saved_forward_back_by_assignment],
     ids=lambda answer: answer.__name__,
 )  # fmt: skip
 def test_a_model_left_with_an_attribute_changed_is_put_back_as_it_came(answer):

@@ -1058,8 +1058,8 @@ def _described(value: object) -> str:
 
 
 def _is_the_class_forward(module: nn.Module, forward: object) -> bool:
-    """forward behaves as the module's own: its class's forward bound to it (what
-    `original = module.forward` saved, put back by `module.forward = original`)."""
+    """forward is the module's own: its class's forward bound to it (what
+    `original = module.forward` saved, assigned back by `module.forward = original`)."""
     return (
         getattr(forward, "__func__", None) is type(module).forward
         and getattr(forward, "__self__", None) is module
@@ -1134,8 +1134,8 @@ def _where(module_name: str, attribute: str) -> str:
 
 
 def _put_back_forward(state: dict, name: str, module: nn.Module) -> list[str]:
-    """A forward left on the module that is not the one it came with, unless it is the
-    module's own (a bound method saved and assigned back)."""
+    """A forward left on the module that is not the one it came with, the module's own among
+    them (a bound method saved and assigned back: an instance attribute it came without)."""
     before = state["attributes"][name].get("forward", _MISSING)
     now = vars(module).get("forward", _MISSING)
     if now is before:
@@ -1145,12 +1145,18 @@ def _put_back_forward(state: dict, name: str, module: nn.Module) -> list[str]:
     else:
         module.forward = before
     if before is _MISSING and _is_the_class_forward(module, now):
-        return []
+        owner = f"model.{name}" if name else "model"
+        return [
+            f"leaves an instance attribute forward on {owner} (the bound method you saved, "
+            f"assigned back: it runs the module's own forward, but the model must come back "
+            f"with the attributes it had, and the module came without this one): del it in "
+            f"finally (`del module.forward`), and the class's forward runs again"
+        ]
     return [
         f"leaves {_where(name, 'forward')} replaced ({_described(now)} where the module's own "
         f"forward was): every later forward pass of the model would run the replacement; use a "
         f"forward pre-hook, or put the original back in a `finally:` block (`del "
-        f"module.forward`, or assign the bound method you saved)"
+        f"module.forward`, not an assignment of the bound method you saved)"
     ]
 
 
