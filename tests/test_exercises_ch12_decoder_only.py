@@ -457,7 +457,6 @@ WRONG = [
     ("answer loss", answer_loss_mean_per_sentence, "a mean per sentence, then over the"),
     ("answer loss", answer_loss_summed, "the sum over the scored positions"),
     ("answer loss", answer_loss_with_label_smoothing, "label smoothing"),
-    ("answer loss", answer_loss_with_separator_8000, "the separator is taken to be 8000"),
     ("answer loss", answer_loss_per_sentence, "shape (3,), expected () (one number"),
     ("answer loss", answer_loss_masking_sequences_in_place, "changes its input `sequences`"),
     ("answer loss", answer_loss_as_a_python_number, "no gradient flows back to the inputs"),
@@ -1943,3 +1942,54 @@ def test_an_eighth_pass_mistake_is_not_named_as_another(answer, not_said, run_ch
     checker = check_prefix_lm_mask if answer.__name__.startswith("prefix") else check_top_p_filter
     verdict, out = run_checker(checker, answer)
     assert verdict is False and not_said not in out, out
+
+
+# Regressions from a ninth learner's pass: a top_p and a separator id typed in where the
+# argument belongs (named by that, not by ties, top_p = 1 or the English), and the perplexity
+
+
+def top_p_with_its_own_top_p(logits, top_p):
+    return top_p_filter(logits, 0.9)  # BUG: the argument is never read
+
+
+def answer_loss_finding_a_fixed_sep_by_argmax(logits, sequences, separator_id):
+    start = (sequences == 8000).int().argmax(-1, keepdim=True)  # BUG: 8000, not separator_id
+    m = (torch.arange(sequences.shape[1] - 1) >= start) & (sequences[:, 1:] != 0)
+    return F.cross_entropy(logits[m], sequences[:, 1:][m])  # no 8000: the whole sequence
+
+
+def answer_loss_as_perplexity(logits, sequences, separator_id):
+    return answer_loss(logits, sequences, separator_id).exp()  # BUG: exp(loss)
+
+
+REFUSED_AFTER_A_NINTH_PASS = [
+    (
+        "top-p filter",
+        top_p_with_its_own_top_p,
+        "keeps the same nucleus whatever top_p is, that of top_p = 0.9",
+    ),
+    ("answer loss", answer_loss_with_separator_8000, "looks for <sep> as a fixed id, 8000"),
+    (
+        "answer loss",
+        answer_loss_finding_a_fixed_sep_by_argmax,
+        "looks for <sep> as a fixed id, 8000",
+    ),
+    ("answer loss", answer_loss_as_perplexity, "returns exp(loss), the perplexity, not the"),
+]
+WRONG += REFUSED_AFTER_A_NINTH_PASS  # tests/test_exercises.py names each
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    REFUSED_AFTER_A_NINTH_PASS,
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_mistake_of_a_ninth_pass_is_named_alone_in_every_case_it_fails(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures, out
+    assert all(line.endswith(")") and f"({words}" in line for line in failures), out
+    other_diagnoses = ("as many of the tied tokens", "where every token stays", "English is")
+    assert not any(said in out for said in other_diagnoses), out

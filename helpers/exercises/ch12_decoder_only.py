@@ -8,6 +8,7 @@
 """
 
 import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -32,6 +33,19 @@ from helpers.translation import EOS_ID, PAD_ID
 __all__ = ["check_answer_loss", "check_prefix_lm_mask", "check_top_p_filter"]
 
 NEG_INF = float("-inf")
+
+
+WRONG_VALUE = re.compile(r"(NaN at index \([^)]*\)|at index \([^)]*\) got \S+, expected \S+)")
+
+
+def _renamed(failures: list, index: int, name: str, diagnosis: str) -> None:
+    """failures[index], a wrong value, with `diagnosis` in place of whatever it named."""
+    value = WRONG_VALUE.match(failures[index].removeprefix(f"{name}: "))
+    failures[index] = f"{name}: {value.group(1)} ({diagnosis})"
+
+
+def _a_wrong_value(failure: str, name: str) -> bool:
+    return WRONG_VALUE.match(failure.removeprefix(f"{name}: ")) is not None
 
 
 # 1. Top-p (nucleus) filtering
@@ -570,6 +584,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
     deterministic-algorithms setting, thread count and module hooks as they were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_filter)
     naming_a_way, fits = [], {}  # fits: {way of computing: the answer returns it so far}
+    outcomes = []  # (name, logits, top_p, the answer, index of its failure or None)
     cases = top_p_cases()
     for index, (name, logits, top_p) in enumerate(cases):
         mistakes = {
@@ -620,6 +635,7 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
         ):
             failures[-1] += _what_the_kept_tokens_show(got, logits, top_p, expected)
         passed += right
+        outcomes.append((name, logits, top_p, got, None if right else len(failures) - 1))
     for index, got, logits, top_p, expected, diagnoses in naming_a_way:
         for way in [
             way for way, fit in fits.items() if fit
@@ -632,7 +648,40 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
             if nothing_named:
                 failures[index] += _what_the_kept_tokens_show(got, logits, top_p, expected)
                 break
+    _name_a_fixed_top_p(failures, outcomes)
     return report(failures, passed)
+
+
+def _name_a_fixed_top_p(failures: list, outcomes: list) -> None:
+    """outcomes: (name, logits, top_p, the answer, index of its failure or None) per case.
+    Where the answer keeps, in every case, the nucleus of one of the cases' top_p below 1, and
+    each case it fails is a wrong value, it filters with that top_p whatever top_p says: name
+    that in each case it fails."""
+    wrong = [
+        (name, top_p, failure) for name, _, top_p, _, failure in outcomes if failure is not None
+    ]
+    if not wrong or not all(_a_wrong_value(failures[failure], name) for name, _, failure in wrong):
+        return
+    for fixed in sorted({top_p for _, _, top_p, _, _ in outcomes if top_p < 1}):
+        if all(
+            _readable(got, logits)
+            and torch.allclose(
+                got.detach().double(),
+                _kept_only(logits, _nucleus_like(got, logits, fixed)).double(),
+                atol=1e-6,
+                equal_nan=True,
+            )
+            for _, logits, _, got, _ in outcomes
+        ):
+            for name, top_p, failure in wrong:
+                _renamed(
+                    failures,
+                    failure,
+                    name,
+                    f"keeps the same nucleus whatever top_p is, that of top_p = {fixed:g} (here "
+                    f"top_p = {top_p:g}): use the top_p argument",
+                )
+            return
 
 
 def _taken_out(failure: str, diagnosis: str) -> tuple[str, bool]:
@@ -1077,12 +1126,43 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "1:], a second shift): the logits are (B, T - 1, V) already, position t's prediction of "
         "token t + 1, so they pair with sequences[:, 1:] as they are"
     ] = F.cross_entropy(logits[:, :-1][shifted_again], targets[:, 1:][shifted_again])
+    mistakes[
+        "returns exp(loss), the perplexity, not the mean cross-entropy: return the loss itself"
+    ] = _answer_loss(logits, sequences, separator_id).exp()
     if separator_id != 8000:
         hard_wired = loss_targets(sequences, 8000, "answer").flatten()
-        mistakes[
-            f"the separator is taken to be 8000: use the separator_id given ({separator_id} here)"
-        ] = F.cross_entropy(logits.flatten(0, 1), hard_wired, ignore_index=PAD_ID)
+        mistakes[_fixed_separator(8000, separator_id)] = F.cross_entropy(
+            logits.flatten(0, 1), hard_wired, ignore_index=PAD_ID
+        )
     return mistakes
+
+
+def _fixed_separator(fixed: int, separator_id: int) -> str:
+    return (
+        f"looks for <sep> as a fixed id, {fixed}, not separator_id ({separator_id} here): use "
+        f"the argument"
+    )
+
+
+def _name_a_fixed_separator(failures: list, outcomes: list) -> None:
+    """outcomes: (name, separator_id, index of its failure or None) per case. Where the answer
+    is right in exactly the cases of one separator id and its value is wrong in every other
+    case, it looks for that id whatever separator_id says: name that in each of those cases
+    (what it returns there depends on how it finds <sep>: NaN where no position is scored, the
+    whole sequence where a missing <sep> is taken to be at position 0)."""
+    right = {separator_id for _, separator_id, failure in outcomes if failure is None}
+    wrong = [
+        (name, separator_id, failure)
+        for name, separator_id, failure in outcomes
+        if failure is not None
+    ]
+    if len(right) != 1 or not wrong or any(separator_id in right for _, separator_id, _ in wrong):
+        return
+    if not all(_a_wrong_value(failures[failure], name) for name, _, failure in wrong):
+        return
+    (fixed,) = right
+    for name, separator_id, failure in wrong:
+        _renamed(failures, failure, name, _fixed_separator(fixed, separator_id))
 
 
 def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
@@ -1133,6 +1213,7 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     anomaly detection, deterministic-algorithms setting, thread count and module hooks as they
     were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)
+    outcomes = []  # (name, separator_id, index of its failure or None)
     for name, logits, sequences, separator_id in answer_loss_cases():
         seen = {}
 
@@ -1145,7 +1226,7 @@ def check_answer_loss(learner_loss: Callable) -> bool:
             return _answer_loss(lg, seq, separator_id)
 
         before = len(failures)
-        passed += run_case(
+        right = run_case(
             name,
             learner,
             (logits, sequences),
@@ -1163,10 +1244,13 @@ def check_answer_loss(learner_loss: Callable) -> bool:
             },
             names=("logits", "sequences"),
         )
+        passed += right
+        outcomes.append((name, separator_id, None if right else len(failures) - 1))
         if len(failures) > before and failures[-1].startswith(f"{name}: shape ("):
             failures[-1] += " (one number: the mean over every scored position of the batch)"
         if len(failures) > before and failures[-1].startswith(f"{name}: the values are right"):
             _name_an_unscored_position(failures, seen.get("gradient"), sequences, separator_id)
+    _name_a_fixed_separator(failures, outcomes)
     return report(failures, passed)
 
 
