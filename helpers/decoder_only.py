@@ -6,6 +6,7 @@ about its number of parameters; it decodes through chapter 08's step interface, 
 09's greedy decoding, beam search and BLEU serve unchanged.
 """
 
+import copy
 import math
 import numbers
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -462,7 +463,7 @@ class DecoderOnlyTranslator(GPT):
             )
         caches = []
         for cache in state["caches"]:
-            chosen = type(cache)()
+            chosen = copy.copy(cache)  # still the model's that made or filled the cache
             if cache.keys is not None:
                 chosen.keys, chosen.values = cache.keys[rows], cache.values[rows]
             caches.append(chosen)

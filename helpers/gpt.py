@@ -317,7 +317,7 @@ class GPT(nn.Module):
                 f"the rows the caches were filled with (a new batch needs model.new_caches())"
             )
         for cache in caches or ():
-            _CACHE_MODELS[cache] = weakref.ref(self)  # this pass fills them
+            cache.filled_by = weakref.ref(self)  # this pass fills them
         return start
 
     def _features(self, ids: torch.Tensor, caches: list | None, start: int) -> torch.Tensor:
@@ -337,10 +337,11 @@ class GPT(nn.Module):
         return self.norm(x)
 
     def new_caches(self) -> list[KeyValueCache]:
-        """One empty KeyValueCache per layer, this model's: another model refuses them."""
+        """One empty KeyValueCache per layer, this model's: another model refuses them and
+        their copies (cache.filled_by, a weak reference to the model, which copies keep)."""
         caches = [KeyValueCache() for _ in self.blocks]
         for cache in caches:
-            _CACHE_MODELS[cache] = weakref.ref(self)
+            cache.filled_by = weakref.ref(self)
         return caches
 
     def _check_caches(self, caches: object) -> tuple[int, int | None]:
@@ -375,8 +376,10 @@ class GPT(nn.Module):
         if shapes[0] is not None:
             self._check_cache_layout(caches[0], shapes[0])
         for layer, cache in enumerate(caches):
-            made_by = _CACHE_MODELS.get(cache)
-            if made_by is not None and made_by() is not self:
+            made_by = getattr(cache, "filled_by", None)
+            if made_by is not None and not (
+                isinstance(made_by, weakref.ReferenceType) and made_by() is self
+            ):
                 raise ValueError(
                     f"caches[{layer}] was made or filled by another model (another GPT of these "
                     f"sizes fills caches of the same shape with its own keys and values): use "
@@ -415,10 +418,6 @@ class GPT(nn.Module):
     def attention_maps(self) -> list[torch.Tensor | None]:
         """Each layer's attention weights in the last forward pass: (B, heads, T, cached + T)."""
         return [block.attention.attention_weights for block in self.blocks]
-
-
-# each KeyValueCache a GPT made (new_caches) or filled: a weak reference to that model
-_CACHE_MODELS = weakref.WeakKeyDictionary()
 
 
 def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: int = 0) -> str:
@@ -491,8 +490,8 @@ def check_forward_size(
     keys_shown = f"{shown_count(keys)} keys" + (f" (the {keys_name})" if keys_name else "")
     widths = {  # the tensors a pass makes, by width: the first widest one is named
         f"logits, vocab_size {config.vocab_size:,}": config.vocab_size,
-        f"the feed-forward's hidden layer, d_ff {config.d_ff:,}": config.d_ff,
-        f"the residual stream, d_model {config.d_model:,}": config.d_model,
+        f"feed-forward's hidden layer, d_ff {config.d_ff:,}": config.d_ff,
+        f"residual stream, d_model {config.d_model:,}": config.d_model,
         f"attention weights, {config.num_heads} heads x {keys_shown}": config.num_heads * keys,
     }
     widest_tensor, widest = max(widths.items(), key=lambda item: item[1])
@@ -502,10 +501,11 @@ def check_forward_size(
         if widest_tensor.startswith("attention"):
             advice += f", or a smaller {keys_name or 'number of keys'} than {shown_count(keys)}"
         raise ValueError(
-            f"{name}: {shown_count(rows)} rows x {shown_count(positions)} positions would make a "
-            f"tensor of {shown_count(numbers)} numbers (x {shown_count(widest)}: the "
-            f"{widest_tensor}), more than 2^28 = {LARGEST_ACTIVATION:,} (1 GiB of float32, and "
-            f"a forward pass holds several such tensors at once): {advice}"
+            f"{name}: {shown_count(rows)} row{'s' * (rows != 1)} x {shown_count(positions)} "
+            f"position{'s' * (positions != 1)} would make a tensor of {shown_count(numbers)} "
+            f"numbers (x {shown_count(widest)}: the {widest_tensor}), more than 2^28 = "
+            f"{LARGEST_ACTIVATION:,} (1 GiB of float32, and a forward pass holds several such "
+            f"tensors at once): {advice}"
         )
 
 
@@ -525,8 +525,8 @@ def check_sampling_size(
         raise ValueError(
             f"{name}: sampling {shown_count(rows)} rows from a vocabulary of "
             f"{config.vocab_size:,} holds {SAMPLING_COPIES} float64 tensors of rows x "
-            f"vocabulary at once, {rows * per_row * 4 / 2**30:.3g} GiB, more than 1 GiB "
-            f"(2^28 = {LARGEST_ACTIVATION:,} float32 numbers): sample at most "
+            f"vocabulary at once, {shown_count(rows * per_row * 4)} bytes, more than 1 GiB = "
+            f"{LARGEST_ACTIVATION * 4:,} bytes (2^28 float32 numbers): sample at most "
             f"{LARGEST_ACTIVATION // per_row:,} rows at a time, or decode greedily (temperature 0)"
         )
 

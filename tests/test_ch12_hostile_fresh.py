@@ -112,6 +112,17 @@ def test_select_takes_int32_rows_as_int64_ones(translator, state):
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
+def test_selected_caches_stay_the_models_that_filled_them():
+    """select() built new caches that no model owned, so a translator of the same sizes
+    decoded from another one's keys without a word."""
+    model, other = small_translator(11, 5), small_translator(11, 5)
+    start, first = torch.tensor([[BOS_ID, 3, 5]]), torch.tensor([0])
+    with pytest.raises(ValueError, match=r"caches\[0\] was made or filled by another model"):
+        other.decode_step(model.select(model.start_state(start), first), first)
+    chosen = model.decode_step(model.select(model.start_state(start), first), first)[0]
+    torch.testing.assert_close(chosen, model.decode_step(model.start_state(start), first)[0])
+
+
 def filled_cache(dtype=torch.float32) -> KeyValueCache:
     cache = KeyValueCache()
     cache.extend(torch.zeros(1, 2, 3, 4, dtype=dtype), torch.zeros(1, 2, 3, 4, dtype=dtype))

@@ -1361,7 +1361,7 @@ def test_a_file_whose_sinusoid_table_is_too_large_to_build_is_refused(tmp_path):
         ({"num_layers": 10**6}, "this config asks for .* parameters"),
         ({"d_model": 2**40}, "this config asks for .* parameters"),
         ({"context_length": 2**40}, "this config asks for .* parameters"),
-        ({"max_tokens": 10**5000}, r"max_tokens \(tokens in a batch\): 1 rows x about 10\^5000"),
+        ({"max_tokens": 10**5000}, r"max_tokens \(tokens in a batch\): 1 row x about 10\^5000"),
     ],
 )
 def test_a_recipe_no_training_could_follow_is_named_when_it_is_made(changes, message):

@@ -405,6 +405,20 @@ def test_caches_made_or_filled_by_another_model_of_the_same_sizes_are_refused(fi
     torch.testing.assert_close(model(ids[:, 3:], own)[:, -1], model(ids)[:, -1])
 
 
+@pytest.mark.parametrize("copied", [copy.copy, copy.deepcopy], ids=["copy", "deepcopy"])
+@torch.no_grad()  # deepcopy takes only tensors outside a graph
+def test_a_copy_of_another_models_caches_is_refused_and_ones_own_taken(copied):
+    """A copied cache lost its owner, so another GPT of the same sizes read its keys."""
+    model, other, ids = small_gpt(), small_gpt(), prompt(3, 4)
+    caches = filled_caches(other, ids[:, :3])
+    with pytest.raises(ValueError, match=r"caches\[0\] was made or filled by another model"):
+        model(ids[:, 3:], [copied(cache) for cache in caches])
+    own = filled_caches(model, ids[:, :3])
+    torch.testing.assert_close(
+        model(ids[:, 3:], [copied(cache) for cache in own])[:, -1], model(ids)[:, -1]
+    )
+
+
 def test_caches_from_one_models_passes_are_taken_as_a_tuple_too():
     model, ids = small_gpt(), prompt(3, 5)
     caches = tuple(filled_caches(model, ids[:, :4]))
@@ -548,8 +562,10 @@ def test_sampling_too_large_to_hold_is_refused_before_any_work():
     message = f"ids: sampling {most + 1:,} rows from a vocabulary of 8,001 holds"
     with pytest.raises(ValueError, match=message):
         generate(model, rows, 1, 1.0, top_p=0.9, generator=torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError, match=f"sample at most {most:,} rows at a time"):
+    with pytest.raises(ValueError, match=f"sample at most {most:,} rows at a time") as caught:
         gpt.check_sampling_size(model.config, most + 1, 0.5, "ids")
+    needed = (most + 1) * gpt.SAMPLING_COPIES * 2 * model.config.vocab_size * 4
+    assert f"{needed:,} bytes, more than 1 GiB = {2**30:,} bytes" in str(caught.value)
     hook.remove()
     assert generate(model, rows, 1, temperature=0).shape == (most + 1, 2)  # greedy: an argmax
     assert generate(model, rows, 0, 1.0).shape == (most + 1, 1)  # nothing drawn
@@ -716,6 +732,17 @@ def test_a_forward_pass_whose_intermediates_need_gigabytes_is_refused():
     with pytest.raises(ValueError, match="1,000,000 rows x 16 positions .* more than 2\\^28"):
         model(ids)
     assert gpt.LARGEST_ACTIVATION * 4 <= 2**30  # the limit stated: 1 GiB of float32
+
+
+def test_a_forward_size_message_reads_one_row_and_one_position_and_no_doubled_word():
+    """It said '1 rows x ...' and 'the the feed-forward's hidden layer'."""
+    config = GPTConfig(50, 16, 32, 4, 2, 64)  # d_ff, the widest of a pass's tensors
+    many = gpt.LARGEST_ACTIVATION // config.d_ff + 1
+    with pytest.raises(ValueError, match=f"ids: 1 row x {many:,} positions would") as caught:
+        gpt.check_forward_size(config, 1, many, 1)
+    assert "(x 64: the feed-forward's hidden layer, d_ff 64)" in str(caught.value)
+    with pytest.raises(ValueError, match=f"ids: {many:,} rows x 1 position would"):
+        gpt.check_forward_size(config, many, 1, 1)
 
 
 def test_a_block_names_a_config_that_is_not_one():
