@@ -75,13 +75,10 @@ def savable_path(path: object) -> Path:
             "checkpoint without .sha256, for example model.pt"
         )
     try:  # the checksum file records the name as UTF-8 text
-        os.fsencode(path)
         path.name.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise CheckpointError(
-            f"cannot save {ascii(str(path))}: its name holds {ascii(error.object[error.start])}, "
-            f"which {error.encoding} cannot encode (the checksum file records the name as text): "
-            "name the file in plain characters"
+        raise _unencodable(
+            path, "cannot save", error, " (the checksum file records the name as text)"
         ) from None
     if _kind(path, "cannot save") == "folder":
         raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
@@ -136,6 +133,10 @@ def _kind(path: Path, doing: str) -> str:
     shown = shown_path(path)
     if "\0" in str(path):  # the system reads a name up to its first NUL byte
         raise CheckpointError(f"{doing} {ascii(str(shown))}: a file name holds no NUL byte (\\x00)")
+    try:  # a lone surrogate (\ud800) has no bytes in the file system's encoding
+        os.fsencode(path)
+    except UnicodeEncodeError as error:
+        raise _unencodable(path, doing, error) from None
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -143,6 +144,17 @@ def _kind(path: Path, doing: str) -> str:
     except OSError as error:  # a loop of symbolic links, a name too long, no permission
         raise CheckpointError(f"{doing} {shown}: {error.strerror}") from None
     return "folder" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def _unencodable(
+    path: Path, doing: str, error: UnicodeEncodeError, because: str = ""
+) -> CheckpointError:
+    """The CheckpointError for a path whose name holds a character the encoding of the error
+    cannot encode; because: what needs it encoded, beyond the file system."""
+    return CheckpointError(
+        f"{doing} {ascii(str(path))}: its name holds {ascii(error.object[error.start])}, "
+        f"which {error.encoding} cannot encode{because}: name the file in plain characters"
+    )
 
 
 def save_checkpoint(path: str | Path, contents: dict) -> None:

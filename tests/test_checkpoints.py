@@ -492,6 +492,28 @@ def test_a_name_that_is_not_text_is_refused_before_anything_is_written(tmp_path)
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda path: load_checkpoint(path, ("x",), "make x"),
+        sha256,
+        lambda path: load_date_model(path),
+        savable_path,
+    ],
+    ids=["load_checkpoint", "sha256", "a chapter's loader", "savable_path"],
+)
+@pytest.mark.parametrize("name", ["\ud800.pt", "\ud800/x.pt"], ids=["file", "folder"])
+def test_a_path_the_file_system_cannot_encode_is_a_checkpoint_error(tmp_path, call, name):
+    """os.stat's UnicodeEncodeError came out of every loader."""
+    path = tmp_path / name
+    with pytest.raises(CheckpointError) as raised:
+        call(path)
+    assert f"{ascii(str(path))}: its name holds '\\ud800', which utf-8 cannot encode" in str(
+        raised.value
+    )
+    assert str(raised.value).endswith("name the file in plain characters")
+
+
 def test_a_checksum_files_name_is_refused_and_the_checkpoint_beside_it_still_loads(copy):
     """Saving onto name.pt.sha256 wrote a checkpoint over the checksum (and a
     name.pt.sha256.sha256), so name.pt no longer loaded."""
