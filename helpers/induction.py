@@ -105,8 +105,8 @@ def _check_distinct(call: str, batch: object, n: object, vocab_size: object) -> 
     vocab_size = validation.whole_number(vocab_size, "vocab_size")
     if n > vocab_size:
         raise ValueError(
-            f"{validation.shown(n)} different tokens do not exist in a vocabulary of "
-            f"{validation.shown(vocab_size)}: n must be at most vocab_size"
+            f"n must be at most vocab_size: a row of n different tokens needs a vocabulary of at "
+            f"least n, got n {validation.shown(n)}, vocab_size {validation.shown(vocab_size)}"
         )
     _check_shuffled(call, batch, vocab_size)
     return batch, n, vocab_size
@@ -781,12 +781,7 @@ def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
     """An attention-only GPT of the recipe's sizes, refused by its number of parameters, counted
     before any model is built, when a checkpoint could not hold it."""
     _check_recipe(recipe)
-    num_layers = validation.whole_number(num_layers, "num_layers")
-    if num_layers > LARGEST_SIZE:
-        raise ValueError(
-            f"num_layers must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
-            f"{validation.shown(num_layers)}"
-        )
+    num_layers = validation.layer_count(num_layers, "num_layers")
     config = GPTConfig(
         vocab_size=recipe.vocab_size,
         context_length=recipe.context_length,

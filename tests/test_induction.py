@@ -815,7 +815,8 @@ def test_distinct_ids_hold_no_token_twice_in_a_row_and_cover_the_vocabulary():
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [
-        ((2, 65, 64), "65 different tokens do not exist in a vocabulary of 64"),
+        ((2, 65, 64), "n must be at most vocab_size: .*got n 65, vocab_size 64"),
+        ((2, 10**5000, 64), "got n an int too large to print, vocab_size 64"),
         ((0, 4, 8), "batch"),
         ((2**20, 4, 2**20), "distinct_ids draws each row's different tokens"),
         ((2, 4, 8, "seed"), "generator must be a torch.Generator or None"),
@@ -841,7 +842,7 @@ def test_placed_repeats_copy_the_block_right_after_itself_and_nothing_else(start
         ((2, 48, 41, 4, 512), "a block of 4 at start 41 and its copy end at position 48"),
         ((2, 48, -1, 4, 512), "start"),
         ((2, 48, 0, 1, 512), "length"),
-        ((2, 48, 0, 4, 40), "48 different tokens do not exist in a vocabulary of 40"),
+        ((2, 48, 0, 4, 40), "n must be at most vocab_size: .*got n 48, vocab_size 40"),
     ],
 )
 def test_placed_repeats_refuse_a_placement_that_does_not_fit(arguments, words):

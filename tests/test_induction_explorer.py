@@ -310,6 +310,15 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
             "placed_repeats draws each row's different tokens from a random order of the whole "
             "vocabulary, at most 2^20 = 1,048,576 tokens (vocab_size)",
         ),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 512, 1000),
+            "the context (1000) must be at most vocab_size (512) for a repeat among tokens that "
+            "all differ",
+        ),
+        (
+            lambda e: e.sequence_ids("repeat", 0, "", 512, 10**5000),
+            "the context (an int too large to print) must be at most vocab_size (512)",
+        ),
     ],
     ids=[
         "snapshot step",
@@ -322,6 +331,8 @@ def test_a_training_dict_the_explorer_cannot_draw_is_refused_by_name(change, err
         "repeat in a context of 0",
         "repeat in a context of '48'",
         "repeat in a vocabulary of 10^8",
+        "repeat in a context beyond the vocabulary",
+        "repeat in a context too large to print",
     ],
 )
 def test_the_explorers_methods_name_what_they_do_not_hold(explorer, call, words):

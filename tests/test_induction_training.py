@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import validation
 from helpers.checkpoints import CheckpointError, save_checkpoint
 from helpers.gpt import GPT, GPTConfig
 from helpers.induction import (
@@ -559,10 +560,10 @@ def test_a_recipe_whose_batches_torch_could_not_hold_is_refused(changes, words):
         ({"d_model": 2**20}, 2, "8,796,644,573,184 parameters, more than"),
         ({"d_model": 2**16}, 1, "17,213,947,904 parameters, more than"),
         ({"d_model": 2**12, "num_heads": 1}, 1, "a 1-layer model of this recipe would have 69,"),
-        ({}, 2**20, "69,524,848,896 parameters, more than"),
+        ({"d_model": 512}, 64, "a 64-layer model of this recipe would have 67,568,640"),
         ({"d_model": 1024}, 2, "a 2-layer model of this recipe would have 8,927,232 parameters"),
     ],
-    ids=["d_model 2^20", "d_model 2^16", "d_model 2^12", "2^20 layers", "d_model 1024"],
+    ids=["d_model 2^20", "d_model 2^16", "d_model 2^12", "64 layers", "d_model 1024"],
 )
 def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
     monkeypatch, changes, layers, words
@@ -585,11 +586,26 @@ def test_a_model_too_large_for_a_checkpoint_is_refused_before_it_is_built(
     assert set(built) <= {"meta"}  # counted before any model, or on the meta device
 
 
-def test_a_number_of_layers_too_large_to_print_is_refused_by_name():
-    with pytest.raises(
-        ValueError, match=r"num_layers must be at most 2\^31 - 1 = 2147483647, got a"
-    ):
-        train_model(HUGE)
+@pytest.mark.parametrize(
+    "layers", [65, 2**31 - 1, 2**31, HUGE], ids=["65", "2^31-1", "2^31", "huge"]
+)
+def test_every_number_of_layers_too_large_is_refused_at_the_one_limit(layers):
+    """2^31 and more were said to pass 2^31 - 1, where 65 already passes the limit, 64."""
+    for call in (lambda: model_config(Recipe(), layers), lambda: train_model(layers)):
+        with pytest.raises(ValueError) as raised:
+            call()
+        limit = f"num_layers must be at most {validation.MOST_LAYERS} blocks, got "
+        assert str(raised.value).startswith(limit), str(raised.value)
+
+
+@pytest.mark.parametrize("loader", [load_training, load_position_models])
+@pytest.mark.parametrize("path", ["/tmp/\ud800.pt", Path("/tmp/\ud800.pt"), "/tmp/\ud800/a.pt"])
+def test_a_checkpoint_named_with_a_lone_surrogate_is_refused_by_name(loader, path):
+    """os.stat's UnicodeEncodeError came out of the loaders."""
+    with pytest.raises(CheckpointError) as raised:
+        loader(path)
+    assert str(raised.value).startswith(f"cannot read {ascii(str(path))}: its name holds")
+    assert "'\\ud800', which utf-8 cannot encode" in str(raised.value)
 
 
 def test_model_config_counts_the_parameters_a_model_has():

@@ -303,6 +303,12 @@ class InductionExplorer(Explorer):
         all differ (n = context), or the typed tokens; either fits in the context."""
         if _sequence_name(sequence) == "repeat":
             context = validation.whole_number(context, "context_length")
+            vocab_size = validation.whole_number(vocab_size, "vocab_size")
+            if context > vocab_size:
+                raise ValueError(
+                    f"the context ({validation.shown(context)}) must be at most vocab_size "
+                    f"({validation.shown(vocab_size)}) for a repeat among tokens that all differ"
+                )
             length, start = _placement(length, start, context)
             generator = torch.Generator().manual_seed(validation.seed(seed))
             return placed_repeats(1, context, start, length, vocab_size, generator)
