@@ -232,7 +232,8 @@ def test_an_explorer_shows_a_setting_it_cannot_draw_instead_of_raising():
     from helpers.kernel_regression import make_data
 
     explorer = KernelRegressionExplorer(data=make_data(n_train=3, seed=1), width=0.5)
-    explorer.controls["width"].value = 0.0316
+    width = explorer.controls["width"]
+    width.value = width.base**width.min  # the narrowest the slider goes
     assert "no key lies within width" in explorer.state["error"]
     explorer.controls["width"].value = 3.0
     assert "error" not in explorer.state
@@ -1493,6 +1494,54 @@ def test_every_explorers_choices_name_their_options(induction_training, canvas_e
             10**5000,
             r"float can hold; got an int too large to print$",
         ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            1e9,
+            r"^seed must be a number from 0.1 to 10; got 1000000000.0$",
+        ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            0,
+            r"^seed must be a number from 0.1 to 10; got 0.0$",
+        ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            -1,
+            r"^seed must be a number from 0.1 to 10; got -1.0$",
+        ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            1e-300,
+            r"^seed must be a number from 0.1 to 10; got 1e-300$",
+        ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            float("inf"),
+            r"^seed must be a number from 0.1 to 10; got inf$",
+        ),
+        (
+            "FloatLogSlider",
+            {"min": -1, "max": 1},
+            float("nan"),
+            r"^seed must be a number from 0.1 to 10; got nan$",
+        ),
+        (
+            "FloatSlider",
+            {"min": 0.0, "max": 2.0},
+            7,
+            r"^seed must be a number from 0 to 2; got 7.0$",
+        ),
+        (
+            "FloatSlider",
+            {"min": 0.0, "max": 2.0},
+            float("nan"),
+            r"^seed must be a number from 0 to 2; got nan$",
+        ),
         ("Dropdown", {"options": range(3)}, True, r"^seed must be one of 0, 1, 2; got True$"),
         ("ToggleButtons", {"options": [0, 1]}, 1.0, r"^seed must be one of 0, 1; got 1.0$"),
     ],
@@ -1518,6 +1567,58 @@ def test_a_float_control_takes_numpys_real_numbers_as_floats(kind, number):
     control = getattr(helpers.widgets.base, kind)(description="temperature", min=-1, max=1)
     control.value = number
     assert control.value == float(number) and type(control.value) is float
+
+
+@pytest.mark.parametrize("kind", ["FloatSlider", "FloatLogSlider"])
+def test_a_float_control_refuses_a_value_past_its_ends_when_built(kind):
+    """ipywidgets moved FloatLogSlider(value=1e9, min=-1, max=1) to 10 without a word."""
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError, match=r"^seed must be a number from "):
+        getattr(helpers.widgets.base, kind)(value=1e9, min=-1, max=1, description="seed")
+
+
+def test_a_log_slider_takes_an_end_the_browser_computed_with_a_rounding_error():
+    control = helpers.widgets.base.FloatLogSlider(min=-1.5, max=0.7, step=0.02, description="σ")
+    last = control.min + 110 * control.step  # the exponent the browser reaches: 0.7 give or take
+    control.value = control.base**last
+    assert control.value == control.base**control.max
+
+
+def _log_sliders():
+    """(explorer factory, control name) for every explorer with a FloatLogSlider."""
+    from helpers.widgets import (
+        DragPoolingExplorer,
+        QueryKeyPlaneExplorer,
+        RopeExplorer,
+        ScalingExplorer,
+    )
+
+    return [
+        (KernelRegressionExplorer, "width"),
+        (DragPoolingExplorer, "width"),
+        (ScalingExplorer, "temperature"),
+        (QueryKeyPlaneExplorer, "temperature"),
+        (RopeExplorer, "base"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "make, name", _log_sliders(), ids=lambda item: getattr(item, "__name__", item)
+)
+def test_every_log_slider_moves_across_its_whole_range(make, name):
+    explorer = make()
+    control = explorer.controls[name]
+    assert isinstance(control, helpers.widgets.base.FloatLogSlider)
+    steps = round((control.max - control.min) / control.step)
+    for step in range(steps + 1):
+        control.value = control.base ** (control.min + step * control.step)  # as the browser does
+        problem = (
+            explorer.live.view.get("problem")
+            if isinstance(explorer, DirectExplorer)
+            else explorer.state.get("error")
+        )
+        assert problem is None, (step, control.value, problem)
 
 
 @pytest.mark.parametrize("wrong", [1.5, None, 5, True], ids=repr)

@@ -372,18 +372,49 @@ class _RealNumber(Float):
         ) from None
 
 
-class FloatSlider(widgets.FloatSlider):
-    """ipywidgets' FloatSlider, refusing True (a value past its ends goes to the nearer end, as
-    the slider shows)."""
+class _TakesOnlyItsRange:
+    """A number control that, set from code to a value past its ends (NaN and infinities too),
+    refuses it by name: ipywidgets would move it to the nearer end without a word. A value off an
+    end by a float's rounding (the browser computes 10 ** 0.7 its own way) is that end."""
+
+    ROUNDING = 1e-9  # relative
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        if "value" in settings:  # ipywidgets' check of min and max moved it to the nearer end
+            self.value = settings["value"]
+
+    def ends(self) -> tuple[float, float]:
+        return self.min, self.max
+
+    @validate("value")
+    def _validate_value(self, proposal):
+        value = proposal.value
+        low, high = self.ends()
+        for end in (low, high):
+            if math.isclose(value, end, rel_tol=self.ROUNDING):
+                return end
+        if not low <= value <= high:
+            raise TraitError(
+                f"{self.description} must be a number from {low:.3g} to {high:.3g}; "
+                f"got {shown(value)}"
+            )
+        return value
+
+
+class FloatSlider(_TakesOnlyItsRange, widgets.FloatSlider):
+    """ipywidgets' FloatSlider, refusing True and a value past its ends."""
 
     value = _RealNumber(0.0, help="Float value").tag(sync=True)
 
 
-class FloatLogSlider(widgets.FloatLogSlider):
-    """ipywidgets' FloatLogSlider, refusing True (a value past its ends goes to the nearer end,
-    as the slider shows)."""
+class FloatLogSlider(_TakesOnlyItsRange, widgets.FloatLogSlider):
+    """ipywidgets' FloatLogSlider, refusing True and a value past its ends."""
 
     value = _RealNumber(1.0, help="Float value").tag(sync=True)
+
+    def ends(self) -> tuple[float, float]:
+        return self.base**self.min, self.base**self.max
 
 
 class _Words(Unicode):
