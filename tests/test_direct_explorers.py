@@ -140,6 +140,43 @@ def test_temperature_and_score_controls_redraw_without_a_request():
     assert explorer.live.view["title"].startswith("additive, T = 10.00")
 
 
+def test_a_score_set_to_none_asks_for_a_choice_and_recovers():
+    """The score set to None from code raised KeyError(None), and so did every later move."""
+    explorer = QueryKeyPlaneExplorer()
+    explorer.controls["score"].value = None
+    assert explorer.live.view["problem"] == "choose a value for score"
+    explorer.move("q", 0.5, 0.5)
+    assert explorer.live.view["problem"] == "choose a value for score"
+    explorer.controls["score"].value = "additive"
+    assert explorer.live.view.get("problem") is None
+    explorer.move("q", 0.5, 0.5)
+    assert explorer.points["q"] == (0.5, 0.5)
+    assert explorer.live.view.get("problem") is None
+
+
+@pytest.mark.parametrize(
+    "make, name, ends",
+    [
+        (QueryKeyPlaneExplorer, "temperature", "0.1 to 10"),
+        (DragPoolingExplorer, "width", "0.0316 to 5.01"),
+    ],
+    ids=["temperature", "width"],
+)
+@pytest.mark.parametrize("wrong", [1e9, 0, -1, 1e-300, math.inf, math.nan], ids=repr)
+def test_a_log_slider_set_from_code_past_its_ends_is_refused_by_name(make, name, ends, wrong):
+    """temperature = 1e9 became 10, and 0 became 0.1, drawn with no problem shown."""
+    from traitlets import TraitError
+
+    explorer = make()
+    view = explorer.live.view
+    control = explorer.controls[name]
+    with pytest.raises(
+        TraitError, match=rf"^{re.escape(control.description)} must be a number from {ends}; got "
+    ):
+        control.value = wrong
+    assert explorer.live.view == view
+
+
 def test_points_dragged_off_the_plane_are_clamped_to_it():
     explorer = QueryKeyPlaneExplorer()
     explorer.move("k1", 100.0, -1e9)

@@ -174,6 +174,16 @@ def _small_view(**parts) -> dict:
     return {"plane": plane, **parts}
 
 
+def test_plane_figure_takes_numpys_floats_without_a_warning():
+    """np.float32(0.5) compared with the largest float overflowed in numpy's cast: a
+    RuntimeWarning."""
+    point = {"x": np.float32(0.5), "y": np.float16(0.5), "label": "a", "colour": "red"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        view = _small_view(points=[point])
+        plane_figure({**view, "plane": {**view["plane"], "xticks": [np.float32(0.0)]}})
+
+
 def _view_with_text(text: str) -> dict:
     """A view with `text` in every place plane_figure draws text."""
     view = _small_view(

@@ -102,8 +102,12 @@ class DirectExplorer:
         raise NotImplementedError
 
     def _view(self) -> dict:
+        values = self.values()
+        unset = [name for name, value in values.items() if value is None]  # a menu set from code
+        if unset:
+            raise ValueError(f"choose a value for {', '.join(unset)}")
         with one_torch_thread():
-            return self.compute(**self.values())
+            return self.compute(**values)
 
     def update(self, problem: str | None = None) -> bool:
         """Show the view for the current state and the controls' values, with the problem if
@@ -286,7 +290,11 @@ def are_numbers(
         isinstance(values, list)
         and (count is None or len(values) == count)
         and all(
-            isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high
+            isinstance(value, kind)
+            and not isinstance(value, bool)
+            # numpy compares an np.float32 with the ends in float32, where the largest float
+            # overflows (a RuntimeWarning)
+            and low <= (float(value) if isinstance(value, np.floating) else value) <= high
             for value in values
         )
     )
