@@ -278,7 +278,12 @@ class GPT(nn.Module):
                 else validation.shown(logits)
             )
             raise TypeError(f"logits must be a floating-point tensor, got {found}")
-        validation.dense_tensor(logits, "logits", "(B, T, vocab_size)")
+        validation.dense_tensor(logits, "logits", "(..., vocab_size)")
+        if logits.dim() < 2 or logits.shape[-1] != self.config.vocab_size:
+            raise ValueError(
+                f"logits must be (..., vocab_size) = (..., {self.config.vocab_size}), at least "
+                f"2-D, got shape {tuple(logits.shape)}: were they made by another model?"
+            )
         if caches is not None and not isinstance(caches, list | tuple):
             raise TypeError(
                 f"caches must be the list of caches the pass read, or None, got "

@@ -1354,3 +1354,31 @@ def test_a_reading_used_under_another_autocast_setting_names_autocast():
     read = read_prompt(model, ids)
     with torch.autocast("cpu", torch.bfloat16), pytest.raises(ValueError, match="autocast"):
         generate(model, ids, 3, 0, read=read)
+
+
+# After a thirteenth hostile pass over chapter 12.
+
+
+@pytest.mark.parametrize(
+    "logits",
+    [
+        lambda: torch.zeros(2, 5, 49),
+        lambda: torch.tensor(0.0),
+        lambda: torch.zeros(7),
+        lambda: torch.tensor(float("nan")),
+    ],
+)
+def test_check_finite_logits_refuses_logits_of_another_shape(logits):
+    """(2, 5, 49), a 0-d tensor and (7,) returned None; a 0-d NaN was asked whether another
+    model made it, without a word on its shape."""
+    model = GPT(GPTConfig(50, 16, 32, 4, 2, 64))
+    found = re.escape(str(tuple(logits().shape)))
+    with pytest.raises(ValueError, match=rf"\(\.\.\., vocab_size\) = \(\.\.\., 50\).*{found}"):
+        model.check_finite_logits(logits())
+
+
+def test_check_finite_logits_takes_the_scored_positions_training_loss_passes():
+    model = GPT(GPTConfig(50, 16, 32, 4, 2, 64))
+    model.check_finite_logits(torch.zeros(3, 50))
+    with pytest.raises(ValueError, match="logits hold NaN"):
+        model.check_finite_logits(torch.full((3, 50), float("nan")))
