@@ -803,6 +803,11 @@ def check_history(path: Path, history: object, name: str) -> None:
     lacking = [key for key in HISTORY_KEYS if key not in history]
     if lacking:
         raise CheckpointError(f"{path}: its history lacks {', '.join(lacking)}")
+    if not isinstance(history["loss_over"], str) or history["loss_over"] not in LOSS_OVER:
+        raise CheckpointError(
+            f"{path}: its history's loss_over should be {' or '.join(map(repr, LOSS_OVER))} (a "
+            f"str), found {validation.shown(history['loss_over'])}"
+        )
     if history["loss_over"] != MODELS[name]:
         raise CheckpointError(
             f"{path}: its history records a loss over {validation.shown(history['loss_over'])}, "

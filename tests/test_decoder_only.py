@@ -7,6 +7,7 @@ crafted ones are refused; then the shipped model, when its file exists."""
 
 import dataclasses
 import itertools
+import re
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ from helpers import translation as tr
 from helpers.attention import KeyValueCache
 from helpers.checkpoints import CheckpointError, checksum_path, sha256
 from helpers.gpt import GPT, GPTConfig, generate, read_prompt
+from helpers.validation import shown
 
 TINY = dataclasses.replace(do.RECIPE, num_layers=2, d_model=32, d_ff=64, num_heads=2, dropout=0.0)
 SENTENCES = ["She has a red car.", "I don't know.", "Where is the station?", "Tom laughed."]
@@ -1542,3 +1544,16 @@ def test_a_model_on_the_meta_device_is_named_as_such_when_saved(tmp_path):
     model = do.build_translator(30, 20, TINY).to("meta")
     with pytest.raises(CheckpointError, match="on the meta device"):
         do.save_translator(tmp_path / "decoder-only.pt", model, HISTORY_SAVED)
+
+
+# After a thirteenth hostile pass over chapter 12.
+
+
+@pytest.mark.parametrize("loss_over", [["answer"], 5, None, "everything"])
+def test_a_history_whose_loss_over_is_no_loss_over_is_named_so(tmp_path, loss_over):
+    """['answer'] was said to be a loss over ['answer'] that another model's file records."""
+    path = crafted(tmp_path, history=lambda h: {**h, "loss_over": loss_over})
+    found = re.escape(shown(loss_over))
+    message = rf"history's loss_over should be 'answer' or 'sequence' \(a str\), found {found}$"
+    with pytest.raises(CheckpointError, match=message):
+        do.load_translator("decoder-only", path)
