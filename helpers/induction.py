@@ -253,12 +253,14 @@ def _head_pairs(model: GPT, heads: object) -> list[tuple[int, int]]:
         if layer >= config.num_layers:
             raise ValueError(
                 f"layer {validation.shown(layer)} is out of range: the model has "
-                f"{config.num_layers} layers, 0..{config.num_layers - 1}"
+                f"{config.num_layers} layer{'' if config.num_layers == 1 else 's'}, "
+                f"0..{config.num_layers - 1}"
             )
         if head >= config.num_heads:
             raise ValueError(
                 f"head {validation.shown(head)} is out of range: each layer has "
-                f"{config.num_heads} heads, 0..{config.num_heads - 1}"
+                f"{config.num_heads} head{'' if config.num_heads == 1 else 's'}, "
+                f"0..{config.num_heads - 1}"
             )
         if (layer, head) in pairs:
             raise ValueError(
@@ -560,9 +562,9 @@ MODULE_SIZES = (  # the attributes that size a GPT's modules: each must be as it
 
 
 def _check_modules(model: GPT, why: str) -> None:
-    """The model's modules are those a GPT of its config has, each of the same type and sizes
-    (a layer replaced or removed, or a config edited after building, is named in a ValueError
-    that ends with why the caller needs them)."""
+    """The model's modules are those a GPT of its config has, no more, each of the same type and
+    sizes (a layer replaced, removed or added, or a config edited after building, is named in a
+    ValueError that ends with why the caller needs them)."""
     with torch.device("meta"):  # types and sizes only: no weights made, nothing drawn
         plain = dict(GPT(model.config).named_modules())
     found = dict(model.named_modules())
@@ -584,6 +586,12 @@ def _check_modules(model: GPT, why: str) -> None:
                     f"the model's {name} has {size} {validation.shown(getattr(module, size, None))}"
                     f", where its config makes {validation.shown(getattr(expected, size))}: {why}"
                 )
+    extra = next((name for name in found if name not in plain), None)
+    if extra is not None:  # a config edited to fewer layers: the forward would run them all
+        raise ValueError(
+            f"the model has {extra}, which a GPT of its config (num_layers="
+            f"{model.config.num_layers}) lacks (was its config edited?): {why}"
+        )
 
 
 def _check_plain(model: GPT) -> None:

@@ -1021,3 +1021,48 @@ def test_the_most_weights_a_score_checks_are_scored():
     n = int(MOST_WEIGHTS**0.5)
     weights = torch.zeros(1, 1).expand(n, n)  # all-zero rows: queries with no key allowed
     assert previous_token_score(weights).item() == 0.0
+
+
+# Regressions from a later hostile pass
+
+
+def _config_edited_to_one_layer() -> GPT:
+    model = copy.deepcopy(small_model())
+    model.config = dataclasses.replace(CONFIG, num_layers=1)
+    return model
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda model: logits_with_heads_zeroed(model, ids_of(), [(0, 0)]),
+        lambda model: zeroed_heads(model, [(1, 0)]),
+    ],
+    ids=["logits_with_heads_zeroed", "zeroed_heads"],
+)
+def test_a_model_whose_config_was_edited_to_fewer_layers_is_refused_by_name(call):
+    """A two-layer model with num_layers=1 in its config ran both blocks in
+    logits_with_heads_zeroed, and zeroed_heads said layer 1 was out of range."""
+    model = _config_edited_to_one_layer()
+    with pytest.raises(ValueError) as raised:
+        call(model)
+    assert str(raised.value).startswith(
+        "the model has blocks.1, which a GPT of its config (num_layers=1) lacks (was its config "
+        "edited?): zeroed_heads silences heads"
+    ), str(raised.value)
+    assert hook_counts(model) == [0] * len(hook_counts(model))
+
+
+@pytest.mark.parametrize(
+    ("heads", "words"),
+    [
+        ([(1, 0)], "layer 1 is out of range: the model has 1 layer, 0..0"),
+        ([(0, 1)], "head 1 is out of range: each layer has 1 head, 0..0"),
+    ],
+)
+def test_a_pair_out_of_range_of_one_layer_or_one_head_reads_in_the_singular(heads, words):
+    """'the model has 1 layers'."""
+    model = GPT(dataclasses.replace(CONFIG, num_layers=1, num_heads=1))
+    with pytest.raises(ValueError) as raised:
+        zeroed_heads(model, heads)
+    assert str(raised.value) == words

@@ -1456,7 +1456,10 @@ def test_a_placement_map_refuses_a_model_with_hooks_its_float64_copy_would_not_r
             {"num_heads": 4},
             "the model's blocks.0.attention has num_heads 2, where its config makes 4",
         ),
-        ({"num_layers": 1}, "its weights do not fit its config (unexpected: blocks.1."),
+        (
+            {"num_layers": 1},
+            "the model has blocks.1, which a GPT of its config (num_layers=1) lacks",
+        ),
         ({"d_model": 16}, "the model's tokens has embedding_dim 8, where its config makes 16"),
     ],
     ids=["num_heads", "num_layers", "d_model"],
