@@ -119,8 +119,9 @@ def fixed_additive_attention(
             f"size {size} and num_hiddens {num_hiddens} would make {weights:,} weights, more "
             f"than 2^24 = {LARGEST_LAYER:,}: smaller sizes were meant"
         )
-    layer = AdditiveAttention(size, size, num_hiddens)
     generator = torch.Generator().manual_seed(validation.whole_number(seed, "seed", minimum=0))
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's first weights, overwritten below
+        layer = AdditiveAttention(size, size, num_hiddens)
     with torch.no_grad():
         for parameter in layer.parameters():
             parameter.copy_(torch.randn(parameter.shape, generator=generator))

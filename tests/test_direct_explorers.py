@@ -31,6 +31,20 @@ def reference_weights(query, keys, temperature):
     return {name: torch.softmax(s, dim=0) for name, s in scores.items()}
 
 
+def test_the_plane_explorer_leaves_the_global_random_numbers_alone():
+    """Building the additive layer drew nn.Linear's first weights from the global generator
+    (a hostile pass); its weights are still the seeded generator's alone."""
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    QueryKeyPlaneExplorer()
+    assert torch.equal(torch.rand(1), expected)
+    generator = torch.Generator().manual_seed(0)
+    for parameter in fixed_additive_attention(2, 8, 0).parameters():
+        drawn = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+        assert torch.equal(parameter, drawn.double())
+
+
 def keys_of(explorer):
     return [explorer.points[name] for name in explorer.points if name != "q"]
 
