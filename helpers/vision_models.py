@@ -732,19 +732,39 @@ class Overflow(ValueError):
 
 def largest_weight(model: nn.Module) -> str:
     """The model's weights, by the largest of them, for an overflow's message."""
-    name, weight = max(model.state_dict().items(), key=lambda kv: kv[1].abs().max().item())
-    return f"the weights (up to {weight.abs().max().item():.3g}, in {name})"
+    name, size = _largest(model)
+    return f"the weights (up to {size:.3g}, in {name})"
+
+
+def _largest(model: nn.Module) -> tuple[str, float]:
+    """The name and size of the model's largest weight; a TypeError for what holds none."""
+    weights = model.state_dict() if isinstance(model, nn.Module) else {}
+    sizes = {name: weight.abs().max().item() for name, weight in weights.items() if weight.numel()}
+    if not sizes:
+        held = type(model).__name__ if isinstance(model, nn.Module) else validation.shown(model)
+        raise TypeError(f"expected a model with weights (an nn.Module), got {held}")
+    return max(sizes.items(), key=lambda item: (not math.isfinite(item[1]), item[1]))  # NaN first
 
 
 def finite_logits(logits: torch.Tensor, model: nn.Module) -> torch.Tensor:
-    """logits, or an Overflow naming the model's largest weight if any is inf or NaN (finite
-    weights large enough overflow float32 on the way)."""
-    if not logits.isfinite().all():
+    """logits, or an Overflow if any is inf or NaN, naming the model's largest weight when the
+    weights are large enough to be the cause (finite ones can overflow float32 on the way)."""
+    validation.tensor(logits, "logits", "of floating point")
+    if not logits.is_floating_point():
+        raise TypeError(f"logits must be a floating point tensor, got {logits.dtype}")
+    if logits.isfinite().all():
+        return logits
+    size = _largest(model)[1]
+    # Trained weights are near 1; past 1/eps an input's unit is lost in the weight's rounding.
+    if not math.isfinite(size) or size > 1 / torch.finfo(logits.dtype).eps:
         raise Overflow(
             f"the logits overflow to inf or NaN in {logits.dtype}: {largest_weight(model)} are "
             f"too large"
         )
-    return logits
+    raise Overflow(
+        f"the logits are not finite ({(~logits.isfinite()).sum().item():,} of {logits.numel():,} "
+        f"are inf or NaN), though {largest_weight(model)} are not too large"
+    )
 
 
 def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:

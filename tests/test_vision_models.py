@@ -743,6 +743,39 @@ def test_a_buffer_that_is_not_finite_or_not_the_one_built_is_refused_by_name(dig
         evaluate_finder(finder, *finder_test_set(4))
 
 
+@pytest.mark.parametrize(
+    ("model", "held"), [(None, "None"), (torch.nn.ReLU(), "ReLU"), ("vit", "'vit'")]
+)
+def test_largest_weight_names_a_model_without_weights(model, held):
+    """None raised AttributeError and a ReLU max()'s empty sequence (a hostile pass)."""
+    with pytest.raises(TypeError, match=f"expected a model with weights .*, got {held}"):
+        vision_models.largest_weight(model)
+
+
+def test_finite_logits_refuses_logits_that_are_not_a_floating_tensor():
+    """A list raised AttributeError (a hostile pass)."""
+    with pytest.raises(
+        ValueError, match="logits must be a torch.Tensor of floating point, got list"
+    ):
+        vision_models.finite_logits([1.0], tiny_vit())
+    with pytest.raises(TypeError, match="logits must be a floating point tensor, got torch.int64"):
+        vision_models.finite_logits(torch.tensor([1]), tiny_vit())
+
+
+def test_finite_logits_blames_the_logits_not_weights_of_ordinary_size():
+    """NaN logits from a model of weights near 1 were said to come from its weights being too
+    large (a hostile pass)."""
+    with pytest.raises(
+        vision_models.Overflow, match=r"the logits are not finite \(1 of 2 .*not too"
+    ):
+        vision_models.finite_logits(torch.tensor([float("nan"), 0.0]), tiny_vit())
+    nan_weight = tiny_vit()
+    with torch.no_grad():
+        nan_weight.head.bias[0] = float("nan")
+    with pytest.raises(vision_models.Overflow, match="up to nan, in head.bias.* are too large"):
+        vision_models.finite_logits(torch.tensor([float("nan")]), nan_weight)
+
+
 @pytest.mark.parametrize(("name", "scale"), [("vit", 1e8), ("finder", 1e30)])
 def test_finite_weights_large_enough_to_overflow_are_named_not_returned_as_nan(name, scale):
     """The ViT and the finder returned NaN logits without a word where the reader raised its
