@@ -121,6 +121,14 @@ def test_moved_points_says_what_came_instead_of_two_finite_numbers(position):
         moved_points({"points": {"q": position}}, {"q": (0.0, 0.0)}, PLANE)
 
 
+@pytest.mark.parametrize("missing", ["x", "y", "step"])
+def test_moved_points_names_the_key_its_plane_lacks(missing):
+    """A plane without step raised KeyError: 'step' (a hostile pass)."""
+    plane = {key: value for key, value in PLANE.items() if key != missing}
+    with pytest.raises(ValueError, match=f"the plane must hold 'x', 'y' and 'step'.*'{missing}'"):
+        moved_points({"points": {"q": [1, 1]}}, {"q": (0.0, 0.0)}, plane)
+
+
 def test_moved_points_takes_numpy_numbers():
     moved = moved_points(
         {"points": {"q": [np.float32(9.0), np.int64(-1)]}}, {"q": (0.0, 0.0)}, PLANE

@@ -217,7 +217,12 @@ def position_of(position: object, what: str) -> tuple[float, float]:
 def moved_points(request: dict, current: dict, plane: dict) -> dict:
     """The points of the request, for the names in `current`: each clamped to the plane and
     snapped to its grid; a point the request leaves where it was stays exactly as it was.
-    Raises ValueError for a request that is not points."""
+    Raises ValueError for a request that is not points, or a plane without x, y and step."""
+    missing = [key for key in ("x", "y", "step") if not isinstance(plane, dict) or key not in plane]
+    if missing:
+        raise ValueError(
+            f"the plane must hold 'x', 'y' and 'step', got one without {missing}: {shown(plane)}"
+        )
     points = request.get("points") if isinstance(request, dict) else None
     if not isinstance(points, dict):
         raise ValueError(f"expected {{'points': {{name: [x, y]}}}}, got {shown(request)}")
