@@ -320,6 +320,13 @@ def answer_loss_in_float32(logits, sequences, separator_id):
     return answer_loss(logits.float(), sequences, separator_id)
 
 
+def answer_loss_scoring_only_the_first_french_token(logits, sequences, separator_id):
+    after_separator = torch.zeros_like(sequences, dtype=torch.bool)
+    after_separator[:, 1:] = sequences[:, :-1] == separator_id
+    scored = after_separator[:, 1:]
+    return F.cross_entropy(logits[scored], sequences[:, 1:][scored])
+
+
 def answer_loss_leaving_out_the_first_french_token(logits, sequences, separator_id):
     """Scores from the position after <sep>: the first French token is never predicted."""
     after = (sequences == separator_id).cumsum(1)[:, :-1] > 0
@@ -448,6 +455,19 @@ WRONG = [
         "prefix-LM mask",
         prefix_answer_reads_the_whole_answer,
         "reads the later position 4: after the prompt the mask is causal",
+    ),
+    (
+        "prefix-LM mask",
+        prefix_answer_reads_the_whole_answer,
+        "prompt lengths 0: no prompt, the plain causal mask: at index (0, 0, 1) got 1, expected 0 "
+        "(row 0 has no prompt, prompt_lengths[0] = 0, so it is the plain causal mask, position i "
+        "reading positions 0..i only; yet its position 0 reads the later position 1)",
+    ),
+    (
+        "answer loss",
+        answer_loss_scoring_only_the_first_french_token,
+        "only the token right after <sep> is scored, the first French token: score every target "
+        "after <sep>",
     ),
     ("answer loss", answer_loss_scoring_the_separator, "the prediction of <sep> is scored too"),
     ("answer loss", answer_loss_over_the_whole_sequence, "the English is scored too"),

@@ -787,8 +787,11 @@ def _prefix_mistakes(prompt_lengths: torch.Tensor, size: int) -> dict:
     return named_together(mistakes)
 
 
-def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, size: int):
-    """Name the first connection a boolean mask of the right shape gets wrong."""
+def _name_the_leak(
+    failures: list, got: object, prompt_lengths: torch.Tensor, size: int, index: int = -1
+):
+    """Name in failures[index] the first connection a boolean mask of the right shape gets
+    wrong."""
     expected = prefix_lm_mask(prompt_lengths, size)
     if not (isinstance(got, torch.Tensor) and got.dtype == torch.bool):
         return
@@ -797,7 +800,7 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
     borrowed = _another_rows_length(got, prompt_lengths, size)
     if borrowed is not None:
         b, length = borrowed
-        failures[-1] += (
+        failures[index] += (
             f" (rows have other rows' prompt lengths: row {b} holds the mask of a prompt of "
             f"length {length}, another row's, where prompt_lengths[{b}] = "
             f"{prompt_lengths[b].item()}; row b's prompt is its own first prompt_lengths[b] "
@@ -808,7 +811,7 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
     for b, i, j in extra.nonzero().tolist():
         length = prompt_lengths[b].item()
         if i < length <= j:
-            failures[-1] += f" ({_LEAK.format(i=i, b=b, j=j, last=length - 1)})"
+            failures[index] += f" ({_LEAK.format(i=i, b=b, j=j, last=length - 1)})"
             return
     if extra.any():
         b, i, j = extra.nonzero()[0].tolist()
@@ -821,25 +824,25 @@ def _name_the_leak(failures: list, got: object, prompt_lengths: torch.Tensor, si
                 if got[b].all() and only_here  # the rows with a prompt are right
                 else ""
             )
-            failures[-1] += (
+            failures[index] += (
                 f" (row {b} has no prompt, prompt_lengths[{b}] = 0, so it is the plain causal "
                 f"mask, position i reading positions 0..i only; yet its position {i} reads the "
                 f"later position {j}{whole_row})"
             )
         else:
-            failures[-1] += (
+            failures[index] += (
                 f" (in row {b}, position {i} reads the later position {j}: after the prompt the "
                 f"mask is causal, position i reads positions 0..i only)"
             )
     elif missing.any():
         b, i, j = missing.nonzero()[0].tolist()
         if j <= i:
-            failures[-1] += (
+            failures[index] += (
                 f" (in row {b}, position {i} cannot read position {j}: the mask is causal, "
                 f"every position reads itself and the positions before it)"
             )
         else:
-            failures[-1] += (
+            failures[index] += (
                 f" (in row {b}, position {i} cannot read the later position {j}, though both lie "
                 f"in the row's prompt, positions 0..{prompt_lengths[b].item() - 1}: the prompt "
                 f"reads the whole prompt)"
@@ -897,6 +900,7 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_mask)
     cases = prefix_mask_cases()
     all_true = True  # the answer is True everywhere in every case so far
+    answered = {}  # index of a failure: (the answer, prompt_lengths, size) of its case
     for index, (name, prompt_lengths, size) in enumerate(cases):
         mistakes = _prefix_mistakes(prompt_lengths, size)
         answers = {}
@@ -919,6 +923,7 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
         got = answers.get("got")
         all_true = all_true and _readable_mask(got, prompt_lengths, size) and bool(got.all())
         if not right:
+            answered[len(failures) - 1] = (got, prompt_lengths, size)
             if failures[-1].startswith(f"{name}: shape "):
                 _name_the_shape(failures, got, len(prompt_lengths))
             elif failures[-1].startswith(f"{name}: at index") and not any(
@@ -938,7 +943,9 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
     wrong_one = LONGEST_PROMPT if all_true else EVERY_PAIR
     for index, failure in enumerate(failures):
         if wrong_one in failure:
-            failures[index] = _taken_out(failure, wrong_one)[0]
+            failures[index], unnamed = _taken_out(failure, wrong_one)
+            if unnamed:
+                _name_the_leak(failures, *answered[index], index=index)
     return report(failures, passed)
 
 
@@ -1008,6 +1015,10 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
         "the first French token is left out: the position of <sep> itself predicts it, so "
         "score every target after <sep>, from the one read at <sep>": mean_over(
             after_first & (targets != PAD_ID)
+        ),
+        "only the token right after <sep> is scored, the first French token: score every "
+        "target after <sep>, the rest of the French and the closing <eos> too": mean_over(
+            read == separator_id
         ),
         "<eos> is left out: the closing <eos> is part of the answer (it teaches the model to "
         "stop), so score it too": mean_over(scored & (targets != EOS_ID)),
