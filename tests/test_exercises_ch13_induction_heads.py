@@ -250,6 +250,19 @@ def zeroing_W_o_in_place(model, ids, layer, head):
         return model(ids)
 
 
+def putting_W_o_back_from_a_float32_copy(model, ids, layer, head):
+    columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
+    weight = model.blocks[layer].attention.W_o.weight
+    saved = weight.detach().float().clone()  # BUG: rounds the float64 model's weights
+    try:
+        with torch.no_grad():
+            weight[:, columns] = 0.0
+            return model(ids)
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+
+
 def leaving_the_hook_registered(model, ids, layer, head):
     columns = slice(head * _d_head(model), (head + 1) * _d_head(model))
 
@@ -432,6 +445,12 @@ WRONG = [
         "logits with a head zeroed",
         zeroing_W_o_in_place,
         "leaves the model's weights changed (blocks.0.attention.W_o.weight)",
+    ),
+    (
+        "logits with a head zeroed",
+        putting_W_o_back_from_a_float32_copy,
+        "puts the model's weights back from a torch.float32 copy (blocks.0.attention.W_o.weight)"
+        ": they came in torch.float64",
     ),
     (
         "logits with a head zeroed",

@@ -1196,6 +1196,19 @@ def _put_back_attributes(state: dict, name: str, module: nn.Module) -> list[str]
     return problems
 
 
+def _rounded_copy(tensor: torch.Tensor, saved: torch.Tensor) -> torch.dtype | None:
+    """The lower floating dtype whose copy of the saved weights `tensor` holds, if any."""
+    if not saved.is_floating_point() or tensor.shape != saved.shape:
+        return None
+    lower = [torch.float32, *(low for low, _ in LOWER_PRECISIONS)]
+    for low in lower:
+        if low.itemsize < saved.dtype.itemsize and torch.equal(
+            tensor.detach(), saved.to(low).to(saved.dtype)
+        ):
+            return low
+    return None
+
+
 def _put_back_weights(state: dict) -> str | None:
     """Each weight's values, dtype, requires_grad and grad as they were; the first change."""
     problems = []
@@ -1209,6 +1222,12 @@ def _put_back_weights(state: dict) -> str | None:
                 f"leaves the model's weights in {tensor.dtype} on {tensor.device} (they came in "
                 f"{saved.dtype} on {saved.device}, {name}): model.double() and model.to() change "
                 f"the model itself; convert a copy"
+            )
+        elif edited and (low := _rounded_copy(tensor, saved)) is not None:
+            problems.append(
+                f"puts the model's weights back from a {low} copy ({name}): they came in "
+                f"{saved.dtype}, and the round trip through {low} rounds them; save them in "
+                f"their own dtype (W.detach().clone())"
             )
         elif edited:
             problems.append(
