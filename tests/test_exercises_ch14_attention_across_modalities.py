@@ -1825,3 +1825,11 @@ def test_a_mistake_of_a_learners_pass_is_named_in_every_case_it_fails(
     verdict, out = run_checker(CHECKERS[exercise][0], answer)
     failures = out.splitlines()[1:]
     assert verdict is False and failures and all(words in line for line in failures), out
+
+
+def test_a_tuple_returned_is_named_as_a_tuple_not_a_list_from_tolist(run_checker):
+    verdict, out = run_checker(
+        check_attention_centroid, lambda weights, grid_size, patch: (1.0, 2.0)
+    )
+    assert verdict is False and "returned a tuple, expected a tensor" in out, out
+    assert ".tolist()" not in out

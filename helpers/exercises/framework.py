@@ -243,8 +243,8 @@ def _not_a_tensor(got: object) -> str:
         how = "a numpy value (.numpy() leaves torch)"
     elif isinstance(got, numbers.Number):
         how = f"a Python {type(got).__name__}, {got!r:.12} (.item() or float() leave torch)"
-    elif isinstance(got, list | tuple):
-        how = f"a {type(got).__name__} (.tolist() leaves torch)"
+    elif isinstance(got, list):
+        how = "a list (.tolist() leaves torch)"
     else:
         how = f"a {type(got).__name__}"
     return (
