@@ -33,6 +33,7 @@ from helpers.checkpoints import (
 )
 from helpers.gpt import (
     GPT,
+    LARGEST_ACTIVATION,
     GPTConfig,
     ReadPrompt,
     check_forward_size,
@@ -212,6 +213,8 @@ LONGEST_TRAINING_SEQUENCE = 69
 # the most bytes prefix_lm_mask builds (a bool a byte): 1,024 rows of the recipe's context, 16 MiB;
 # a larger mask is a mistyped size, and building it takes a few times its bytes and seconds
 MOST_MASK_BYTES = 1024 * RECIPE.context_length**2
+# the most ids written_text reads: 1,024 of the recipe's contexts (a model writes one at most)
+MOST_WRITTEN_IDS = 1024 * RECIPE.context_length
 # name -> what its loss covers: the French answer only, or the whole sequence (English too)
 MODELS = {"decoder-only": "answer", "decoder-only-lm": "sequence"}
 TIED_COPY = "output.weight"  # the same matrix as tokens.weight, stored once
@@ -270,7 +273,7 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
     """The token each position must predict, (B, T - 1): sequences[:, 1:], with <pad> (no
     loss) at the padding and, when over="answer", at every position before <sep> as well, so
     that only the French tokens and the closing <eos> are scored (a row with no <sep> scores
-    nothing: training_loss refuses it)."""
+    nothing: training_loss refuses it). sequences: at most LARGEST_ACTIVATION ids."""
     validation.dense_tensor(sequences, "sequences", "(B, T)")
     if sequences.dim() != 2 or sequences.shape[1] < 2:
         raise ValueError(f"sequences must be (B, T) with T >= 2, got {tuple(sequences.shape)}")
@@ -278,6 +281,13 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
         raise ValueError(
             f"sequences must hold integer token ids ({', '.join(map(str, ID_DTYPES))}), got "
             f"{sequences.dtype}"
+        )
+    if sequences.numel() > LARGEST_ACTIVATION:  # sized before it is read: expand() holds few bytes
+        raise ValueError(
+            f"sequences hold {shown_count(sequences.numel())} ids "
+            f"({shown_count(sequences.shape[0])} x {shown_count(sequences.shape[1])}), more than "
+            f"2^28 = {LARGEST_ACTIVATION:,}, the most a forward pass makes of anything: is a size "
+            f"mistyped?"
         )
     if sequences.numel() and sequences.min() < 0:
         raise ValueError(f"sequences must hold ids >= 0, got {sequences.min().item()}")
@@ -888,9 +898,18 @@ def train_and_save(
 
 def written_text(tokenizer: Tokenizer, ids: list[int], separator_id: int) -> str:
     """What a model wrote, up to its first <eos>, with each <sep> shown as <sep> between
-    spaces. ids: a list of ids of the tokenizer's vocabulary."""
+    spaces. ids: a list (or a 1-D tensor) of at most MOST_WRITTEN_IDS ids of the tokenizer's
+    vocabulary."""
     separator_id = _check_separator_of(tokenizer, separator_id)
-    if isinstance(ids, torch.Tensor) and validation.dense_tensor(ids, "ids", "(T,)").dim() == 1:
+    is_row_tensor = (
+        isinstance(ids, torch.Tensor) and validation.dense_tensor(ids, "ids", "(T,)").dim() == 1
+    )
+    if (is_row_tensor or isinstance(ids, list | tuple)) and len(ids) > MOST_WRITTEN_IDS:
+        raise ValueError(
+            f"ids hold {shown_count(len(ids))} tokens, more than {MOST_WRITTEN_IDS:,} (1,024 "
+            f"contexts of {RECIPE.context_length}; a model writes one at most): is a size mistyped?"
+        )
+    if is_row_tensor:
         ids = ids.tolist()
     vocab_size = tokenizer.get_vocab_size()
     if not isinstance(ids, list | tuple) or not all(

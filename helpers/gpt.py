@@ -525,11 +525,17 @@ def check_sampling_size(
     rows = validation.whole_number(rows, "rows", minimum=0)
     temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
     check_ids_name(name)
-    per_row = SAMPLING_COPIES * 2 * config.vocab_size  # float64: two float32 numbers' bytes
-    if temperature and rows * per_row > LARGEST_ACTIVATION:
+    if temperature:
+        _check_sampled_rows(rows, config.vocab_size, name)
+
+
+def _check_sampled_rows(rows: int, vocab_size: int, name: str) -> None:
+    """check_sampling_size's limit, for rows of a vocabulary of vocab_size tokens."""
+    per_row = SAMPLING_COPIES * 2 * vocab_size  # float64: two float32 numbers' bytes
+    if rows * per_row > LARGEST_ACTIVATION:
         raise ValueError(
             f"{name}: sampling {shown_count(rows)} rows from a vocabulary of "
-            f"{config.vocab_size:,} holds {SAMPLING_COPIES} float64 tensors of rows x "
+            f"{shown_count(vocab_size)} holds {SAMPLING_COPIES} float64 tensors of rows x "
             f"vocabulary at once, {shown_count(rows * per_row * 4)} bytes, more than 1 GiB = "
             f"{LARGEST_ACTIVATION * 4:,} bytes (2^28 float32 numbers): sample at most "
             f"{LARGEST_ACTIVATION // per_row:,} rows at a time, or decode greedily (temperature 0)"
@@ -572,11 +578,17 @@ def _digits(number: int) -> int:
 
 def check_logits(logits: object) -> torch.Tensor:
     """logits (B, V), floating, each row with a finite logit, none NaN or +inf: a row a token
-    can be chosen from."""
+    can be chosen from; at most LARGEST_ACTIVATION numbers, sized before they are read."""
     validation.dense_tensor(logits, "logits", "(B, V)")
     if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
         raise ValueError(
             f"logits must be floating (B, V), V >= 1, got {logits.dtype} {tuple(logits.shape)}"
+        )
+    if logits.numel() > LARGEST_ACTIVATION:  # an expand()ed view holds them in a few bytes
+        raise ValueError(
+            f"logits hold {shown_count(logits.numel())} numbers ({shown_count(logits.shape[0])} "
+            f"x {shown_count(logits.shape[1])}), more than 2^28 = {LARGEST_ACTIVATION:,}, the "
+            f"most a forward pass makes: is a size mistyped?"
         )
     if logits.isnan().any() or logits.isposinf().any():
         raise ValueError("logits hold NaN or +inf: no token can be chosen")
@@ -607,6 +619,7 @@ def next_token_probabilities(
     probability reaches top_p (the most likely token always stays)."""
     check_logits(logits)
     temperature, top_k, top_p = _check_sampling(temperature, top_k, top_p, None, logits.shape[1])
+    _check_sampled_rows(logits.shape[0], logits.shape[1], "logits")
     dtype = logits.dtype
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")

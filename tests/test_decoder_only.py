@@ -1557,3 +1557,30 @@ def test_a_history_whose_loss_over_is_no_loss_over_is_named_so(tmp_path, loss_ov
     message = rf"history's loss_over should be 'answer' or 'sequence' \(a str\), found {found}$"
     with pytest.raises(CheckpointError, match=message):
         do.load_translator("decoder-only", path)
+
+
+def test_loss_targets_refuses_sequences_too_many_to_read_before_reading_them():
+    """An expand()ed view of 10^10 ids takes 8 bytes, but comparing it with <sep> asked for
+    80 GB: its size is checked first."""
+    huge = torch.zeros(1, dtype=torch.long).expand(10**5, 10**5)
+    message = f"sequences hold {10**10:,} ids (100,000 x 100,000), more than 2^28 = {2**28:,}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        do.loss_targets(huge, 8000)
+    with pytest.raises(ValueError, match="more than 2"):
+        do.loss_targets(torch.zeros(1, dtype=torch.long).expand(2, 2**27 + 1), 8000)
+
+
+def test_written_text_refuses_more_ids_than_a_model_writes_before_reading_them(
+    tokenizer, separator
+):
+    """tolist() on an expand()ed view of 10^9 ids built a list of gigabytes for over 20 s."""
+    most = do.MOST_WRITTEN_IDS
+    message = f"ids hold {10**9:,} tokens, more than {most:,}"
+    start = time.perf_counter()
+    for ids in (torch.zeros(1, dtype=torch.long).expand(10**9), [tr.PAD_ID] * (most + 1)):
+        with pytest.raises(ValueError, match=message if len(ids) == 10**9 else f"{most + 1:,}"):
+            do.written_text(tokenizer, ids, separator)
+    assert time.perf_counter() - start < 1
+    assert do.written_text(tokenizer, torch.zeros(1, dtype=torch.long).expand(most), separator) == (
+        tokenizer.decode([tr.PAD_ID] * most)
+    )

@@ -1382,3 +1382,25 @@ def test_check_finite_logits_takes_the_scored_positions_training_loss_passes():
     model.check_finite_logits(torch.zeros(3, 50))
     with pytest.raises(ValueError, match="logits hold NaN"):
         model.check_finite_logits(torch.full((3, 50), float("nan")))
+
+
+@pytest.mark.parametrize("guard", [gpt.check_logits, next_token_probabilities])
+@pytest.mark.parametrize("rows", [10**5, 10**6])
+def test_logits_too_many_to_read_are_refused_by_size_before_any_is_read(guard, rows):
+    """An expand()ed view of 10^12 logits takes 4 bytes, but isnan() on it asked for 1 TB
+    (10^10: a 10 GB temporary): its size is checked first."""
+    logits = torch.zeros(1).expand(rows, rows)
+    count = gpt.shown_count(rows * rows)
+    message = f"logits hold {count} numbers ({rows:,} x {rows:,}), more than 2^28 = {2**28:,}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        guard(logits)
+    with pytest.raises(ValueError, match="more than 2"):
+        guard(torch.zeros(1).expand(1, gpt.LARGEST_ACTIVATION + 1))
+
+
+def test_next_token_probabilities_refuses_rows_too_many_to_sample_as_generate_does():
+    vocab_size = 8001
+    most = gpt.LARGEST_ACTIVATION // (gpt.SAMPLING_COPIES * 2 * vocab_size)
+    assert next_token_probabilities(torch.zeros(1).expand(2, vocab_size)).shape == (2, vocab_size)
+    with pytest.raises(ValueError, match=f"logits: sampling {most + 1:,} rows from a vocabulary"):
+        next_token_probabilities(torch.zeros(1).expand(most + 1, vocab_size))
