@@ -631,3 +631,56 @@ def test_editing_what_the_explorer_hands_out_leaves_its_figures_alone(explorer, 
     _flip_head(explorer)
     assert torch.equal(explorer.state["losses"], losses)
     assert torch.equal(explorer.state["attention"], attention)
+
+
+# Regressions from a tenth hostile pass
+
+
+def test_losses_beyond_the_loss_axis_are_named_in_the_view():
+    """A snapshot of finite weights gave losses of 10^8 nats: the line was drawn off the 32-nat
+    axis without a word."""
+    training = tiny_induction_training()
+    snapshot = training["snapshots"]["two-layer"][10]
+    for name, weight in snapshot.items():
+        snapshot[name] = weight * 1e4
+    explorer = InductionExplorer(training=training, step=10)
+    error = explorer.state["error"]
+    assert error.startswith("losses reach ") and error.endswith(
+        " nats at step 10, beyond the 32-nat loss axis"
+    ), error
+    assert error in explorer._log_ax.get_title()
+    assert len(explorer._loss_line.get_xdata()) == 0
+
+
+def test_a_length_past_the_context_set_from_code_is_put_back_and_named():
+    """With the slider's max raised from code, follow() raised 'setting max < min' and the
+    slider showed 500 while the figure drew 24."""
+    explorer = InductionExplorer(training=tiny_induction_training())
+    length = explorer.controls["length"]
+    length.max = 1000
+    length.value = 500
+    assert length.value == explorer.state["length"] == 24 and length.max == 24
+    words = "a block of 500 at start 0 and its copy do not fit in the context of 48"
+    assert words in explorer.state["refused"] and words in explorer._log_ax.get_title()
+    length.value = 20
+    assert explorer.state["length"] == 20 and "refused" not in explorer.state
+
+
+def test_a_start_past_the_room_left_set_from_code_is_put_back_and_named():
+    """With the slider's max raised from code, a start past the room left moved silently to
+    the slider's new end."""
+    explorer = InductionExplorer(training=tiny_induction_training(), length=10, start=5)
+    start = explorer.controls["start"]
+    start.max = 100
+    start.value = 40
+    assert start.value == explorer.state["start"] == 5 and start.max == 28
+    words = "a block of 10 at start 40 and its copy do not fit in the context of 48"
+    assert words in explorer.state["refused"] and words in explorer._log_ax.get_title()
+
+
+def test_a_longer_block_moves_the_start_in_without_a_word():
+    explorer = InductionExplorer(training=tiny_induction_training(), length=10, start=20)
+    explorer.controls["length"].value = 20
+    assert (explorer.controls["start"].value, explorer.controls["start"].max) == (8, 8)
+    assert (explorer.state["start"], explorer.state["length"]) == (8, 20)
+    assert "refused" not in explorer.state

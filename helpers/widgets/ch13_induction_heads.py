@@ -98,10 +98,12 @@ class InductionExplorer(Explorer):
         step, layer, head = self._checked_choices(model, step, layer, head)
         self._snapshots, self._reading = {}, {}
         self._backgrounds = OrderedDict()  # the last few rendered backgrounds, by their axes
+        self._refused = None  # a length or start follow() put back: said by the next draw
         config = self.training["models"][model].config
         if length is None:  # a block of 24, or as long as the context holds twice
             length = min(REPEAT_LENGTH, config.context_length // 2)
         length, start = _placement(length, start, config.context_length)
+        self._placed = (length, start)  # what follow() puts back a length or start that won't fit
         if sequence == "typed":  # raised here, at the call, not drawn into the figure
             parse_tokens(tokens, config.vocab_size, config.context_length)
         controls = {
@@ -169,7 +171,9 @@ class InductionExplorer(Explorer):
     def follow(self, control) -> None:
         """The controls that depend on the one that moved: the model's steps, layers and heads;
         typing tokens shows them; the seed, the length and the start show the random repeat,
-        and the start can go as far as the length leaves room for."""
+        and the start can go as far as the length leaves room for. A length or a start that
+        does not fit in the context (set from code past the slider's ends) is put back, and
+        the view says why."""
         controls = self.controls
         if control is controls["model"]:
             if controls["model"].value is None:
@@ -182,8 +186,22 @@ class InductionExplorer(Explorer):
             controls["sequence"].value = "typed"
         elif control in (controls["seed"], controls["length"], controls["start"]):
             controls["sequence"].value = "repeat"
-            config = self.training["models"][controls["model"].value or "two-layer"].config
-            controls["start"].max = config.context_length - 2 * controls["length"].value
+            self._place_repeat(control)
+
+    def _place_repeat(self, moved) -> None:
+        """The length's and the start's ranges from the context; a value outside them put back
+        to the last one that fitted (the start moves in when a longer block leaves less room)."""
+        context = self.training["recipe"].context_length
+        length, start = self.controls["length"], self.controls["start"]
+        try:  # a new length fits if it fits at start 0: the start then moves in
+            _placement(length.value, 0 if moved is length else start.value, context)
+            placed = (length.value, start.value)
+        except ValueError as problem:
+            self._refused, placed = problem, self._placed
+        room = context - 2 * placed[0]
+        _set_range(length, 2, context // 2, placed[0])
+        _set_range(start, 0, room, min(placed[1], room))
+        self._placed = (length.value, start.value)
 
     # The figure
 
@@ -351,6 +369,7 @@ class InductionExplorer(Explorer):
         unset = [name for name, value in chosen.items() if value is None]
         if unset:  # the constructor's defaults stand for None; a view asks for a value
             raise ValueError(f"choose a value for {', '.join(unset)}")
+        refused, self._refused = self._refused, None
         step, layer, head = self._checked_choices(model, step, layer, head)
         config = self.training["models"][model].config
         try:
@@ -361,6 +380,14 @@ class InductionExplorer(Explorer):
             self._show_problem(problem, model, step)
             return
         found = self._read(model, step, ids)
+        largest = float(found["losses"].max())
+        if not largest <= LOSS_LIMITS[-1]:  # NaN too: the line would be drawn off the axis
+            problem = ValueError(
+                f"losses reach {largest:.2g} nats at step {step:,}, beyond the "
+                f"{LOSS_LIMITS[-1]:g}-nat loss axis"
+            )
+            self._show_problem(problem, model, step)
+            return
         weights, measured = found["attention"][layer, head].clone(), found["measured"]
         self.state = {
             "model": model,
@@ -387,6 +414,9 @@ class InductionExplorer(Explorer):
         self._draw_log(model, step)
         self._draw_map()
         self._draw_loss()
+        if refused is not None:  # drawn: the settings put back; said: why
+            self.state["refused"] = str(refused)
+            self.show_error(self._log_ax, refused)
 
     def _draw_log(self, model: str, step: int) -> None:
         log = self.training["logs"][model]
@@ -557,6 +587,13 @@ def _scores(state: dict) -> str:
     if state["induction"] is None:
         return f"{previous}; no induction score: no block followed at once by its copy"
     return f"induction score {state['induction']:.2f} · {previous}"
+
+
+def _set_range(control, low: int, high: int, value: int) -> None:
+    """A slider's ends and value, checked together once all three are set (one at a time,
+    ipywidgets would refuse or clamp a value between old and new ends)."""
+    with control.hold_trait_notifications():
+        control.min, control.max, control.value = low, high, value
 
 
 def _offer(control, options: list[int]) -> None:
