@@ -315,7 +315,32 @@ def test_five_digits_make_a_test_split_of_one(tmp_path):
 
 def test_a_row_of_the_wrong_width_says_how_many_numbers_it_holds(tmp_path):
     path = _gzip(tmp_path / "wide.csv.gz", 5, ",".join(["1"] * 66) + "\n")
-    with pytest.raises(ValueError, match="got rows of 66 numbers"):
+    with pytest.raises(ValueError, match="row 1 holds 66 numbers, not 65"):
+        load_digits(path)
+
+
+def test_rows_with_a_trailing_comma_are_named_by_their_width_not_by_an_empty_cell(tmp_path):
+    path = _gzip(tmp_path / "comma.csv.gz", 10, "1," * 64 + "3,\n")  # every row equally wide
+    with pytest.raises(ValueError, match="row 1 holds 66 numbers, not 65") as caught:
+        load_digits(path)
+    assert "float" not in str(caught.value)
+
+
+@pytest.mark.parametrize("cell", ["1_0", "a", "0x1", "\ufeff1", "+1", "1e1", "1.0", "١"], ids=ascii)
+def test_only_plain_decimal_whole_numbers_are_read_as_cells(tmp_path, cell):
+    path = _gzip(tmp_path / "cells.csv.gz", 10, f"{cell}," * 64 + "3\n")
+    shown = re.escape(repr(cell))
+    with pytest.raises(
+        ValueError, match=rf"row 1, column 1 holds {shown}, not a whole number 0\.\.16"
+    ):
+        load_digits(path)
+
+
+def test_a_label_that_is_not_a_plain_whole_number_is_named_with_its_range(tmp_path):
+    path = _gzip(tmp_path / "label.csv.gz", 10, "1," * 64 + "1_0\n")
+    with pytest.raises(
+        ValueError, match=r"row 1, column 65 holds '1_0', not a whole number 0\.\.9"
+    ):
         load_digits(path)
 
 
