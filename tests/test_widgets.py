@@ -1192,6 +1192,14 @@ def test_canvas_explorer_answers_bad_input_with_a_message(
     assert message in bad.state["error"]
 
 
+@pytest.mark.parametrize("values", [None, "read", [("mode", "read")]], ids=repr)
+def test_unused_takes_only_the_dict_of_control_values(canvas_explorer, values):
+    for explorer in (canvas_explorer, MaskBuilderExplorer()):
+        with pytest.raises(TypeError, match="values must be the dict of control values"):
+            explorer.unused(values)
+    assert canvas_explorer.unused(canvas_explorer.values() | {"mode": "read"}) == {"word"}
+
+
 def _broken_vision_models(change: str, models: dict) -> object:
     from helpers.vision_models import CanvasReader, DigitFinder
 

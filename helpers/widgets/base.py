@@ -136,7 +136,13 @@ class Explorer:
 
     def unused(self, values: dict) -> set[str]:
         """The controls these settings do not read (a menu another mode uses): left unset, they
-        are no error."""
+        are no error. values is the dict of control values, as values() gives it; a subclass
+        that reads them calls this first."""
+        if not isinstance(values, dict):
+            raise TypeError(
+                "values must be the dict of control values (name: value, as values() gives it), "
+                f"got {type(values).__name__}"
+            )
         return set()
 
     @staticmethod

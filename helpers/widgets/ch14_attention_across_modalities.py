@@ -330,7 +330,10 @@ class CanvasExplorer(Explorer):
         return {"written": list(kept["written"]), "attention": kept["attention"].clone()}
 
     def unused(self, values: dict) -> set[str]:
-        return {"word"} if values.get("mode") == "read" else set()  # (the reader reads them all)
+        unused = super().unused(values)  # which checks values
+        if values.get("mode") == "read":
+            return unused | {"word"}  # the reader reads every other control
+        return unused
 
     def draw(self, mode, word, token, source, canvas, layout) -> None:
         token = _check_choices(mode, word, token)
