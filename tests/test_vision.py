@@ -4,7 +4,6 @@ patches of each cell."""
 
 import gzip
 import math
-import time
 
 import numpy as np
 import pytest
@@ -701,10 +700,8 @@ def test_the_longest_drawing_allowed_is_rasterised():
     ids=["one piece more", "16384", "4096", "96"],
 )
 def test_strokes_too_long_to_ink_in_a_second_are_refused_by_their_length(strokes, size):
-    start = time.perf_counter()
     with pytest.raises(ValueError, match=r"the strokes are [\d,]+ cells long in all"):
         rasterise_strokes(strokes, size)
-    assert time.perf_counter() - start < 5
 
 
 @pytest.mark.parametrize(
