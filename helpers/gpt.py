@@ -620,9 +620,15 @@ def next_token_probabilities(
     check_logits(logits)
     temperature, top_k, top_p = _check_sampling(temperature, top_k, top_p, None, logits.shape[1])
     _check_sampled_rows(logits.shape[0], logits.shape[1], "logits")
-    dtype = logits.dtype
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")
+    return _distribution(logits, temperature, top_k, top_p)
+
+
+def _distribution(logits: torch.Tensor, temperature: float, top_k, top_p) -> torch.Tensor:
+    """next_token_probabilities' computation, for arguments checked already (generate checks
+    its settings and sampling size once, at its door, and each step's logits only)."""
+    dtype = logits.dtype
     logits = logits.double()
     largest = logits.amax(-1, keepdim=True)
     scores = (logits - largest) / temperature  # (B, V), <= 0
@@ -950,7 +956,7 @@ def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_i
         if temperature == 0:  # argmax would pick a NaN's or the first +inf's position
             token = check_logits(logits).argmax(-1, keepdim=True)  # (B, 1)
         else:
-            probabilities = next_token_probabilities(logits, temperature, top_k, top_p)
+            probabilities = _distribution(check_logits(logits), temperature, top_k, top_p)
             token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
         written = torch.cat([written, token.to(ids.dtype)], dim=1)  # (B, T + steps so far)
         newest = token
