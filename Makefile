@@ -166,10 +166,7 @@ bench-under-load: setup
 
 # Retrain chapter 07's model with helpers.dates.RECIPE and store it in data/ (about a minute).
 date-model: setup
-	$(PY) -c "from helpers.dates import DateTask, train_date_model, save_date_model; \
-		model, history = train_date_model(DateTask()); \
-		save_date_model('data/date_transformer.pt', model, history); \
-		print(f'trained in {history[\"seconds\"]:.1f} s')"
+	$(PY) -m helpers.dates
 
 # The shared tokenizer, chapter 08's RNNs (helpers.bahdanau's recipe) and chapter 09's
 # Transformers (helpers.transformer_translation.RECIPE), then chapter 12's two decoder-only
@@ -177,40 +174,33 @@ date-model: setup
 # the token ids, so every model is retrained after it.
 # Each trains on a GPU when torch sees one.
 translation-models: setup
-	$(PY) -c "from helpers.translation import save_tokenizer; save_tokenizer()"
-	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bottleneck')"
-	$(PY) -c "from helpers.bahdanau import train_and_save; train_and_save('rnn-bahdanau')"
-	$(PY) -c "from helpers.transformer_translation import train_and_save; \
-		train_and_save('transformer')"
-	$(PY) -c "from helpers.transformer_translation import train_and_save; \
-		train_and_save('transformer-no-smoothing')"
-	$(PY) -c "from helpers.decoder_only import train_and_save; train_and_save('decoder-only')"
-	$(PY) -c "from helpers.decoder_only import train_and_save; train_and_save('decoder-only-lm')"
+	$(PY) -m helpers.translation
+	$(PY) -m helpers.bahdanau rnn-bottleneck
+	$(PY) -m helpers.bahdanau rnn-bahdanau
+	$(PY) -m helpers.transformer_translation transformer
+	$(PY) -m helpers.transformer_translation transformer-no-smoothing
+	$(PY) -m helpers.decoder_only decoder-only
+	$(PY) -m helpers.decoder_only decoder-only-lm
 
 # Chapter 11's length-extrapolation models (sinusoidal, RoPE, ALiBi), with
 # helpers.long_context.Recipe (about 15 s on one core).
 long-context-models: setup
-	$(PY) -c "from helpers.long_context import train_and_save_all; \
-		print({p: f'{s:.1f} s' for p, s in train_and_save_all().items()})"
+	$(PY) -m helpers.long_context
 
 # Chapter 13's one-layer and two-layer attention-only models, their logs and snapshots, and the
 # two-layer model with each other way of giving positions, with helpers.induction.Recipe.
 # train_model runs on one thread, so a rerun on the same machine gives the same files.
 induction-models: setup
-	$(PY) -c "from helpers.induction import train_and_save; \
-		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
-	$(PY) -c "from helpers.induction import train_and_save_positions; \
-		print({name: f'{s:.1f} s' for name, s in train_and_save_positions().items()})"
+	$(PY) -m helpers.induction
 
 # Chapter 14's small Vision Transformer, find-the-digit and read-the-canvas models, with
 # helpers.vision_models' recipes. Each trains on one thread, so a rerun on the same machine gives
 # the same file.
 vision-models: setup
-	$(PY) -c "from helpers.vision_models import train_and_save; \
-		print({name: f'{s:.1f} s' for name, s in train_and_save().items()})"
+	$(PY) -m helpers.vision_models
 
 translation-bleu: setup
-	$(PY) -c "from helpers.translation_models import print_test_bleu; print_test_bleu()"
+	$(PY) -m helpers.translation_models
 
 readme-figure: setup
 	$(PY) -c "from pathlib import Path; from helpers.widgets import KernelRegressionExplorer; \

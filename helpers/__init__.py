@@ -38,7 +38,19 @@ Modules, by the chapter that introduces them:
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``
 (checksummed weights), ``timing`` (medians of repeated runs), ``validation`` (argument checks
-with named messages).
+with named messages), ``contexts`` (the settings a computation runs under, put back after it).
+
+Read these first: ``attention`` (masked_softmax, the scoring modules, multi-head attention and
+its cache), then ``gpt`` (a whole model built from it), then the module of the chapter at hand.
+Every module follows one rule, and a new one follows it too:
+
+- the idea comes first in the file, and the checks of its arguments last, under "The checks";
+- each public function checks its arguments once, at its door (a line or two that call
+  ``validation`` or a guard at the bottom of the file), and what it calls inside trusts them;
+- a module's ``forward`` is its computation alone;
+- the settings a helper computes under (one torch thread, evaluation mode, the caller's random
+  numbers left alone, float32 with gradients for training) come from ``contexts``;
+- a module that trains a shipped model runs as ``python -m helpers.<module>`` (see the Makefile).
 
 Shapes are written in one notation everywhere: B batch, q queries, k keys, n positions, S and T
 source and target lengths, d or d_model a vector's size, heads and d_head for multi-head

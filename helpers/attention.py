@@ -1,5 +1,11 @@
 """Attention weights and the modules that compute them.
 
+Read top to bottom: masked_softmax (chapter 02), the weighted sum of values, the two scoring
+functions as modules (DotProductAttention, AdditiveAttention; chapter 03), splitting and merging
+heads and MultiHeadAttention (chapter 04, with grouped-query attention from chapter 10), and the
+KeyValueCache it decodes with (chapter 06). Each public function checks its arguments once, at
+its door, with the guards at the bottom of this file; what it calls inside trusts them.
+
 Mask convention, everywhere in this project: a boolean mask is True where a
 query may attend to a key (as the boolean ``attn_mask`` of
 ``torch.nn.functional.scaled_dot_product_attention``).
@@ -12,94 +18,6 @@ from torch import nn
 
 from helpers import validation
 from helpers.positional import rotated
-
-
-def _mask_from_valid_lens(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """Boolean mask, broadcastable to ``scores``, that keeps the first valid_len keys.
-
-    ``valid_lens`` is ``(B,)`` (one length per example) or ``(B, q)``
-    (one length per query); ``scores`` is ``(B, ..., q, k)``.
-    """
-    if not isinstance(valid_lens, torch.Tensor):
-        try:
-            valid_lens = torch.as_tensor(valid_lens)
-        except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"valid_lens must be whole numbers, got {valid_lens!r}") from None
-    if valid_lens.is_floating_point():
-        finite = valid_lens.isfinite().all()
-        if not (finite and torch.equal(valid_lens, valid_lens.round())):
-            raise ValueError(
-                f"valid_lens must hold finite whole numbers, got {valid_lens.tolist()}"
-            )
-        valid_lens = valid_lens.long()
-    elif valid_lens.dtype == torch.bool:
-        raise ValueError(
-            "valid_lens must be integers, got a boolean tensor: a boolean tensor is a mask, "
-            "pass it by name as mask=..."
-        )
-    elif valid_lens.is_complex():
-        raise ValueError(f"valid_lens must be integers, got dtype {valid_lens.dtype}")
-    if (valid_lens < 0).any():
-        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
-
-    batch, num_queries = scores.shape[0], scores.shape[-2] if scores.dim() >= 2 else None
-    per_example = valid_lens.dim() == 1 and valid_lens.shape[0] == batch and scores.dim() >= 2
-    per_query = (
-        valid_lens.dim() == 2
-        and scores.dim() >= 3
-        and tuple(valid_lens.shape) == (batch, num_queries)
-    )
-    if not (per_example or per_query):
-        raise ValueError(
-            f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape "
-            f"{tuple(scores.shape)}: expected (B,) = ({batch},) or "
-            f"(B, q) = ({batch}, {num_queries})"
-        )
-    middle = (1,) * (scores.dim() - 1 - valid_lens.dim())
-    if per_example:
-        lens = valid_lens.reshape(batch, *middle, 1)  # (B, 1, ..., 1)
-    else:
-        lens = valid_lens.reshape(batch, *middle, num_queries, 1)  # (B, 1, ..., q, 1)
-    key_positions = torch.arange(scores.shape[-1], device=scores.device)  # (keys,)
-    return key_positions < lens.to(scores.device)
-
-
-def _check_mask(mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(
-            f"mask must be a boolean tensor (True where a query may attend to a key), got {got}"
-        )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores.shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores.shape:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} cannot broadcast to scores of shape "
-            f"{tuple(scores.shape)}"
-        )
-    return mask.to(scores.device)
-
-
-def allowed_keys(
-    scores: torch.Tensor, valid_lens: torch.Tensor | None = None, mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """The boolean mask (True = may attend) that valid_lens and mask leave, broadcast to scores."""
-    allowed = torch.ones_like(scores, dtype=torch.bool)
-    if valid_lens is not None:
-        allowed = allowed & _mask_from_valid_lens(valid_lens, scores)
-    if mask is not None:
-        allowed = allowed & _check_mask(mask, scores)
-    return allowed
-
-
-def _check_scores(scores) -> None:
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    if scores.dim() < 1:
-        raise ValueError("scores must have at least one axis (the keys)")
 
 
 def masked_softmax(
@@ -117,7 +35,12 @@ def masked_softmax(
     normalised in float32).
     """
     _check_scores(scores)
-    allowed = allowed_keys(scores, valid_lens, mask) & (scores != float("-inf"))
+    valid_lens, mask = _checked_masks(scores.shape, scores.device, valid_lens, mask)
+    return _masked_softmax(scores, valid_lens, mask)
+
+
+def _masked_softmax(scores, valid_lens, mask) -> torch.Tensor:
+    allowed = _allowed_keys(scores, valid_lens, mask) & (scores != float("-inf"))
     row_has_key = allowed.any(dim=-1, keepdim=True)
     # -inf is exact in every dtype (a fill of -1e9 overflows float16); rows with no
     # allowed key get a finite dummy row so that softmax gives no NaN, then zeros.
@@ -125,6 +48,36 @@ def masked_softmax(
     wide = torch.float32 if scores.element_size() < 4 else None
     weights = torch.softmax(filled, dim=-1, dtype=wide).to(scores.dtype)
     return weights.masked_fill(~row_has_key, 0.0)
+
+
+def allowed_keys(
+    scores: torch.Tensor, valid_lens: torch.Tensor | None = None, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The boolean mask (True = may attend) that valid_lens and mask leave, broadcast to scores."""
+    valid_lens, mask = _checked_masks(scores.shape, scores.device, valid_lens, mask)
+    return _allowed_keys(scores, valid_lens, mask)
+
+
+def _allowed_keys(scores, valid_lens, mask) -> torch.Tensor:
+    allowed = torch.ones_like(scores, dtype=torch.bool)  # (B, ..., q, k)
+    if valid_lens is not None:
+        allowed = allowed & _first_keys(valid_lens, scores)
+    if mask is not None:
+        allowed = allowed & mask
+    return allowed
+
+
+def _first_keys(valid_lens: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """The mask, broadcastable to scores (B, ..., q, k), that keeps the first valid_len keys:
+    valid_lens (B,) holds one length per example, (B, q) one per query."""
+    batch = scores.shape[0]
+    middle = (1,) * (scores.dim() - 1 - valid_lens.dim())
+    if valid_lens.dim() == 1:
+        lens = valid_lens.reshape(batch, *middle, 1)  # (B, 1, ..., 1)
+    else:
+        lens = valid_lens.reshape(batch, *middle, scores.shape[-2], 1)  # (B, 1, ..., q, 1)
+    key_positions = torch.arange(scores.shape[-1], device=scores.device)  # (keys,)
+    return key_positions < lens.to(scores.device)
 
 
 def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -135,6 +88,10 @@ def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     that is read (weight not 0) reaches the output by the rules of IEEE arithmetic.
     """
     _check_weighted_sum(weights, values)
+    return _weighted_sum(weights, values)
+
+
+def _weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     output = weights @ values
     if output.isfinite().all():
         return output
@@ -155,17 +112,6 @@ def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return output.masked_fill(nan, float("nan"))
 
 
-def _check_weighted_sum(weights, values) -> None:
-    validation.tensor(weights, "weights", "(..., q, k)")
-    validation.tensor(values, "values", "(..., k, d_v)")
-    validation.same_float_dtype({"weights": weights, "values": values})
-    if weights.dim() < 2 or values.dim() < 2 or weights.shape[-1] != values.shape[-2]:
-        raise ValueError(
-            f"weights {tuple(weights.shape)} and values {tuple(values.shape)} must be "
-            f"(..., q, k) and (..., k, d_v) with the same number of keys"
-        )
-
-
 def scaled_dot_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """Q K^T / sqrt(d): (..., q, d) and (..., k, d) -> (..., q, k). 16-bit inputs are
     multiplied in float32, as torch's scaled_dot_product_attention does: their products
@@ -173,28 +119,6 @@ def scaled_dot_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor
     if queries.element_size() < 4:
         queries, keys = queries.float(), keys.float()
     return queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
-
-
-def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
-    """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes, all of one
-    floating-point dtype on one device."""
-    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-        validation.tensor(value, name, "(B, ..., n, size)")
-        if value.dim() < 3:
-            raise ValueError(
-                f"{name} must be a tensor of shape (B, ..., n, size), got {tuple(value.shape)}"
-            )
-    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
-    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
-    if 0 in (q[-1], k[-1], v[-1]):
-        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
-    if not (q[:-2] == k[:-2] == v[:-2]) or k[-2] != v[-2]:
-        raise ValueError(
-            f"queries {q}, keys {k} and values {v} must share their leading axes, and keys "
-            f"and values their number of positions"
-        )
-    if same_size and q[-1] != k[-1]:
-        raise ValueError(f"dot-product scores need queries and keys of one size: got {q} and {k}")
 
 
 class DotProductAttention(nn.Module):
@@ -217,10 +141,26 @@ class DotProductAttention(nn.Module):
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         _check_attention_inputs(queries, keys, values, same_size=True)
+        valid_lens, mask = _checked_masks(
+            _scores_shape(queries, keys), queries.device, valid_lens, mask
+        )
+        return self.attend(queries, keys, values, valid_lens, mask)
+
+    def attend(self, queries, keys, values, valid_lens=None, mask=None) -> torch.Tensor:
+        """forward's computation, for arguments already checked (MultiHeadAttention's heads)."""
         scores = scaled_dot_scores(queries, keys)  # (B, ..., q, k)
-        weights = masked_softmax(scores, valid_lens, mask).to(values.dtype)
+        weights = _masked_softmax(scores, valid_lens, mask).to(values.dtype)
         self.attention_weights = weights.detach()  # kept to look at (a graph blocks deepcopy)
-        return weighted_sum(self.dropout(weights), values)  # (B, ..., q, d_v)
+        return _weighted_sum(self.dropout(weights), values)  # (B, ..., q, d_v)
+
+
+class HeadAttention(DotProductAttention):
+    """DotProductAttention inside a MultiHeadAttention, over heads whose forward checked them:
+    its forward is the computation alone. Still a module of its own, so that a hook on a
+    model's heads (register_forward_hook on block.attention.attention) runs."""
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None) -> torch.Tensor:
+        return self.attend(queries, keys, values, valid_lens, mask)
 
 
 class AdditiveAttention(nn.Module):
@@ -243,24 +183,13 @@ class AdditiveAttention(nn.Module):
         self.dropout = nn.Dropout(validation.probability(dropout))
         self.attention_weights = None
 
-    def _check_inputs(self, queries, keys, values) -> None:
-        _check_attention_inputs(queries, keys, values, same_size=False)
-        for name, tensor, layer in (("queries", queries, self.W_q), ("keys", keys, self.W_k)):
-            if tensor.shape[-1] != layer.in_features:
-                raise ValueError(
-                    f"{name} of size {tensor.shape[-1]} given to AdditiveAttention built for "
-                    f"{name} of size {layer.in_features}"
-                )
-        if queries.dtype != self.W_q.weight.dtype:
-            raise ValueError(
-                f"inputs are {queries.dtype} but the layer's weights are {self.W_q.weight.dtype}: "
-                f"convert one with .to()"
-            )
-
     def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """w_v^T tanh(W_q q + W_k k) for every pair: (B, q, query_size), (B, k, key_size) ->
         (B, q, k)."""
         self._check_inputs(queries, keys, keys)
+        return self._scores(queries, keys)
+
+    def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         projected_queries = self.W_q(queries).unsqueeze(-2)  # (B, q, 1, h)
         projected_keys = self.W_k(keys).unsqueeze(-3)  # (B, 1, k, h)
         features = torch.tanh(projected_queries + projected_keys)  # (B, q, k, h)
@@ -275,35 +204,46 @@ class AdditiveAttention(nn.Module):
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         self._check_inputs(queries, keys, values)
-        scores = self.scores(queries, keys)  # (B, q, k)
-        weights = masked_softmax(scores, valid_lens, mask)
+        valid_lens, mask = _checked_masks(
+            _scores_shape(queries, keys), queries.device, valid_lens, mask
+        )
+        scores = self._scores(queries, keys)  # (B, q, k)
+        weights = _masked_softmax(scores, valid_lens, mask)
         self.attention_weights = weights.detach()  # kept to look at (a graph blocks deepcopy)
-        return weighted_sum(self.dropout(weights), values)  # (B, q, d_v)
+        return _weighted_sum(self.dropout(weights), values)  # (B, q, d_v)
 
-
-def _check_split(x, num_heads) -> None:
-    if validation.tensor(x, "x", "(B, n, d_model)").dim() != 3:
-        raise ValueError(f"x must be (B, n, d_model), got {tuple(x.shape)}")
-    num_heads = validation.whole_number(num_heads, "num_heads")
-    if x.shape[-1] % num_heads:
-        raise ValueError(f"d_model ({x.shape[-1]}) must be divisible by num_heads ({num_heads})")
+    def _check_inputs(self, queries, keys, values) -> None:
+        _check_attention_inputs(queries, keys, values, same_size=False)
+        for name, tensor, layer in (("queries", queries, self.W_q), ("keys", keys, self.W_k)):
+            if tensor.shape[-1] != layer.in_features:
+                raise ValueError(
+                    f"{name} of size {tensor.shape[-1]} given to AdditiveAttention built for "
+                    f"{name} of size {layer.in_features}"
+                )
+        if queries.dtype != self.W_q.weight.dtype:
+            raise ValueError(
+                f"inputs are {queries.dtype} but the layer's weights are {self.W_q.weight.dtype}: "
+                f"convert one with .to()"
+            )
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, n, d_model) -> (B, heads, n, d_model / heads): a reshape, then a transpose."""
-    _check_split(x, num_heads)
+    return _split_heads(x, _checked_split(x, num_heads))
+
+
+def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     batch, n, d_model = x.shape
     return x.reshape(batch, n, num_heads, d_model // num_heads).transpose(1, 2)
-
-
-def _check_merge(x) -> None:
-    if validation.tensor(x, "x", "(B, heads, n, d_head)").dim() != 4:
-        raise ValueError(f"x must be (B, heads, n, d_head), got {tuple(x.shape)}")
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, heads, n, d_head) -> (B, n, heads * d_head): the inverse of split_heads."""
     _check_merge(x)
+    return _merge_heads(x)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     batch, num_heads, n, d_head = x.shape
     return x.transpose(1, 2).reshape(batch, n, num_heads * d_head)
 
@@ -337,37 +277,51 @@ class MultiHeadAttention(nn.Module):
         rope: bool = False,
     ):
         super().__init__()
-        d_model = validation.whole_number(d_model, "d_model")
-        num_heads = validation.whole_number(num_heads, "num_heads")
-        bias = validation.flag(bias, "bias")
-        self.rope = validation.flag(rope, "rope")
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        if self.rope and (d_model // num_heads) % 2:
-            raise ValueError(
-                f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
-                f"{d_model // num_heads}, must be even"
-            )
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        num_kv_heads = validation.whole_number(num_kv_heads, "num_kv_heads")
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads}): "
-                f"each key/value head serves a group of query heads of one size"
-            )
+        d_model, num_heads, num_kv_heads, bias, rope = _checked_sizes(
+            d_model, num_heads, num_kv_heads, bias, rope
+        )
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        self.rope = rope
         kv_size = num_kv_heads * (d_model // num_heads)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, kv_size, bias=bias)
         self.W_v = nn.Linear(d_model, kv_size, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        self.attention = DotProductAttention(dropout)
+        self.attention = HeadAttention(dropout)
 
     @property
     def attention_weights(self) -> torch.Tensor | None:
         return self.attention.attention_weights
 
-    def _heads_mask(self, mask, batch, num_queries, num_keys):
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        valid_lens: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        cache: "KeyValueCache | None" = None,
+    ) -> torch.Tensor:
+        """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
+        attend to every position it holds (decoding one token at a time)."""
+        valid_lens, mask = self._check_inputs(queries, keys, values, valid_lens, mask, cache)
+        q = _split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
+        k = _split_heads(self.W_k(keys), self.num_kv_heads)  # (B, kv_heads, k, d_head)
+        v = _split_heads(self.W_v(values), self.num_kv_heads)  # (B, kv_heads, k, d_head)
+        if self.rope:  # the new positions come after the cached ones
+            start = 0 if cache is None else len(cache)
+            where = torch.arange(start, start + q.shape[2], device=q.device)  # (q,)
+            q, k = rotated(q, where), rotated(k, where)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, kv_heads, cached + new, d_head)
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:  # query head h reads key/value head h // group
+            k = k.repeat_interleave(group, dim=1)  # (B, heads, k, d_head)
+            v = v.repeat_interleave(group, dim=1)
+        heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
+        return self.W_o(_merge_heads(heads))  # (B, q, d_model)
+
+    def _checked_heads_mask(self, mask, batch, num_queries, num_keys):
         """(q, k) -> (1, 1, q, k); (B, q, k) -> (B, 1, q, k); (B, heads, q, k) as it is.
 
         A size-1 query axis broadcasts: (1, k) and (B, 1, k) mask keys for every query.
@@ -389,9 +343,10 @@ class MultiHeadAttention(nn.Module):
             )
         return heads_mask
 
-    def _check_inputs(self, queries, keys, values, mask, cache) -> torch.Tensor | None:
+    def _check_inputs(self, queries, keys, values, valid_lens, mask, cache) -> tuple:
         """Check every argument before anything changes (a bad call leaves the cache as it
-        was); return the mask shaped for the heads."""
+        was); return valid_lens and the mask shaped for the heads, as the heads' attention
+        takes them."""
         self._check_tensors(queries, keys, values)
         if cache is not None and not isinstance(cache, KeyValueCache):
             raise ValueError(f"cache must be a KeyValueCache, got {type(cache).__name__}")
@@ -407,7 +362,10 @@ class MultiHeadAttention(nn.Module):
                 f"(new, cached + new) = ({new}, {num_keys}): without one, the earlier "
                 f"new positions would see the later ones"
             )
-        return None if mask is None else self._heads_mask(mask, queries.shape[0], new, num_keys)
+        batch = queries.shape[0]
+        mask = None if mask is None else self._checked_heads_mask(mask, batch, new, num_keys)
+        scores = (batch, self.num_heads, new, num_keys)  # (B, heads, q, k)
+        return _checked_masks(torch.Size(scores), queries.device, valid_lens, mask)
 
     def _check_tensors(self, queries, keys, values) -> None:
         for name, value in (("queries", queries), ("keys", keys), ("values", values)):
@@ -428,34 +386,6 @@ class MultiHeadAttention(nn.Module):
                 f"inputs are {queries.dtype} on {queries.device} but the layer's weights are "
                 f"{weight.dtype} on {weight.device}: move one to the other with .to()"
             )
-
-    def forward(
-        self,
-        queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        valid_lens: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        cache: "KeyValueCache | None" = None,
-    ) -> torch.Tensor:
-        """cache: a KeyValueCache. The new keys and values are appended to it, and the queries
-        attend to every position it holds (decoding one token at a time)."""
-        mask = self._check_inputs(queries, keys, values, mask, cache)  # (B | 1, heads | 1, q, k)
-        q = split_heads(self.W_q(queries), self.num_heads)  # (B, heads, q, d_head)
-        k = split_heads(self.W_k(keys), self.num_kv_heads)  # (B, kv_heads, k, d_head)
-        v = split_heads(self.W_v(values), self.num_kv_heads)  # (B, kv_heads, k, d_head)
-        if self.rope:  # the new positions come after the cached ones
-            start = 0 if cache is None else len(cache)
-            where = torch.arange(start, start + q.shape[2], device=q.device)  # (q,)
-            q, k = rotated(q, where), rotated(k, where)
-        if cache is not None:
-            k, v = cache.extend(k, v)  # (B, kv_heads, cached + new, d_head)
-        group = self.num_heads // self.num_kv_heads
-        if group > 1:  # query head h reads key/value head h // group
-            k = k.repeat_interleave(group, dim=1)  # (B, heads, k, d_head)
-            v = v.repeat_interleave(group, dim=1)
-        heads = self.attention(q, k, v, valid_lens, mask)  # (B, heads, q, d_head)
-        return self.W_o(merge_heads(heads))  # (B, q, d_model)
 
 
 class KeyValueCache:
@@ -556,6 +486,172 @@ class KeyValueCache:
 
 def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
     """Give ``ours`` the weights of a torch.nn.MultiheadAttention of the same size."""
+    _check_copyable(ours, theirs)
+    d = ours.d_model
+    with torch.no_grad():
+        for index, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            layer.weight.copy_(theirs.in_proj_weight[index * d : (index + 1) * d])
+            if layer.bias is not None:
+                layer.bias.copy_(theirs.in_proj_bias[index * d : (index + 1) * d])
+        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        if ours.W_o.bias is not None:
+            ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+def _scores_shape(queries: torch.Tensor, keys: torch.Tensor) -> torch.Size:
+    """The shape (..., q, k) of the scores of checked queries (..., q, d) and keys (..., k, d)."""
+    return queries.shape[:-1] + keys.shape[-2:-1]
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _checked_masks(shape: torch.Size, device: torch.device, valid_lens, mask) -> tuple:
+    """(valid_lens, mask) as the computation takes them, for scores of this shape (B, ..., q, k)
+    on this device: valid_lens a tensor of whole numbers >= 0, (B,) or (B, q); mask boolean,
+    broadcastable to the scores, on their device. None stays None."""
+    if valid_lens is not None:
+        valid_lens = _checked_valid_lens(valid_lens, shape)
+    if mask is not None:
+        mask = _checked_mask(mask, shape, device)
+    return valid_lens, mask
+
+
+def _checked_valid_lens(valid_lens: object, shape: torch.Size) -> torch.Tensor:
+    """valid_lens as a tensor of whole numbers >= 0, (B,) or (B, q) for scores (B, ..., q, k)."""
+    if not isinstance(valid_lens, torch.Tensor):
+        try:
+            valid_lens = torch.as_tensor(valid_lens)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"valid_lens must be whole numbers, got {valid_lens!r}") from None
+    if valid_lens.is_floating_point():
+        finite = valid_lens.isfinite().all()
+        if not (finite and torch.equal(valid_lens, valid_lens.round())):
+            raise ValueError(
+                f"valid_lens must hold finite whole numbers, got {valid_lens.tolist()}"
+            )
+        valid_lens = valid_lens.long()
+    elif valid_lens.dtype == torch.bool:
+        raise ValueError(
+            "valid_lens must be integers, got a boolean tensor: a boolean tensor is a mask, "
+            "pass it by name as mask=..."
+        )
+    elif valid_lens.is_complex():
+        raise ValueError(f"valid_lens must be integers, got dtype {valid_lens.dtype}")
+    if (valid_lens < 0).any():
+        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
+    batch, num_queries = shape[0], shape[-2] if len(shape) >= 2 else None
+    per_example = valid_lens.dim() == 1 and valid_lens.shape[0] == batch and len(shape) >= 2
+    per_query = (
+        valid_lens.dim() == 2
+        and len(shape) >= 3
+        and tuple(valid_lens.shape) == (batch, num_queries)
+    )
+    if not (per_example or per_query):
+        raise ValueError(
+            f"valid_lens of shape {tuple(valid_lens.shape)} does not fit scores of shape "
+            f"{tuple(shape)}: expected (B,) = ({batch},) or "
+            f"(B, q) = ({batch}, {num_queries})"
+        )
+    return valid_lens
+
+
+def _checked_mask(mask: object, shape: torch.Size, device: torch.device) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(
+            f"mask must be a boolean tensor (True where a query may attend to a key), got {got}"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} cannot broadcast to scores of shape {tuple(shape)}"
+        )
+    return mask.to(device)
+
+
+def _check_scores(scores) -> None:
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a floating-point tensor, got {got}")
+    if scores.dim() < 1:
+        raise ValueError("scores must have at least one axis (the keys)")
+
+
+def _check_weighted_sum(weights, values) -> None:
+    validation.tensor(weights, "weights", "(..., q, k)")
+    validation.tensor(values, "values", "(..., k, d_v)")
+    validation.same_float_dtype({"weights": weights, "values": values})
+    if weights.dim() < 2 or values.dim() < 2 or weights.shape[-1] != values.shape[-2]:
+        raise ValueError(
+            f"weights {tuple(weights.shape)} and values {tuple(values.shape)} must be "
+            f"(..., q, k) and (..., k, d_v) with the same number of keys"
+        )
+
+
+def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
+    """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes, all of one
+    floating-point dtype on one device."""
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        validation.tensor(value, name, "(B, ..., n, size)")
+        if value.dim() < 3:
+            raise ValueError(
+                f"{name} must be a tensor of shape (B, ..., n, size), got {tuple(value.shape)}"
+            )
+    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
+    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if 0 in (q[-1], k[-1], v[-1]):
+        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
+    if not (q[:-2] == k[:-2] == v[:-2]) or k[-2] != v[-2]:
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must share their leading axes, and keys "
+            f"and values their number of positions"
+        )
+    if same_size and q[-1] != k[-1]:
+        raise ValueError(f"dot-product scores need queries and keys of one size: got {q} and {k}")
+
+
+def _checked_split(x: object, num_heads: object) -> int:
+    """num_heads as an int, for x (B, n, d_model) whose d_model it divides."""
+    if validation.tensor(x, "x", "(B, n, d_model)").dim() != 3:
+        raise ValueError(f"x must be (B, n, d_model), got {tuple(x.shape)}")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    validation.head_size(x.shape[-1], num_heads)
+    return num_heads
+
+
+def _check_merge(x) -> None:
+    if validation.tensor(x, "x", "(B, heads, n, d_head)").dim() != 4:
+        raise ValueError(f"x must be (B, heads, n, d_head), got {tuple(x.shape)}")
+
+
+def _checked_sizes(d_model, num_heads, num_kv_heads, bias, rope) -> tuple:
+    """MultiHeadAttention's sizes and flags as ints and bools, if they make heads of one size."""
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    bias = validation.flag(bias, "bias")
+    rope = validation.flag(rope, "rope")
+    validation.head_size(d_model, num_heads)
+    if rope and (d_model // num_heads) % 2:
+        raise ValueError(
+            f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
+            f"{d_model // num_heads}, must be even"
+        )
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    num_kv_heads = validation.whole_number(num_kv_heads, "num_kv_heads")
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads}): "
+            f"each key/value head serves a group of query heads of one size"
+        )
+    return d_model, num_heads, num_kv_heads, bias, rope
+
+
+def _check_copyable(ours, theirs) -> None:
     if not isinstance(ours, MultiHeadAttention) or not isinstance(theirs, nn.MultiheadAttention):
         raise ValueError(
             f"expected our MultiHeadAttention and a torch.nn.MultiheadAttention, got "
@@ -588,11 +684,3 @@ def copy_weights_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttent
             f"bias settings differ: ours bias={ours_bias}, theirs bias={theirs_bias}; build "
             f"MultiHeadAttention(..., bias={theirs_bias})"
         )
-    with torch.no_grad():
-        for index, layer in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            layer.weight.copy_(theirs.in_proj_weight[index * d : (index + 1) * d])
-            if layer.bias is not None:
-                layer.bias.copy_(theirs.in_proj_bias[index * d : (index + 1) * d])
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        if ours.W_o.bias is not None:
-            ours.W_o.bias.copy_(theirs.out_proj.bias)

@@ -5,6 +5,7 @@ sees one fixed vector (the encoder's last states), the attention model a new wei
 of all the encoder's states at every step (Bahdanau, Cho and Bengio, 2015).
 """
 
+import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,34 +15,31 @@ from torch import nn
 from helpers import validation
 from helpers.attention import AdditiveAttention
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     as_path,
+    check_name,
     float_weights,
     load_checkpoint,
     load_weights,
     save_checkpoint,
 )
+from helpers.contexts import evaluating
+from helpers.training import check_deadline
 from helpers.translation import (
     DATA_DIR,
-    MAX_WORDS,
     PAD_ID,
     SPECIALS,
     check_device,
     check_previous_ids,
-    check_text,
-    check_tokenizer,
-    clean,
     decode,
-    encode,
     load_tokenizer,
+    sentence_ids,
     train_translator,
     translate,
 )
 
-MAX_CHARACTERS = 150  # twelve long English words
-MAX_SOURCE_TOKENS = 30  # subword pieces, <eos> included: room for 12 words and some rare ones
 RECIPE_EPOCHS = 16  # Adam 1e-3, batches of about 2,000 source tokens, dropout 0.2
-MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16 numbers
 
 
 @dataclass(frozen=True)
@@ -172,15 +170,11 @@ class RNNTranslator(nn.Module):
         """Greedy translation of source ids (B, S), padded on the right -> ids (B, <= max_len);
         max_len defaults to 2 S + 5."""
         max_len = None if max_len is None else validation.whole_number(max_len, "max_len")
-        was_training = self.training
-        self.eval()
-        self.attention_weights = []
-        try:
+        with evaluating(self):
+            self.attention_weights = []
             memory = self.encode(source)  # checks the source
             steps = 2 * source.shape[1] + 5 if max_len is None else max_len
             return translate(self.decode_step, memory, len(source), steps, source.device)
-        finally:
-            self.train(was_training)
 
 
 MODELS = {"rnn-bottleneck": False, "rnn-bahdanau": True}  # name -> attention
@@ -202,7 +196,7 @@ def save_translator(path: str | Path, model: RNNTranslator, history: dict) -> No
 
 def load_translator(name: str, path: str | Path | None = None) -> tuple[RNNTranslator, dict]:
     """(model in eval mode, history), after the checksum and the configuration are checked."""
-    check_name(name)
+    check_name(name, MODELS)
     path = model_path(name) if path is None else as_path(path)
     saved = load_checkpoint(path, ("config", "weights", "history"), "make translation-models")
     if not isinstance(saved["config"], dict):
@@ -237,7 +231,7 @@ def train_and_save(
 ) -> dict:
     """Train one of MODELS with the chapter's recipe and save it (after every epoch, so a run
     stopped by its deadline keeps what it finished). device None: a GPU if torch sees one."""
-    check_name(name)
+    check_name(name, MODELS)
     epochs = validation.whole_number(epochs, "epochs")
     device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     path = model_path(name) if path is None else as_path(path)
@@ -254,52 +248,6 @@ def train_and_save(
         return not late
 
     return train_translator(model, tokenizer, epochs, device=device, after_epoch=after_epoch)
-
-
-def check_name(name: object, models: dict = MODELS) -> str:
-    if not isinstance(name, str) or name not in models:
-        raise ValueError(f"name must be one of {list(models)}, got {name!r}")
-    return name
-
-
-def check_deadline(deadline_minutes: object) -> None:
-    if deadline_minutes is not None:
-        validation.positive_number(deadline_minutes, "deadline_minutes (None: no deadline)")
-
-
-def sentence_ids(tokenizer, sentence: str) -> torch.Tensor:
-    """(1, S) ids of one English sentence, or a ValueError that says what is wrong with it."""
-    check_tokenizer(tokenizer)
-    if not isinstance(sentence, str):
-        raise ValueError(f"type an English sentence (text), got {type(sentence).__name__}")
-    sentence = clean(check_text(sentence))
-    if not sentence:
-        raise ValueError("type an English sentence, for example: She has a red car.")
-    words = len(sentence.split())
-    if words > MAX_WORDS:
-        raise ValueError(
-            f"at most {MAX_WORDS} words (the models learned from sentences of at most "
-            f"{MAX_WORDS}), got {words}"
-        )
-    if len(sentence) > MAX_CHARACTERS:
-        raise ValueError(f"at most {MAX_CHARACTERS} characters, got {len(sentence)}")
-    unknown = sorted({c for c in sentence if c != " " and tokenizer.token_to_id(c) is None})
-    if unknown:
-        shown = ", ".join(_named_character(c) for c in unknown[:5])
-        raise ValueError(f"the tokenizer has never seen these characters: {shown}")
-    ids = encode(tokenizer, [sentence])  # (1, S)
-    if ids.shape[1] > MAX_SOURCE_TOKENS:
-        raise ValueError(
-            f"this sentence splits into {ids.shape[1] - 1} subword pieces (rare words split "
-            f"into many); at most {MAX_SOURCE_TOKENS - 1} fit"
-        )
-    return ids
-
-
-def _named_character(character: str) -> str:
-    """'<' (U+003C); a character the figure's font may lack by its code point alone."""
-    code = f"U+{ord(character):04X}"
-    return f"'{character}' ({code})" if character.isprintable() and ord(character) < 0x250 else code
 
 
 @torch.no_grad()
@@ -322,14 +270,13 @@ def translate_with_alignment(model: RNNTranslator, tokenizer, sentence: str) -> 
     }
 
 
-def shown_tokens(tokens: list[str]) -> list[str]:
-    """Subword tokens for a figure: a word's first piece as it is, a later piece after "-"."""
-    if isinstance(tokens, str) or not isinstance(tokens, list | tuple):
-        raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}")
-    if not all(isinstance(t, str) for t in tokens):
-        raise TypeError("tokens must be a list of token strings (tokenizer.id_to_token of ids)")
-    shown = {"▁": "␣"}  # a word whose first piece is only its start marker
-    return [
-        shown.get(t) or (t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}")
-        for t in tokens
-    ]
+def main() -> None:
+    """python -m helpers.bahdanau NAME: train the named model with its recipe and save it
+    in data/ (make translation-models runs it for each)."""
+    parser = argparse.ArgumentParser(description="Train the named model and save it in data/.")
+    parser.add_argument("name", choices=list(MODELS))
+    train_and_save(parser.parse_args().name)
+
+
+if __name__ == "__main__":
+    main()

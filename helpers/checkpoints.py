@@ -101,25 +101,6 @@ def savable_path(path: object) -> Path:
 NOT_REGULAR = "is not a regular file (a device, a pipe or a socket)"
 
 
-def _check_folder(path: Path, written: Path) -> None:
-    """The folder that `written` (the checkpoint at path, or its checksum file) goes to exists
-    and can be written: its own folder, or, where it is a symbolic link, its target's."""
-    target = Path(os.path.realpath(written))  # writing follows a link, even a dangling one
-    folder = target.parent if os.path.islink(written) else written.parent
-    via = f"{written} is a symbolic link to {target}, and " if os.path.islink(written) else ""
-    kind = _kind(folder, "cannot save")
-    if kind != "folder":
-        found = "is a file, not a folder" if kind == "file" else "does not exist"
-        raise CheckpointError(f"cannot save {path}: {via}the folder {folder} {found}")
-    try:  # a file made and removed at once: permissions alone miss a read-only file system
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise CheckpointError(
-            f"cannot save {path}: {via}the folder {folder} cannot be written to ({error.strerror})"
-        ) from None
-
-
 def shown_path(path: Path) -> str:
     """path as a message shows it: its first 60 characters and its length, if it is long."""
     text = str(path)
@@ -177,6 +158,12 @@ def save_checkpoint(path: str | Path, contents: dict) -> None:
     stored = _stored_beyond_limit(survey)
     if stored:
         raise CheckpointError(f"cannot save {path}: {stored}")
+    if survey.unsaved:
+        where, kind = survey.unsaved[0]
+        raise CheckpointError(
+            f"cannot save {path}: contents must hold only tensors, numbers, strings, lists and "
+            f"dicts, which load_checkpoint reads back ({where} is {kind})"
+        )
     written = io.BytesIO()
     try:
         torch.save(contents, written)
@@ -205,6 +192,9 @@ LARGEST_INT = 2**2039 - 1  # the largest integer pickle writes in 255 bytes (its
 # most torch.load's weights-only reader reads back (614 digits)
 INF_OR_NAN = "holds inf or NaN"
 SET_REFUSED = "is a set: a checkpoint holds tensors, numbers, strings, lists and dicts"
+# What a checkpoint holds besides dicts, lists, tuples and tensors: torch's weights-only reader
+# reads these back, and nothing else (a function, a Path or an object of a class of one's own)
+PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 
 
 class _Beyond(Exception):
@@ -225,6 +215,7 @@ class _Survey:
     def __init__(self, contents: dict, largest_int: float = math.inf):
         self.largest_int = largest_int
         self.refused: list[tuple[str, str, bool]] = []
+        self.unsaved: list[tuple[str, str]] = []  # (where, what) torch.save cannot write back
         self.storages: dict[int, int] = {}  # a storage's address -> its bytes
         self.widest_view: tuple[str, torch.Tensor] | None = None
         self.read: dict[int, tuple[int, int]] = {}  # id -> (items, nesting) of what it holds
@@ -257,6 +248,8 @@ class _Survey:
             self.refused.append((_where(place), SET_REFUSED, False))
             return 1, 0
         if not isinstance(value, torch.Tensor | dict | list | tuple):
+            if not isinstance(value, PLAIN):
+                self.unsaved.append((_where(place), _kind_of(value)))
             return 1, 0
         if id(value) in self.holding:
             raise _Beyond(
@@ -382,10 +375,34 @@ def _unreadable(tensor: torch.Tensor) -> str:
     return ""
 
 
+# What torch's and pickle's own words mean, for the reader of a file that is not a checkpoint
+TORCH_WORDS = {
+    "enforce fail at inline_container": "its zip archive is not laid out as torch.save lays "
+    "it out: another format version, or a record missing",
+    "Unsupported operand": "its record of what it holds, data.pkl, is not a pickle torch.save "
+    "writes",
+    "EOFError": "its record of what it holds, data.pkl, ends early: empty or cut short",
+    "resize storage": "a tensor in it claims more numbers than its storage holds",
+}
+
+
+def _kind_of(value: object) -> str:
+    """What value is, for a message: "the function print", "a PosixPath"."""
+    if callable(value) and hasattr(value, "__qualname__"):
+        what = "class" if isinstance(value, type) else "function"
+        return f"the {what} {value.__qualname__}"
+    kind = type(value).__qualname__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
+
+
 def _torch_reason(error: BaseException) -> str:
-    """The first sentence of what torch.load could not read, without the rest of its text,
-    which advises loading with weights_only=False: that runs whatever code a crafted file
-    holds."""
+    """What torch.load could not read: torch's words said plainly where they are internal,
+    else their first sentence without the rest, which advises loading with weights_only=False
+    (that runs whatever code a crafted file holds)."""
+    said = f"{type(error).__name__}: {error}"
+    for words, meaning in TORCH_WORDS.items():
+        if words in said:
+            return meaning
     lines = [line.strip() for line in str(error).split("Unpickler error:")[-1].splitlines()]
     said = [
         line
@@ -543,23 +560,6 @@ def _sha256sum_line(digest: str, name: str) -> str:
     escaped = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
     start = "\\" if escaped != name else ""
     return f"{start}{digest}  {escaped}\n"
-
-
-def _checksum_entry(line: str) -> tuple[str, str] | None:
-    """(digest in lower case, file name) of one line of a checksum file, sha256sum's "hex  name"
-    (also "hex *name", "hex name", "hex<TAB>name") or BSD's "SHA256 (name) = hex", either
-    starting with a backslash where the name is escaped; None if sha256sum -c cannot read it."""
-    escaped = line.startswith("\\")
-    body = line[1:] if escaped else line
-    gnu, bsd = SHA256SUM_LINE.fullmatch(body), BSD_LINE.fullmatch(body)
-    if not (gnu or bsd):
-        return None
-    digest, name = (gnu[1], gnu[2]) if gnu else (bsd[2], bsd[1])
-    if escaped:
-        if not ESCAPED_NAME.fullmatch(name):
-            return None
-        name = re.sub(r"\\(.)", lambda escape: UNESCAPED[escape[1]], name)
-    return digest.lower(), name
 
 
 def _recorded_checksums(path: Path, name: str, fix: str) -> set[str]:
@@ -784,3 +784,53 @@ def _tied_keys(model: torch.nn.Module) -> list[list[str]]:
     for key, value in model.state_dict(keep_vars=True).items():
         names.setdefault(id(value), []).append(key)
     return [keys for keys in names.values() if len(keys) > 1]
+
+
+MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16: what one file in data/ may hold
+
+
+def check_name(name: object, models: dict) -> str:
+    """name, if it is one of the saved models' names (the keys of models)."""
+    if not isinstance(name, str) or name not in models:
+        raise ValueError(f"name must be one of {list(models)}, got {name!r}")
+    return name
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_folder(path: Path, written: Path) -> None:
+    """The folder that `written` (the checkpoint at path, or its checksum file) goes to exists
+    and can be written: its own folder, or, where it is a symbolic link, its target's."""
+    target = Path(os.path.realpath(written))  # writing follows a link, even a dangling one
+    folder = target.parent if os.path.islink(written) else written.parent
+    via = f"{written} is a symbolic link to {target}, and " if os.path.islink(written) else ""
+    kind = _kind(folder, "cannot save")
+    if kind != "folder":
+        found = "is a file, not a folder" if kind == "file" else "does not exist"
+        raise CheckpointError(f"cannot save {path}: {via}the folder {folder} {found}")
+    try:  # a file made and removed at once: permissions alone miss a read-only file system
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise CheckpointError(
+            f"cannot save {path}: {via}the folder {folder} cannot be written to ({error.strerror})"
+        ) from None
+
+
+def _checksum_entry(line: str) -> tuple[str, str] | None:
+    """(digest in lower case, file name) of one line of a checksum file, sha256sum's "hex  name"
+    (also "hex *name", "hex name", "hex<TAB>name") or BSD's "SHA256 (name) = hex", either
+    starting with a backslash where the name is escaped; None if sha256sum -c cannot read it."""
+    escaped = line.startswith("\\")
+    body = line[1:] if escaped else line
+    gnu, bsd = SHA256SUM_LINE.fullmatch(body), BSD_LINE.fullmatch(body)
+    if not (gnu or bsd):
+        return None
+    digest, name = (gnu[1], gnu[2]) if gnu else (bsd[2], bsd[1])
+    if escaped:
+        if not ESCAPED_NAME.fullmatch(name):
+            return None
+        name = re.sub(r"\\(.)", lambda escape: UNESCAPED[escape[1]], name)
+    return digest.lower(), name

@@ -7,6 +7,7 @@ The split into training, validation and test dates is fixed by a seed; a test da
 appears in training, in any format.
 """
 
+import argparse
 import datetime
 import itertools
 import random
@@ -19,6 +20,7 @@ import torch
 
 from helpers import validation
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     float_weights,
     load_checkpoint,
@@ -452,32 +454,6 @@ def save_date_model(path: str | Path, model: Seq2SeqTransformer, history: dict) 
     save_checkpoint(path, {"config": config, "weights": weights, "history": history})
 
 
-def _check_date_config(config, path) -> None:
-    """The saved configuration must describe a date model before anything is allocated."""
-    expected_vocab = {
-        "src_vocab_size": len(SOURCE_VOCABULARY),
-        "tgt_vocab_size": len(TARGET_VOCABULARY),
-        "pad_id": PAD,
-    }
-    if not isinstance(config, dict) or set(config) - {f.name for f in fields(TransformerConfig)}:
-        raise CheckpointError(f"{path}: its config is not a date model's: {config!r}")
-    for key, value in expected_vocab.items():
-        if config.get(key) != value:
-            raise CheckpointError(f"{path}: config {key} is {config.get(key)!r}, expected {value}")
-    try:
-        config = TransformerConfig(**config)
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
-        raise CheckpointError(
-            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
-            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
-        )
-
-
-MAX_CHECKPOINT_PARAMETERS = 8 * 2**20  # 16 MB of float16 numbers
-
-
 def load_date_model(
     path: str | Path = SAVED_MODEL, device: str | torch.device = "cpu"
 ) -> tuple[Seq2SeqTransformer, dict]:
@@ -568,3 +544,44 @@ def cross_attention_alignment(
             shares[example, :, :, index] = on_part.mean(-1)  # (L, H)
             uniform[example, index] = len(source_parts[part]) / len(text)
     return shares.mean(0), uniform.mean(0).expand_as(shares[0])
+
+
+def main() -> None:
+    """python -m helpers.dates: retrain chapter 07's model with RECIPE and store it in data/."""
+    argparse.ArgumentParser(
+        description="Retrain chapter 07's date model and store it in data/."
+    ).parse_args()
+    model, history = train_date_model(DateTask())
+    save_date_model(SAVED_MODEL, model, history)
+    print(f"trained in {history['seconds']:.1f} s")
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_date_config(config, path) -> None:
+    """The saved configuration must describe a date model before anything is allocated."""
+    expected_vocab = {
+        "src_vocab_size": len(SOURCE_VOCABULARY),
+        "tgt_vocab_size": len(TARGET_VOCABULARY),
+        "pad_id": PAD,
+    }
+    if not isinstance(config, dict) or set(config) - {f.name for f in fields(TransformerConfig)}:
+        raise CheckpointError(f"{path}: its config is not a date model's: {config!r}")
+    for key, value in expected_vocab.items():
+        if config.get(key) != value:
+            raise CheckpointError(f"{path}: config {key} is {config.get(key)!r}, expected {value}")
+    try:
+        config = TransformerConfig(**config)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
+    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
+            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ about its number of parameters; it decodes through chapter 08's step interface, 
 09's greedy decoding, beam search and BLEU serve unchanged.
 """
 
+import argparse
 import copy
 import math
 import numbers
@@ -17,14 +18,10 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from helpers import validation
-from helpers.bahdanau import (
-    MAX_CHECKPOINT_PARAMETERS,
-    check_deadline,
-    check_name,
-    sentence_ids,
-)
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
+    check_name,
     float_weights,
     load_checkpoint,
     load_weights,
@@ -44,7 +41,7 @@ from helpers.gpt import (
     shown_count,
 )
 from helpers.masks import causal_mask
-from helpers.training import learning_rate_factor
+from helpers.training import check_deadline, learning_rate_factor
 from helpers.translation import (
     BOS_ID,
     DATA_DIR,
@@ -62,6 +59,7 @@ from helpers.translation import (
     close_epoch,
     load_pairs,
     load_tokenizer,
+    sentence_ids,
     token_batches,
     translate,
 )
@@ -85,42 +83,6 @@ def check_separator(separator_id: object) -> int:
         raise ValueError(
             f"separator_id must be its own token, got {separator_id}, the id of "
             f"{FRAMING[separator_id]}"
-        )
-    return separator_id
-
-
-def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
-    """check_separator(separator_id), if it is the tokenizer's <sep> when it holds one, or
-    else in its vocabulary or the next id, which add_separator gives <sep>."""
-    check_tokenizer(tokenizer)
-    separator_id = check_separator(separator_id)
-    vocab_size = tokenizer.get_vocab_size()
-    if separator_id > vocab_size:
-        raise ValueError(
-            f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
-            f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
-        )
-    held = tokenizer.token_to_id(SEPARATOR)
-    if held is not None and separator_id == vocab_size:
-        raise ValueError(
-            f"separator_id {separator_id} is outside the tokenizer's vocabulary "
-            f"0..{vocab_size - 1}: its {SEPARATOR} is {held}"
-        )
-    if held is not None and separator_id != held:
-        raise ValueError(
-            f"separator_id must be the tokenizer's {SEPARATOR}, {held}, got {separator_id}: the "
-            f"id of {tokenizer.id_to_token(separator_id)!r}"
-        )
-    return separator_id
-
-
-def _check_separator_in(config: object, separator_id: object) -> int:
-    """check_separator(separator_id), inside config's vocabulary when config is a GPTConfig."""
-    separator_id = check_separator(separator_id)
-    if isinstance(config, GPTConfig) and separator_id >= config.vocab_size:
-        raise ValueError(
-            f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
-            f"{config.vocab_size}"
         )
     return separator_id
 
@@ -346,34 +308,6 @@ def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -
     separator_id = _check_separator_of(tokenizer, separator_id)
     english = sentence_ids(tokenizer, text)[0, :-1].tolist()  # without its <eos>
     return torch.tensor([[BOS_ID, *english] + ([separator_id] if task == "translate" else [])])
-
-
-def _check_state_shape(state: object) -> dict:
-    """A decoding state as start_state, decode_step and select make it: caches (a list),
-    last (the prompts' last ids, (B,), integers), step (the tokens decoded so far, >= 0) and
-    cached (the positions its caches hold when it is read, >= 0)."""
-    if not isinstance(state, dict) or not {"caches", "last", "step", "cached"} <= set(state):
-        found = validation.shown(state) if isinstance(state, dict) else type(state).__name__
-        raise TypeError(
-            f"state must be the dict start_state made (caches, last, step, cached), got {found:.80}"
-        )
-    last, step, cached = state["last"], state["step"], state["cached"]
-    if (
-        not isinstance(state["caches"], list | tuple)
-        or not isinstance(last, torch.Tensor)
-        or last.dim() != 1
-        or last.dtype not in (torch.int64, torch.int32)
-        or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in (step, cached))
-        or step < 0
-        or cached < 0
-    ):
-        raise TypeError(
-            f"state must be the dict start_state made: caches a list, last the prompts' last "
-            f"ids (B,) as int64 or int32, step and cached counts >= 0; got caches "
-            f"{type(state['caches']).__name__}, last {validation.shown(last):.40}, step "
-            f"{validation.shown(step):.20}, cached {validation.shown(cached):.20}"
-        )
-    return state
 
 
 class DecoderOnlyTranslator(GPT):
@@ -977,3 +911,83 @@ def sample_texts(
         read=read,
     )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
     return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]
+
+
+def main() -> None:
+    """python -m helpers.decoder_only NAME: train the named model with its recipe and save it
+    in data/ (make translation-models runs it for each)."""
+    parser = argparse.ArgumentParser(description="Train the named model and save it in data/.")
+    parser.add_argument("name", choices=list(MODELS))
+    train_and_save(parser.parse_args().name)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_separator_of(tokenizer: Tokenizer, separator_id: object) -> int:
+    """check_separator(separator_id), if it is the tokenizer's <sep> when it holds one, or
+    else in its vocabulary or the next id, which add_separator gives <sep>."""
+    check_tokenizer(tokenizer)
+    separator_id = check_separator(separator_id)
+    vocab_size = tokenizer.get_vocab_size()
+    if separator_id > vocab_size:
+        raise ValueError(
+            f"separator_id {validation.shown(separator_id)} is outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}, and not the next id ({vocab_size}) that <sep> would take"
+        )
+    held = tokenizer.token_to_id(SEPARATOR)
+    if held is not None and separator_id == vocab_size:
+        raise ValueError(
+            f"separator_id {separator_id} is outside the tokenizer's vocabulary "
+            f"0..{vocab_size - 1}: its {SEPARATOR} is {held}"
+        )
+    if held is not None and separator_id != held:
+        raise ValueError(
+            f"separator_id must be the tokenizer's {SEPARATOR}, {held}, got {separator_id}: the "
+            f"id of {tokenizer.id_to_token(separator_id)!r}"
+        )
+    return separator_id
+
+
+def _check_separator_in(config: object, separator_id: object) -> int:
+    """check_separator(separator_id), inside config's vocabulary when config is a GPTConfig."""
+    separator_id = check_separator(separator_id)
+    if isinstance(config, GPTConfig) and separator_id >= config.vocab_size:
+        raise ValueError(
+            f"separator_id {validation.shown(separator_id)} is outside the vocabulary of "
+            f"{config.vocab_size}"
+        )
+    return separator_id
+
+
+def _check_state_shape(state: object) -> dict:
+    """A decoding state as start_state, decode_step and select make it: caches (a list),
+    last (the prompts' last ids, (B,), integers), step (the tokens decoded so far, >= 0) and
+    cached (the positions its caches hold when it is read, >= 0)."""
+    if not isinstance(state, dict) or not {"caches", "last", "step", "cached"} <= set(state):
+        found = validation.shown(state) if isinstance(state, dict) else type(state).__name__
+        raise TypeError(
+            f"state must be the dict start_state made (caches, last, step, cached), got {found:.80}"
+        )
+    last, step, cached = state["last"], state["step"], state["cached"]
+    if (
+        not isinstance(state["caches"], list | tuple)
+        or not isinstance(last, torch.Tensor)
+        or last.dim() != 1
+        or last.dtype not in (torch.int64, torch.int32)
+        or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in (step, cached))
+        or step < 0
+        or cached < 0
+    ):
+        raise TypeError(
+            f"state must be the dict start_state made: caches a list, last the prompts' last "
+            f"ids (B,) as int64 or int32, step and cached counts >= 0; got caches "
+            f"{type(state['caches']).__name__}, last {validation.shown(last):.40}, step "
+            f"{validation.shown(step):.20}, cached {validation.shown(cached):.20}"
+        )
+    return state
+
+
+if __name__ == "__main__":
+    main()

@@ -207,24 +207,6 @@ def operations_run(function: Callable[[], object]) -> list[str]:
 # The online softmax and FlashAttention's forward pass
 
 
-def _check_mask(mask, shape: tuple, device: torch.device) -> torch.Tensor:
-    """The boolean mask expanded to the scores' shape, on their device (as masked_softmax)."""
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(
-            f"mask must be a boolean tensor (True where a query may attend to a key), got {got}"
-        )
-    try:
-        fits = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} cannot broadcast to the scores' shape {shape}"
-        )
-    return mask.to(device).expand(shape)
-
-
 def _shift(running_max: torch.Tensor) -> torch.Tensor:
     """The running maximum, or 0 where it is still -inf (no key allowed so far): subtracting
     -inf from -inf would give NaN, subtracting 0 gives exp(-inf) = 0. A maximum of NaN or +inf
@@ -443,3 +425,25 @@ def grouped_from_multi_head(layer: MultiHeadAttention, num_kv_heads: int) -> Mul
             if bias:
                 target.bias.copy_(source.bias.reshape(num_kv_heads, -1, d_head).mean(1).flatten())
     return grouped.train(layer.training)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_mask(mask, shape: tuple, device: torch.device) -> torch.Tensor:
+    """The boolean mask expanded to the scores' shape, on their device (as masked_softmax)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(
+            f"mask must be a boolean tensor (True where a query may attend to a key), got {got}"
+        )
+    try:
+        fits = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} cannot broadcast to the scores' shape {shape}"
+        )
+    return mask.to(device).expand(shape)

@@ -10,7 +10,6 @@ with or without the key/value cache.
 import copy
 import math
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention
+from helpers.contexts import evaluating
 from helpers.masks import causal_mask
 from helpers.positional import sinusoidal_encoding
 from helpers.transformer import PositionWiseFFN, Residual
@@ -56,11 +56,7 @@ class GPTConfig:
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "num_heads", "num_layers", "d_ff"):
             object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model ({validation.shown(self.d_model)}) must be divisible by num_heads "
-                f"({validation.shown(self.num_heads)})"
-            )
+        validation.head_size(self.d_model, self.num_heads)
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         only = validation.flag(self.attention_only, "attention_only")
         object.__setattr__(self, "attention_only", only)
@@ -529,19 +525,6 @@ def check_sampling_size(
         _check_sampled_rows(rows, config.vocab_size, name)
 
 
-def _check_sampled_rows(rows: int, vocab_size: int, name: str) -> None:
-    """check_sampling_size's limit, for rows of a vocabulary of vocab_size tokens."""
-    per_row = SAMPLING_COPIES * 2 * vocab_size  # float64: two float32 numbers' bytes
-    if rows * per_row > LARGEST_ACTIVATION:
-        raise ValueError(
-            f"{name}: sampling {shown_count(rows)} rows from a vocabulary of "
-            f"{shown_count(vocab_size)} holds {SAMPLING_COPIES} float64 tensors of rows x "
-            f"vocabulary at once, {shown_count(rows * per_row * 4)} bytes, more than 1 GiB = "
-            f"{LARGEST_ACTIVATION * 4:,} bytes (2^28 float32 numbers): sample at most "
-            f"{LARGEST_ACTIVATION // per_row:,} rows at a time, or decode greedily (temperature 0)"
-        )
-
-
 def check_ids_name(name: object) -> None:
     if not isinstance(name, str):
         raise TypeError(
@@ -595,20 +578,6 @@ def check_logits(logits: object) -> torch.Tensor:
     if not logits.isfinite().any(-1).all():
         raise ValueError("a row of logits is all -inf: no token can be chosen")
     return logits
-
-
-def _check_sampling(temperature, top_k, top_p, generator, vocab_size: int) -> tuple:
-    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
-    if top_k is not None:
-        top_k = validation.whole_number(top_k, "top_k")
-        top_k = min(top_k, vocab_size)
-    if top_p is not None:
-        top_p = validation.positive_number(top_p, "top_p")
-        if top_p > 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r}")
-    return temperature, top_k, top_p
 
 
 def next_token_probabilities(
@@ -680,21 +649,6 @@ def _kinds_of(caches: object) -> str:
         return f"a {type(caches).__name__}"
     kinds = sorted({type(cache).__name__ for cache in caches})
     return f"a {type(caches).__name__} of {len(caches)} {' and '.join(kinds) or 'items'}"
-
-
-@contextmanager
-def evaluating(model: nn.Module):
-    """model in eval mode (no dropout) inside the with block; after it, each of its modules in
-    its own mode as before (model.train(was_training) would put them all in the model's)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    modes = [(module, module.training) for module in model.modules()]
-    model.eval()
-    try:
-        yield model
-    finally:
-        for module, training in modes:
-            module.training = training
 
 
 @dataclass(frozen=True)
@@ -895,6 +849,63 @@ def generate(
     return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
 
 
+def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
+    temperature, top_k, top_p = sampling
+    caches = model.new_caches() if use_cache else None
+    written, newest = ids.clone(), ids  # newest: what the model has not read yet
+    if read is not None:  # the prompt read already: its caches, copied, and last logits
+        caches, newest = [copy.copy(cache) for cache in read.caches], None
+    stopped = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)  # (B,)
+    for _ in range(max_new_tokens):
+        if stop_id is not None and stopped.all():
+            break
+        if newest is None:
+            logits = read.logits
+        else:
+            logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
+        if temperature == 0:  # argmax would pick a NaN's or the first +inf's position
+            token = check_logits(logits).argmax(-1, keepdim=True)  # (B, 1)
+        else:
+            probabilities = _distribution(check_logits(logits), temperature, top_k, top_p)
+            token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
+        written = torch.cat([written, token.to(ids.dtype)], dim=1)  # (B, T + steps so far)
+        newest = token
+        if stop_id is not None:
+            stopped |= token[:, 0] == stop_id
+    return written
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_sampled_rows(rows: int, vocab_size: int, name: str) -> None:
+    """check_sampling_size's limit, for rows of a vocabulary of vocab_size tokens."""
+    per_row = SAMPLING_COPIES * 2 * vocab_size  # float64: two float32 numbers' bytes
+    if rows * per_row > LARGEST_ACTIVATION:
+        raise ValueError(
+            f"{name}: sampling {shown_count(rows)} rows from a vocabulary of "
+            f"{shown_count(vocab_size)} holds {SAMPLING_COPIES} float64 tensors of rows x "
+            f"vocabulary at once, {shown_count(rows * per_row * 4)} bytes, more than 1 GiB = "
+            f"{LARGEST_ACTIVATION * 4:,} bytes (2^28 float32 numbers): sample at most "
+            f"{LARGEST_ACTIVATION // per_row:,} rows at a time, or decode greedily (temperature 0)"
+        )
+
+
+def _check_sampling(temperature, top_k, top_p, generator, vocab_size: int) -> tuple:
+    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
+    if top_k is not None:
+        top_k = validation.whole_number(top_k, "top_k")
+        top_k = min(top_k, vocab_size)
+    if top_p is not None:
+        top_p = validation.positive_number(top_p, "top_p")
+        if top_p > 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r}")
+    return temperature, top_k, top_p
+
+
 def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) -> None:
     """read must be read_prompt(model, ids): the same ids, caches this model's layers fill,
     read by this model."""
@@ -937,29 +948,3 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
         raise ValueError(
             "read was not made by read_prompt(model, ids): its caches or logits differ"
         )
-
-
-def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
-    temperature, top_k, top_p = sampling
-    caches = model.new_caches() if use_cache else None
-    written, newest = ids.clone(), ids  # newest: what the model has not read yet
-    if read is not None:  # the prompt read already: its caches, copied, and last logits
-        caches, newest = [copy.copy(cache) for cache in read.caches], None
-    stopped = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)  # (B,)
-    for _ in range(max_new_tokens):
-        if stop_id is not None and stopped.all():
-            break
-        if newest is None:
-            logits = read.logits
-        else:
-            logits = model(newest if use_cache else written, caches)[:, -1].double()  # (B, V)
-        if temperature == 0:  # argmax would pick a NaN's or the first +inf's position
-            token = check_logits(logits).argmax(-1, keepdim=True)  # (B, 1)
-        else:
-            probabilities = _distribution(check_logits(logits), temperature, top_k, top_p)
-            token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
-        written = torch.cat([written, token.to(ids.dtype)], dim=1)  # (B, T + steps so far)
-        newest = token
-        if stop_id is not None:
-            stopped |= token[:, 0] == stop_id
-    return written

@@ -6,6 +6,7 @@ a head's attention pattern (previous_token_score, induction_score) and the ablat
 silences heads (zeroed_heads, logits_with_heads_zeroed).
 """
 
+import argparse
 import contextlib
 import io
 import itertools
@@ -22,8 +23,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from helpers import validation
-from helpers.bahdanau import MAX_CHECKPOINT_PARAMETERS
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     float_weights,
     load_checkpoint,
@@ -32,7 +33,13 @@ from helpers.checkpoints import (
     save_checkpoint,
     weights_misfit,
 )
-from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size, evaluating
+from helpers.contexts import (
+    evaluating,
+    keeping_random_state,
+    one_torch_thread,
+    trainable_float32,
+)
+from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size
 
 # The task
 
@@ -42,26 +49,12 @@ MOST_BYTES = 2**31  # 2 GiB at the peak of one call: chapter 13's largest, measu
 # size, not a batch
 
 
-def _check_generator(generator: object, optional: bool = True) -> None:
-    if not isinstance(generator, torch.Generator) and not (optional and generator is None):
-        accepted = "a torch.Generator or None" if optional else "a torch.Generator"
-        raise TypeError(f"generator must be {accepted}, got {validation.shown(generator)}")
-
-
 def repeated_sequences(
     batch: int, length: int, vocab_size: int, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """(batch, 2 * length) int64 ids: a block of `length` ids drawn uniformly from
     0..vocab_size - 1, followed by its exact copy."""
-    batch = validation.whole_number(batch, "batch")
-    length = validation.whole_number(length, "length")
-    vocab_size = validation.whole_number(vocab_size, "vocab_size")
-    if vocab_size > LARGEST_ID:
-        raise ValueError(
-            f"vocab_size must be at most 2^63 - 1 (int64 ids), got {validation.shown(vocab_size)}"
-        )
-    _check_bytes("repeated_sequences", _repeat_bytes(batch, length), batch=batch, length=length)
-    _check_generator(generator)
+    batch, length, vocab_size = _checked_repeat(batch, length, vocab_size, generator)
     device = None if generator is None else generator.device
     block = torch.randint(vocab_size, (batch, length), generator=generator, device=device)
     return torch.cat([block, block], dim=1)  # (batch, 2 * length)
@@ -97,35 +90,6 @@ MOST_SHUFFLED = 2**23  # tokens in one call, batch x vocab_size: about a second 
 # chapter 13's most, 256 rows of 512, is 2^17
 
 
-def _check_distinct(call: str, batch: object, n: object, vocab_size: object) -> tuple[int, ...]:
-    """batch, n and vocab_size as whole numbers for which n different tokens exist and `call`
-    shuffles the rows' whole vocabularies in reasonable time (_check_shuffled)."""
-    batch = validation.whole_number(batch, "batch")
-    n = validation.whole_number(n, "n")
-    vocab_size = validation.whole_number(vocab_size, "vocab_size")
-    if n > vocab_size:
-        raise ValueError(
-            f"n must be at most vocab_size: a row of n different tokens needs a vocabulary of at "
-            f"least n, got n {validation.shown(n)}, vocab_size {validation.shown(vocab_size)}"
-        )
-    _check_shuffled(call, batch, vocab_size)
-    return batch, n, vocab_size
-
-
-def _check_shuffled(call: str, batch: int, vocab_size: int, batch_name: str = "batch") -> None:
-    """A ValueError naming the call, the batch and vocab_size, if the call would put more than
-    MOST_VOCAB tokens in a random order for a row or more than MOST_SHUFFLED in all: its time
-    grows with the vocabulary, whatever n."""
-    if vocab_size > MOST_VOCAB or batch * vocab_size > MOST_SHUFFLED:
-        raise ValueError(
-            f"{call} draws each row's different tokens from a random order of the whole "
-            f"vocabulary, at most 2^{MOST_VOCAB.bit_length() - 1} = {MOST_VOCAB:,} tokens "
-            f"(vocab_size) and 2^{MOST_SHUFFLED.bit_length() - 1} = {MOST_SHUFFLED:,} in one "
-            f"call ({batch_name} x vocab_size), got {batch_name} {validation.shown(batch)}, "
-            f"vocab_size {validation.shown(vocab_size)}"
-        )
-
-
 def placed_repeats(
     batch: int,
     n: int,
@@ -136,25 +100,12 @@ def placed_repeats(
 ) -> torch.Tensor:
     """(batch, n) int64 ids: n different tokens (distinct_ids), then the block at start..start +
     length - 1 copied over the `length` positions right after it. The copy is the only repeat."""
-    length = validation.whole_number(length, "length", minimum=2)
-    n = validation.whole_number(n, "n")
-    start = _check_start(start, length, n)
-    batch, n, vocab_size = _check_distinct("placed_repeats", batch, n, vocab_size)
-    _check_generator(generator)
+    batch, n, start, length, vocab_size = _checked_placement(
+        batch, n, start, length, vocab_size, generator
+    )
     ids = _distinct(batch, n, vocab_size, generator)
     ids[:, start + length : start + 2 * length] = ids[:, start : start + length]
     return ids
-
-
-def _check_bytes(call: str, peak: int, **sizes: int) -> None:
-    """A ValueError naming the call and the sizes asked for, if the call would hold more than
-    MOST_BYTES at its peak."""
-    if peak > MOST_BYTES:
-        asked = ", ".join(f"{name} {validation.shown(size)}" for name, size in sizes.items())
-        raise ValueError(
-            f"{call} would allocate {validation.shown(peak)} bytes at its peak, more than "
-            f"2^{MOST_BYTES.bit_length() - 1} ({MOST_BYTES // 2**30} GiB): {asked}"
-        )
 
 
 # The scores of an attention pattern
@@ -163,35 +114,14 @@ MOST_WEIGHTS = 2**26  # numbers of the weights a score checks, each one (half a 
 # core): measure's maps hold at most 2^31 / 48 (its byte cap: 48 bytes per number of a map)
 
 
-def _check_weights(weights: object) -> torch.Tensor:
-    """Attention weights (..., n, n): square in their last two dims, each row (a query's weights
-    over the keys) in 0..1 and summing to 1, at most MOST_WEIGHTS numbers. Raw scores, or weights
-    scaled or shifted, would give a score that means nothing (5.0 for raw scores of 5)."""
-    validation.dense_tensor(weights, "weights", "(..., n, n)")
-    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(
-            f"weights must be (..., n, n), one row of key weights per query, got shape "
-            f"{tuple(weights.shape)}"
-        )
-    if weights.numel() > MOST_WEIGHTS:
-        raise ValueError(
-            f"weights hold {weights.numel():,} numbers (shape {tuple(weights.shape)}), more than "
-            f"the 2^{MOST_WEIGHTS.bit_length() - 1} = {MOST_WEIGHTS:,} a score checks one by "
-            f"one, also in a view that repeats fewer (one head of at most "
-            f"{math.isqrt(MOST_WEIGHTS)} positions): score a batch in parts"
-        )
-    return validation.attention_weights(weights, "weights", "(..., n, n)")
-
-
 def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
     """weights (..., n, n), n >= 2 -> (...): the mean over the queries t = 1..n-1 of the weight
     on key t - 1, the previous token. An exact previous-token head scores 1."""
-    _check_weights(weights)
-    if weights.shape[-1] < 2:
-        raise ValueError(
-            f"weights must cover n >= 2 positions (the first has no previous token), got n = "
-            f"{weights.shape[-1]}"
-        )
+    _check_previous_token(weights)
+    return _previous_token_score(weights)
+
+
+def _previous_token_score(weights: torch.Tensor) -> torch.Tensor:
     below = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)  # (..., n - 1): (t, t - 1)
     return below.mean(-1)
 
@@ -202,30 +132,13 @@ def induction_score(weights: torch.Tensor, length: int, start: int | None = None
     t - length + 1, the token after the earlier occurrence of the current token. An exact
     induction head scores 1. With start, the block starts there and its copy follows it at once
     anywhere in the n positions: the queries are t = start + length..start + 2*length - 1."""
-    _check_weights(weights)
-    length = validation.whole_number(length, "length", minimum=2)  # 1: the stripe is the diagonal
-    n = weights.shape[-1]
-    if start is None and n != 2 * length:
-        raise ValueError(
-            f"weights cover n = {n} positions, so a block and its copy right after it have "
-            f"length n / 2 = {n / 2:g}, got length {validation.shown(length)} (give start= for "
-            f"a block elsewhere in the n positions)"
-        )
-    start = _check_start(0 if start is None else start, length, n)
+    length, start = _checked_induction(weights, length, start)
+    return _induction_score(weights, length, start)
+
+
+def _induction_score(weights: torch.Tensor, length: int, start: int) -> torch.Tensor:
     stripe = torch.diagonal(weights, offset=1 - length, dim1=-2, dim2=-1)  # (t, t - length + 1)
     return stripe[..., start + 1 : start + length + 1].mean(-1)  # t = start + length ..
-
-
-def _check_start(start: object, length: int, n: int) -> int:
-    """start as a whole number at which a block of length and its copy fit in n positions."""
-    start = validation.whole_number(start, "start", minimum=0)
-    if start + 2 * length > n:
-        raise ValueError(
-            f"a block of {validation.shown(length)} at start {validation.shown(start)} and its "
-            f"copy end at position {validation.shown(start + 2 * length - 1)}, beyond the {n} "
-            f"positions"
-        )
-    return start
 
 
 # Ablation: silence heads
@@ -346,56 +259,7 @@ def logits_with_heads_zeroed(
         return model(ids)  # GPT refuses logits that overflow
 
 
-def _check_model_and_ids(model: object, ids: object) -> None:
-    """A GPT with finite weights (NaN in a weight would come out as NaN logits) and ids it
-    reads."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    for name, weight in model.state_dict().items():
-        if weight.is_meta:
-            raise ValueError(
-                f"the model is on the meta device: its weights ({name}) have no values; build "
-                f"or load it on the cpu"
-            )
-        if weight.is_floating_point() and not weight.isfinite().all():
-            raise ValueError(
-                f"the model's weight {name} holds NaN or inf: every output would be NaN"
-            )
-    if isinstance(ids, torch.Tensor) and ids.is_meta:
-        raise ValueError("ids are on the meta device (no values): make them on the cpu")
-    model.check_ids(ids)
-
-
 # Measuring a model on repeated sequences
-
-
-def _check_repeated(
-    model: object, ids: object, length: object, start: object
-) -> tuple[GPT, torch.Tensor, int, int]:
-    _check_model_and_ids(model, ids)
-    length = validation.whole_number(length, "length", minimum=2)
-    if start is None and ids.shape[1] != 2 * length:
-        raise ValueError(
-            f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
-            f"its copy, got {tuple(ids.shape)}"
-        )
-    start = _check_start(0 if start is None else start, length, ids.shape[1])
-    block = ids[:, start : start + length]  # (B, length)
-    differ = (block != ids[:, start + length : start + 2 * length]).any(1)  # (B,)
-    if differ.any():
-        row = int(differ.nonzero()[0, 0])
-        where = (
-            "ids[:, :length] == ids[:, length:]"
-            if start == 0
-            else (
-                f"ids[:, {start}:{start + length}] == ids[:, {start + length}:{start + 2 * length}]"
-            )
-        )
-        raise ValueError(
-            f"ids must hold a block followed by its exact copy, {where}, but row {row} is not "
-            f"({int(differ.sum())} of {ids.shape[0]} rows are not)"
-        )
-    return model, ids, length, start
 
 
 @torch.no_grad()
@@ -441,8 +305,8 @@ def _measured(
         .double()
         .mean()
         .item(),
-        "induction": torch.stack([induction_score(w, length, start).mean(0) for w in maps]),
-        "previous_token": torch.stack([previous_token_score(w).mean(0) for w in maps]),
+        "induction": torch.stack([_induction_score(w, length, start).mean(0) for w in maps]),
+        "previous_token": torch.stack([_previous_token_score(w).mean(0) for w in maps]),
     }
 
 
@@ -493,43 +357,6 @@ def placement_map(
     return {"lengths": lengths, "starts": starts, **found}
 
 
-def _check_placement_work(config: GPTConfig, lengths: list[int], rows: int) -> None:
-    """A ValueError if placement_map's measures would hold more than MOST_PLACEMENT_BYTES in
-    all (each placement's rows as _measure_bytes counts them, without the weights): a measure
-    of its time, which grows with the placements, the rows and the context squared."""
-    n = config.context_length
-    placements = sum(n - 2 * length + 1 for length in lengths)
-    per_row = _measure_bytes(config, 1, n) - _measure_bytes(config, 0, n)
-    work = placements * rows * per_row
-    if work > MOST_PLACEMENT_BYTES:
-        raise ValueError(
-            f"placement_map would measure {placements:,} placements of {rows:,} rows, each row "
-            f"holding {per_row:,} bytes: {work:,} in all, more than 2^"
-            f"{MOST_PLACEMENT_BYTES.bit_length() - 1} (hours of work); ask for fewer or "
-            f"shorter lengths (each start of each length is a placement), or fewer rows"
-        )
-
-
-def _check_lengths(lengths: object, n: int) -> list[int]:
-    """lengths as a list of whole numbers, at most n // 2 of them (the lengths that fit)."""
-    zero_d = isinstance(lengths, torch.Tensor | np.ndarray) and lengths.ndim == 0
-    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable) or zero_d:
-        raise TypeError(f"lengths must be a list of block lengths, got {validation.shown(lengths)}")
-    read = list(itertools.islice(lengths, n // 2 + 1))  # an endless iterator stops here
-    if len(read) > n // 2:
-        raise ValueError(
-            f"lengths must be at most {n // 2} block lengths (2 to {n // 2} fit twice in the "
-            f"context of {n}), got more"
-        )
-    lengths = [validation.whole_number(length, "a block length", minimum=2) for length in read]
-    if not lengths or lengths != sorted(set(lengths)) or 2 * lengths[-1] > n:
-        raise ValueError(
-            f"lengths must be block lengths in increasing order, each >= 2 and fitting twice in "
-            f"the context of {n}, got {validation.shown(lengths)}"
-        )
-    return lengths
-
-
 def _float64_copy(model: GPT) -> GPT:
     """A plain GPT of the model's config holding its weights in float64, in eval mode, or a
     ValueError naming a layer of another type (its forward would not run) or the weights that
@@ -561,71 +388,6 @@ MODULE_SIZES = (  # the attributes that size a GPT's modules: each must be as it
 )
 
 
-def _check_modules(model: GPT, why: str) -> None:
-    """The model's modules are those a GPT of its config has, no more, each of the same type and
-    sizes (a layer replaced, removed or added, or a config edited after building, is named in a
-    ValueError that ends with why the caller needs them)."""
-    with torch.device("meta"):  # types and sizes only: no weights made, nothing drawn
-        plain = dict(GPT(model.config).named_modules())
-    found = dict(model.named_modules())
-    for name, expected in plain.items():
-        module = found.get(name)
-        if module is None:
-            raise ValueError(
-                f"the model has no {name}, which a GPT of its config (num_layers="
-                f"{model.config.num_layers}) has: {why}"
-            )
-        if name and type(module) is not type(expected):  # (the top may be a subclass)
-            raise ValueError(
-                f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
-                f"{type(expected).__qualname__}: {why}"
-            )
-        for size in MODULE_SIZES:
-            if hasattr(expected, size) and getattr(module, size, None) != getattr(expected, size):
-                raise ValueError(
-                    f"the model's {name} has {size} {validation.shown(getattr(module, size, None))}"
-                    f", where its config makes {validation.shown(getattr(expected, size))}: {why}"
-                )
-    extra = next((name for name in found if name not in plain), None)
-    if extra is not None:  # a config edited to fewer layers: the forward would run them all
-        raise ValueError(
-            f"the model has {extra}, which a GPT of its config (num_layers="
-            f"{model.config.num_layers}) lacks (was its config edited?): {why}"
-        )
-
-
-def _check_plain(model: GPT) -> None:
-    """A GPT that computes as GPT's own code does (a subclass may add methods, as chapter 12's
-    translator does, but not replace one), without forward hooks: measure's float64 copy is a
-    plain GPT, which would run neither a replaced method nor the hooks."""
-    replaced = [
-        name
-        for name, method in vars(GPT).items()
-        if callable(method)
-        and not name.startswith("__")  # (its own __init__ builds, the copy is built apart)
-        and getattr(type(model), name) is not method
-    ] + [name for name in ("forward", "_features") if name in vars(model)]
-    if replaced:
-        raise ValueError(
-            f"the model, a {type(model).__qualname__}, replaces GPT's {replaced[0]}: measure "
-            f"computes on a float64 copy of its weights in a plain GPT, which would not run "
-            f"that code; pass a GPT, or a subclass that only adds methods"
-        )
-    for name, module in model.named_modules():
-        hooks = [*module._forward_pre_hooks.values(), *module._forward_hooks.values()]
-        if any(hasattr(hook, "zeroed_columns") for hook in hooks):
-            raise ValueError(
-                "the model has heads zeroed by an open zeroed_heads block: measure computes on "
-                "a float64 copy of its weights, which the block does not reach; pass the heads "
-                "as measure(model, ids, length, heads_zeroed=[(layer, head), ...]) instead"
-            )
-        if hooks:
-            raise ValueError(
-                f"the model's {name or 'top module'} has forward hooks: measure computes on a "
-                f"float64 copy of its weights, where they would not run; remove them first"
-            )
-
-
 def _measure_bytes(config: GPTConfig, batch: int, n: int) -> int:
     """An upper bound of the bytes measure holds at its peak on ids (batch, n), all float64:
     the copy of the weights; every layer's attention maps (B, heads, n, n), which the copy
@@ -648,7 +410,7 @@ def blank_model(config: GPTConfig) -> GPT:
     """A float32 GPT of this config to load weights into (the dtype the models are trained and
     measured in, whatever the caller's default), built without drawing from torch's global
     generator: its initial weights are overwritten, and the caller's random numbers stay theirs."""
-    with torch.random.fork_rng(devices=[]):
+    with keeping_random_state():
         return GPT(config).float()
 
 
@@ -662,6 +424,31 @@ MOST_STEPS = 100_000  # 40 times the recipe's 2,500, which train the two-layer m
 LARGEST_LEARNING_RATE = 1.0  # AdamW moves each weight by about the learning rate a step: 1 is
 # already 50 times the 0.02 the weights start at
 MOST_FILE_BYTES = 16 * 2**20  # what one file in data/ may hold
+
+
+def _check_shuffled(call: str, batch: int, vocab_size: int, batch_name: str = "batch") -> None:
+    """A ValueError naming the call, the batch and vocab_size, if the call would put more than
+    MOST_VOCAB tokens in a random order for a row or more than MOST_SHUFFLED in all: its time
+    grows with the vocabulary, whatever n."""
+    if vocab_size > MOST_VOCAB or batch * vocab_size > MOST_SHUFFLED:
+        raise ValueError(
+            f"{call} draws each row's different tokens from a random order of the whole "
+            f"vocabulary, at most 2^{MOST_VOCAB.bit_length() - 1} = {MOST_VOCAB:,} tokens "
+            f"(vocab_size) and 2^{MOST_SHUFFLED.bit_length() - 1} = {MOST_SHUFFLED:,} in one "
+            f"call ({batch_name} x vocab_size), got {batch_name} {validation.shown(batch)}, "
+            f"vocab_size {validation.shown(vocab_size)}"
+        )
+
+
+def _check_bytes(call: str, peak: int, **sizes: int) -> None:
+    """A ValueError naming the call and the sizes asked for, if the call would hold more than
+    MOST_BYTES at its peak."""
+    if peak > MOST_BYTES:
+        asked = ", ".join(f"{name} {validation.shown(size)}" for name, size in sizes.items())
+        raise ValueError(
+            f"{call} would allocate {validation.shown(peak)} bytes at its peak, more than "
+            f"2^{MOST_BYTES.bit_length() - 1} ({MOST_BYTES // 2**30} GiB): {asked}"
+        )
 
 
 @dataclass(frozen=True)
@@ -731,10 +518,7 @@ class Recipe:
                 f"weight_decay each step, which would zero it or flip its sign (the recipe's "
                 f"weight_decay is {Recipe.weight_decay:g})"
             )
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
-            )
+        validation.head_size(self.d_model, self.num_heads)
         if self.vocab_size < self.context_length:
             raise ValueError(
                 f"vocab_size ({self.vocab_size}) must be at least context_length "
@@ -777,12 +561,6 @@ class Recipe:
 MODEL_LAYERS = {"one-layer": 1, "two-layer": 2}
 SAVED_MODELS = Path(__file__).parents[1] / "data" / "induction_models.pt"
 REMAKE = "make induction-models"
-
-
-def _check_recipe(recipe: object) -> Recipe:
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
-    return recipe
 
 
 def model_config(recipe: Recipe, num_layers: int) -> GPTConfig:
@@ -856,54 +634,8 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     bit-identical on the same machine."""
     _check_trainable(recipe, [num_layers])  # before the minutes of training
     progress = validation.flag(progress, "progress")
-    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)  # the caller's default would change every number
-    try:
-        with (
-            torch.random.fork_rng(devices=[]),  # the caller's random numbers stay theirs
-            torch.inference_mode(False),  # a caller's no_grad or inference_mode would stop
-            torch.enable_grad(),  # the backward pass
-        ):
-            return _train(num_layers, recipe, progress)
-    finally:
-        torch.set_num_threads(threads)
-        torch.set_default_dtype(dtype)
-
-
-def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
-    """Refuse, before anything is trained, a recipe whose training would fail or whose file
-    would not fit in data/: for each number of layers, its model (model_config), a training
-    batch through it (helpers.gpt's size guard, which training would meet at its first step)
-    and measure on the held-out sequences; then the file train_and_save writes for them all."""
-    configs = [model_config(recipe, layers) for layers in layer_counts]
-    for config in configs:
-        check_forward_size(
-            config, recipe.batch_size, recipe.context_length, recipe.context_length, "a batch"
-        )
-        _check_bytes(
-            "a training step",
-            _step_bytes(config, recipe.batch_size),
-            batch_size=recipe.batch_size,
-            context_length=recipe.context_length,
-            vocab_size=recipe.vocab_size,
-            d_model=recipe.d_model,
-        )
-        _check_bytes(
-            "measure on the held-out sequences",
-            _measure_bytes(config, recipe.eval_batch, 2 * recipe.eval_length),
-            eval_batch=recipe.eval_batch,
-            eval_length=recipe.eval_length,
-        )
-    saved = _saved_bytes(recipe, configs)
-    if saved > MOST_FILE_BYTES:
-        snapshots = recipe.steps // recipe.snapshot_every + 1
-        raise ValueError(
-            f"this recipe's models, logs and {snapshots:,} snapshots of each would take "
-            f"{saved:,} bytes, more than the {MOST_FILE_BYTES:,} (16 MB) a file in data/ may "
-            f"hold: fewer steps or a larger snapshot_every (the recipe's is "
-            f"{Recipe.snapshot_every}), or a smaller model"
-        )
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
+        return _train(num_layers, recipe, progress)
 
 
 def _step_bytes(config: GPTConfig, batch: int) -> int:
@@ -1034,13 +766,6 @@ def _train(num_layers: int, recipe: Recipe, progress: bool) -> dict:
         "snapshots": snapshots,
         "seconds": time.perf_counter() - start,
     }
-
-
-def _check_not_diverged(model: GPT, loss: torch.Tensor, step: int, recipe: Recipe) -> None:
-    """A NaN or inf in the loss or the weights would fill the rest of the log with NaN."""
-    if loss.isfinite() and all(weight.isfinite().all() for weight in model.parameters()):
-        return
-    raise _diverged(step, recipe)
 
 
 def _diverged(step: int, recipe: Recipe) -> ValueError:
@@ -1297,6 +1022,273 @@ def check_snapshots(where: str, snapshots: object, recipe: Recipe, num_layers: i
         load_weights(model, float_weights(weights, snapshot), snapshot)
 
 
+def main() -> None:
+    """python -m helpers.induction: retrain chapter 13's models (the one-layer and two-layer
+    models with their logs and snapshots, then the two-layer model with each other way of
+    giving positions) and save them."""
+    argparse.ArgumentParser(
+        description="Retrain chapter 13's models and store them in data/."
+    ).parse_args()
+    print({name: f"{s:.1f} s" for name, s in train_and_save().items()})
+    print({name: f"{s:.1f} s" for name, s in train_and_save_positions().items()})
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_generator(generator: object, optional: bool = True) -> None:
+    if not isinstance(generator, torch.Generator) and not (optional and generator is None):
+        accepted = "a torch.Generator or None" if optional else "a torch.Generator"
+        raise TypeError(f"generator must be {accepted}, got {validation.shown(generator)}")
+
+
+def _check_distinct(call: str, batch: object, n: object, vocab_size: object) -> tuple[int, ...]:
+    """batch, n and vocab_size as whole numbers for which n different tokens exist and `call`
+    shuffles the rows' whole vocabularies in reasonable time (_check_shuffled)."""
+    batch = validation.whole_number(batch, "batch")
+    n = validation.whole_number(n, "n")
+    vocab_size = validation.whole_number(vocab_size, "vocab_size")
+    if n > vocab_size:
+        raise ValueError(
+            f"n must be at most vocab_size: a row of n different tokens needs a vocabulary of at "
+            f"least n, got n {validation.shown(n)}, vocab_size {validation.shown(vocab_size)}"
+        )
+    _check_shuffled(call, batch, vocab_size)
+    return batch, n, vocab_size
+
+
+def _check_weights(weights: object) -> torch.Tensor:
+    """Attention weights (..., n, n): square in their last two dims, each row (a query's weights
+    over the keys) in 0..1 and summing to 1, at most MOST_WEIGHTS numbers. Raw scores, or weights
+    scaled or shifted, would give a score that means nothing (5.0 for raw scores of 5)."""
+    validation.dense_tensor(weights, "weights", "(..., n, n)")
+    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(
+            f"weights must be (..., n, n), one row of key weights per query, got shape "
+            f"{tuple(weights.shape)}"
+        )
+    if weights.numel() > MOST_WEIGHTS:
+        raise ValueError(
+            f"weights hold {weights.numel():,} numbers (shape {tuple(weights.shape)}), more than "
+            f"the 2^{MOST_WEIGHTS.bit_length() - 1} = {MOST_WEIGHTS:,} a score checks one by "
+            f"one, also in a view that repeats fewer (one head of at most "
+            f"{math.isqrt(MOST_WEIGHTS)} positions): score a batch in parts"
+        )
+    return validation.attention_weights(weights, "weights", "(..., n, n)")
+
+
+def _check_start(start: object, length: int, n: int) -> int:
+    """start as a whole number at which a block of length and its copy fit in n positions."""
+    start = validation.whole_number(start, "start", minimum=0)
+    if start + 2 * length > n:
+        raise ValueError(
+            f"a block of {validation.shown(length)} at start {validation.shown(start)} and its "
+            f"copy end at position {validation.shown(start + 2 * length - 1)}, beyond the {n} "
+            f"positions"
+        )
+    return start
+
+
+def _check_model_and_ids(model: object, ids: object) -> None:
+    """A GPT with finite weights (NaN in a weight would come out as NaN logits) and ids it
+    reads."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    for name, weight in model.state_dict().items():
+        if weight.is_meta:
+            raise ValueError(
+                f"the model is on the meta device: its weights ({name}) have no values; build "
+                f"or load it on the cpu"
+            )
+        if weight.is_floating_point() and not weight.isfinite().all():
+            raise ValueError(
+                f"the model's weight {name} holds NaN or inf: every output would be NaN"
+            )
+    if isinstance(ids, torch.Tensor) and ids.is_meta:
+        raise ValueError("ids are on the meta device (no values): make them on the cpu")
+    model.check_ids(ids)
+
+
+def _check_repeated(
+    model: object, ids: object, length: object, start: object
+) -> tuple[GPT, torch.Tensor, int, int]:
+    _check_model_and_ids(model, ids)
+    length = validation.whole_number(length, "length", minimum=2)
+    if start is None and ids.shape[1] != 2 * length:
+        raise ValueError(
+            f"ids must be (B, 2 * length) = (B, {validation.shown(2 * length)}), a block and "
+            f"its copy, got {tuple(ids.shape)}"
+        )
+    start = _check_start(0 if start is None else start, length, ids.shape[1])
+    block = ids[:, start : start + length]  # (B, length)
+    differ = (block != ids[:, start + length : start + 2 * length]).any(1)  # (B,)
+    if differ.any():
+        row = int(differ.nonzero()[0, 0])
+        where = (
+            "ids[:, :length] == ids[:, length:]"
+            if start == 0
+            else (
+                f"ids[:, {start}:{start + length}] == ids[:, {start + length}:{start + 2 * length}]"
+            )
+        )
+        raise ValueError(
+            f"ids must hold a block followed by its exact copy, {where}, but row {row} is not "
+            f"({int(differ.sum())} of {ids.shape[0]} rows are not)"
+        )
+    return model, ids, length, start
+
+
+def _check_placement_work(config: GPTConfig, lengths: list[int], rows: int) -> None:
+    """A ValueError if placement_map's measures would hold more than MOST_PLACEMENT_BYTES in
+    all (each placement's rows as _measure_bytes counts them, without the weights): a measure
+    of its time, which grows with the placements, the rows and the context squared."""
+    n = config.context_length
+    placements = sum(n - 2 * length + 1 for length in lengths)
+    per_row = _measure_bytes(config, 1, n) - _measure_bytes(config, 0, n)
+    work = placements * rows * per_row
+    if work > MOST_PLACEMENT_BYTES:
+        raise ValueError(
+            f"placement_map would measure {placements:,} placements of {rows:,} rows, each row "
+            f"holding {per_row:,} bytes: {work:,} in all, more than 2^"
+            f"{MOST_PLACEMENT_BYTES.bit_length() - 1} (hours of work); ask for fewer or "
+            f"shorter lengths (each start of each length is a placement), or fewer rows"
+        )
+
+
+def _check_lengths(lengths: object, n: int) -> list[int]:
+    """lengths as a list of whole numbers, at most n // 2 of them (the lengths that fit)."""
+    zero_d = isinstance(lengths, torch.Tensor | np.ndarray) and lengths.ndim == 0
+    if isinstance(lengths, str | bytes) or not isinstance(lengths, Iterable) or zero_d:
+        raise TypeError(f"lengths must be a list of block lengths, got {validation.shown(lengths)}")
+    read = list(itertools.islice(lengths, n // 2 + 1))  # an endless iterator stops here
+    if len(read) > n // 2:
+        raise ValueError(
+            f"lengths must be at most {n // 2} block lengths (2 to {n // 2} fit twice in the "
+            f"context of {n}), got more"
+        )
+    lengths = [validation.whole_number(length, "a block length", minimum=2) for length in read]
+    if not lengths or lengths != sorted(set(lengths)) or 2 * lengths[-1] > n:
+        raise ValueError(
+            f"lengths must be block lengths in increasing order, each >= 2 and fitting twice in "
+            f"the context of {n}, got {validation.shown(lengths)}"
+        )
+    return lengths
+
+
+def _check_modules(model: GPT, why: str) -> None:
+    """The model's modules are those a GPT of its config has, no more, each of the same type and
+    sizes (a layer replaced, removed or added, or a config edited after building, is named in a
+    ValueError that ends with why the caller needs them)."""
+    with torch.device("meta"):  # types and sizes only: no weights made, nothing drawn
+        plain = dict(GPT(model.config).named_modules())
+    found = dict(model.named_modules())
+    for name, expected in plain.items():
+        module = found.get(name)
+        if module is None:
+            raise ValueError(
+                f"the model has no {name}, which a GPT of its config (num_layers="
+                f"{model.config.num_layers}) has: {why}"
+            )
+        if name and type(module) is not type(expected):  # (the top may be a subclass)
+            raise ValueError(
+                f"the model's {name} is a {type(module).__qualname__}, where a GPT has a "
+                f"{type(expected).__qualname__}: {why}"
+            )
+        for size in MODULE_SIZES:
+            if hasattr(expected, size) and getattr(module, size, None) != getattr(expected, size):
+                raise ValueError(
+                    f"the model's {name} has {size} {validation.shown(getattr(module, size, None))}"
+                    f", where its config makes {validation.shown(getattr(expected, size))}: {why}"
+                )
+    extra = next((name for name in found if name not in plain), None)
+    if extra is not None:  # a config edited to fewer layers: the forward would run them all
+        raise ValueError(
+            f"the model has {extra}, which a GPT of its config (num_layers="
+            f"{model.config.num_layers}) lacks (was its config edited?): {why}"
+        )
+
+
+def _check_plain(model: GPT) -> None:
+    """A GPT that computes as GPT's own code does (a subclass may add methods, as chapter 12's
+    translator does, but not replace one), without forward hooks: measure's float64 copy is a
+    plain GPT, which would run neither a replaced method nor the hooks."""
+    replaced = [
+        name
+        for name, method in vars(GPT).items()
+        if callable(method)
+        and not name.startswith("__")  # (its own __init__ builds, the copy is built apart)
+        and getattr(type(model), name) is not method
+    ] + [name for name in ("forward", "_features") if name in vars(model)]
+    if replaced:
+        raise ValueError(
+            f"the model, a {type(model).__qualname__}, replaces GPT's {replaced[0]}: measure "
+            f"computes on a float64 copy of its weights in a plain GPT, which would not run "
+            f"that code; pass a GPT, or a subclass that only adds methods"
+        )
+    for name, module in model.named_modules():
+        hooks = [*module._forward_pre_hooks.values(), *module._forward_hooks.values()]
+        if any(hasattr(hook, "zeroed_columns") for hook in hooks):
+            raise ValueError(
+                "the model has heads zeroed by an open zeroed_heads block: measure computes on "
+                "a float64 copy of its weights, which the block does not reach; pass the heads "
+                "as measure(model, ids, length, heads_zeroed=[(layer, head), ...]) instead"
+            )
+        if hooks:
+            raise ValueError(
+                f"the model's {name or 'top module'} has forward hooks: measure computes on a "
+                f"float64 copy of its weights, where they would not run; remove them first"
+            )
+
+
+def _check_recipe(recipe: object) -> Recipe:
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    return recipe
+
+
+def _check_trainable(recipe: Recipe, layer_counts: Iterable[int]) -> None:
+    """Refuse, before anything is trained, a recipe whose training would fail or whose file
+    would not fit in data/: for each number of layers, its model (model_config), a training
+    batch through it (helpers.gpt's size guard, which training would meet at its first step)
+    and measure on the held-out sequences; then the file train_and_save writes for them all."""
+    configs = [model_config(recipe, layers) for layers in layer_counts]
+    for config in configs:
+        check_forward_size(
+            config, recipe.batch_size, recipe.context_length, recipe.context_length, "a batch"
+        )
+        _check_bytes(
+            "a training step",
+            _step_bytes(config, recipe.batch_size),
+            batch_size=recipe.batch_size,
+            context_length=recipe.context_length,
+            vocab_size=recipe.vocab_size,
+            d_model=recipe.d_model,
+        )
+        _check_bytes(
+            "measure on the held-out sequences",
+            _measure_bytes(config, recipe.eval_batch, 2 * recipe.eval_length),
+            eval_batch=recipe.eval_batch,
+            eval_length=recipe.eval_length,
+        )
+    saved = _saved_bytes(recipe, configs)
+    if saved > MOST_FILE_BYTES:
+        snapshots = recipe.steps // recipe.snapshot_every + 1
+        raise ValueError(
+            f"this recipe's models, logs and {snapshots:,} snapshots of each would take "
+            f"{saved:,} bytes, more than the {MOST_FILE_BYTES:,} (16 MB) a file in data/ may "
+            f"hold: fewer steps or a larger snapshot_every (the recipe's is "
+            f"{Recipe.snapshot_every}), or a smaller model"
+        )
+
+
+def _check_not_diverged(model: GPT, loss: torch.Tensor, step: int, recipe: Recipe) -> None:
+    """A NaN or inf in the loss or the weights would fill the rest of the log with NaN."""
+    if loss.isfinite() and all(weight.isfinite().all() for weight in model.parameters()):
+        return
+    raise _diverged(step, recipe)
+
+
 def _check_final_snapshot(where: str, model: GPT, snapshots: dict, recipe: Recipe) -> None:
     """The snapshot at the recipe's last step, where it keeps one, holds the final weights
     rounded to float16, as train_model keeps them; else a CheckpointError naming the weight."""
@@ -1332,3 +1324,57 @@ def _check_steps(what: str, found: list, recipe: Recipe, every: str) -> None:
         f"recipe's {every} ({getattr(recipe, every)}) up to its steps ({recipe.steps}): "
         f"{', '.join(map(str, listed))}; {problem}"
     )
+
+
+def _checked_repeat(batch: object, length: object, vocab_size: object, generator: object) -> tuple:
+    """repeated_sequences' sizes as ints, if its ids fit in int64 and its peak in MOST_BYTES."""
+    batch = validation.whole_number(batch, "batch")
+    length = validation.whole_number(length, "length")
+    vocab_size = validation.whole_number(vocab_size, "vocab_size")
+    if vocab_size > LARGEST_ID:
+        raise ValueError(
+            f"vocab_size must be at most 2^63 - 1 (int64 ids), got {validation.shown(vocab_size)}"
+        )
+    _check_bytes("repeated_sequences", _repeat_bytes(batch, length), batch=batch, length=length)
+    _check_generator(generator)
+    return batch, length, vocab_size
+
+
+def _checked_placement(batch, n, start, length, vocab_size, generator) -> tuple:
+    """placed_repeats' sizes as ints, if a block and its copy fit in n different tokens."""
+    length = validation.whole_number(length, "length", minimum=2)
+    n = validation.whole_number(n, "n")
+    start = _check_start(start, length, n)
+    batch, n, vocab_size = _check_distinct("placed_repeats", batch, n, vocab_size)
+    _check_generator(generator)
+    return batch, n, start, length, vocab_size
+
+
+def _check_previous_token(weights: object) -> None:
+    """Attention weights (_check_weights) over n >= 2 positions."""
+    _check_weights(weights)
+    if weights.shape[-1] < 2:
+        raise ValueError(
+            f"weights must cover n >= 2 positions (the first has no previous token), got n = "
+            f"{weights.shape[-1]}"
+        )
+
+
+def _checked_induction(weights: object, length: object, start: object) -> tuple[int, int]:
+    """(length, start) as ints, for attention weights (_check_weights) that hold a block of
+    length >= 2 at start (0 if None: then n must be 2 * length) and its copy."""
+    _check_weights(weights)
+    length = validation.whole_number(length, "length", minimum=2)  # 1: the stripe is the diagonal
+    n = weights.shape[-1]
+    if start is None and n != 2 * length:
+        raise ValueError(
+            f"weights cover n = {n} positions, so a block and its copy right after it have "
+            f"length n / 2 = {n / 2:g}, got length {validation.shown(length)} (give start= for "
+            f"a block elsewhere in the n positions)"
+        )
+    start = _check_start(0 if start is None else start, length, n)
+    return length, start
+
+
+if __name__ == "__main__":
+    main()

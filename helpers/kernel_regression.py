@@ -47,12 +47,6 @@ def make_data(
     return RegressionData(x_train, y_train, x_test, true_function(x_test))
 
 
-# Kernels: similarity as a function of the distance d = query - key.
-def _check_width(d, width) -> None:
-    validation.tensor(d, "d", "of distances query - key")
-    validation.positive_number(width, "width")
-
-
 def gaussian_kernel(d: torch.Tensor, width: float = 1.0) -> torch.Tensor:
     _check_width(d, width)
     return torch.exp(-(d**2) / (2 * width**2))
@@ -120,21 +114,6 @@ def gaussian_scores(
 ) -> torch.Tensor:
     """Attention scores -((q - k) w)^2 / 2 of a Gaussian kernel of width 1/w: (n_q, n_k)."""
     return -(((queries[:, None] - keys[None, :]) * sharpness) ** 2) / 2
-
-
-def _check_pooling_inputs(queries, keys, values) -> None:
-    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-        if validation.tensor(value, name, "(n,)").dim() != 1:
-            raise ValueError(f"{name} must be one-dimensional (n,), got {tuple(value.shape)}")
-    if keys.shape != values.shape:
-        raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ")
-
-
-def _check_training(data, epochs, lr) -> None:
-    if not isinstance(data, RegressionData):
-        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
-    validation.whole_number(epochs, "epochs")
-    validation.positive_number(lr, "lr")
 
 
 class NadarayaWatson(nn.Module):
@@ -206,3 +185,28 @@ def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> floa
             f"have one shape, with at least one number"
         )
     return ((predictions - targets) ** 2).mean().item()
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+# Kernels: similarity as a function of the distance d = query - key.
+def _check_width(d, width) -> None:
+    validation.tensor(d, "d", "of distances query - key")
+    validation.positive_number(width, "width")
+
+
+def _check_pooling_inputs(queries, keys, values) -> None:
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        if validation.tensor(value, name, "(n,)").dim() != 1:
+            raise ValueError(f"{name} must be one-dimensional (n,), got {tuple(value.shape)}")
+    if keys.shape != values.shape:
+        raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ")
+
+
+def _check_training(data, epochs, lr) -> None:
+    if not isinstance(data, RegressionData):
+        raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
+    validation.whole_number(epochs, "epochs")
+    validation.positive_number(lr, "lr")

@@ -8,6 +8,7 @@
   exp(q . k), computed three ways that give the same numbers.
 """
 
+import argparse
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -21,6 +22,7 @@ from tqdm.auto import tqdm
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
 from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
+from helpers.contexts import one_torch_thread
 from helpers.masks import causal_mask
 from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -82,11 +84,6 @@ class RecallTask:
 
 # ---------------------------------------------------------------------------------------------
 # The model: one causal attention layer whose positions come from one of POSITIONS.
-
-
-def _check_position(position: object) -> None:
-    if not isinstance(position, str) or position not in POSITIONS:
-        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
 
 
 def _check_head_sizes(d_model: object, num_heads: object) -> tuple[int, int]:
@@ -199,9 +196,7 @@ def train_recall_model(position: str, recipe: Recipe = Recipe(), progress: bool 
     _check_position(position)
     progress = validation.flag(progress, "progress")
     task = recipe.task
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         torch.manual_seed(recipe.seed)
         generator = torch.Generator().manual_seed(recipe.seed)
         model = RecallModel(task.vocab_size, position, recipe.d_model, recipe.num_heads)
@@ -217,8 +212,6 @@ def train_recall_model(position: str, recipe: Recipe = Recipe(), progress: bool 
             losses.append(loss.item())
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}")
-    finally:
-        torch.set_num_threads(threads)
     model.eval()
     return {"model": model, "loss": losses, "seconds": time.perf_counter() - start}
 
@@ -346,10 +339,6 @@ def _load_weights(path: Path, model: RecallModel, weights: object, position: str
 # Sparse patterns: which score entries are computed at all.
 
 
-def _check_size(size: int) -> int:
-    return validation.whole_number(size, "size")
-
-
 def _offsets(size: int) -> torch.Tensor:
     positions = torch.arange(size)
     return positions[:, None] - positions[None, :]  # (q, k): i - j
@@ -412,16 +401,6 @@ def block_sparse_mask(
     return chosen.repeat_interleave(block_size, 0).repeat_interleave(block_size, 1)
 
 
-def _check_mask(mask: object) -> torch.Tensor:
-    validation.tensor(mask, "mask", "(q, k), boolean")
-    if mask.dtype != torch.bool or mask.dim() != 2 or 0 in mask.shape:
-        raise ValueError(
-            f"mask must be a boolean (q, k) tensor with q, k >= 1, got {mask.dtype} of shape "
-            f"{tuple(mask.shape)}"
-        )
-    return mask
-
-
 def fraction_computed(mask: torch.Tensor) -> float:
     """The share of the q x k score entries a kernel that skips every masked entry computes."""
     mask = _check_mask(mask)
@@ -458,25 +437,6 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     if not x.is_floating_point():
         raise ValueError(f"x must be floating point, got {x.dtype}")
     return F.elu(x) + 1
-
-
-def _check_linear_inputs(queries, keys, values, causal) -> None:
-    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-        validation.tensor(value, name, "(..., n, size)")
-        if value.dim() < 2:
-            raise ValueError(f"{name} must be (..., n, size), got {tuple(value.shape)}")
-    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
-    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
-    if q[:-2] != k[:-2] or k[:-1] != v[:-1] or q[-1] != k[-1]:
-        raise ValueError(
-            f"queries {q}, keys {k} and values {v} must be (..., q, d), (..., k, d) and "
-            f"(..., k, d_v) with the same leading axes"
-        )
-    if 0 in (q[-1], v[-1]):
-        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
-    validation.flag(causal, "causal")
-    if causal and q[-2] != k[-2]:
-        raise ValueError(f"causal attention needs as many queries as keys, got {q[-2]} and {k[-2]}")
 
 
 def _at_least_float32(*tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -547,3 +507,57 @@ def linear_attention(
         numerator = (phi_q[..., None, :] @ running).squeeze(-2)  # (..., n, d_v)
         output = numerator / ((phi_q * normaliser).sum(dim=-1, keepdim=True) + EPSILON)
     return _refuse_overflow(output, named).to(dtype)
+
+
+def main() -> None:
+    """python -m helpers.long_context: retrain chapter 11's three models and save them."""
+    argparse.ArgumentParser(
+        description="Retrain chapter 11's three models and store them in data/."
+    ).parse_args()
+    print({position: f"{s:.1f} s" for position, s in train_and_save_all().items()})
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_position(position: object) -> None:
+    if not isinstance(position, str) or position not in POSITIONS:
+        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+
+
+def _check_size(size: int) -> int:
+    return validation.whole_number(size, "size")
+
+
+def _check_mask(mask: object) -> torch.Tensor:
+    validation.tensor(mask, "mask", "(q, k), boolean")
+    if mask.dtype != torch.bool or mask.dim() != 2 or 0 in mask.shape:
+        raise ValueError(
+            f"mask must be a boolean (q, k) tensor with q, k >= 1, got {mask.dtype} of shape "
+            f"{tuple(mask.shape)}"
+        )
+    return mask
+
+
+def _check_linear_inputs(queries, keys, values, causal) -> None:
+    for name, value in (("queries", queries), ("keys", keys), ("values", values)):
+        validation.tensor(value, name, "(..., n, size)")
+        if value.dim() < 2:
+            raise ValueError(f"{name} must be (..., n, size), got {tuple(value.shape)}")
+    validation.same_float_dtype({"queries": queries, "keys": keys, "values": values})
+    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if q[:-2] != k[:-2] or k[:-1] != v[:-1] or q[-1] != k[-1]:
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must be (..., q, d), (..., k, d) and "
+            f"(..., k, d_v) with the same leading axes"
+        )
+    if 0 in (q[-1], v[-1]):
+        raise ValueError(f"queries {q}, keys {k} and values {v} need a size of at least 1")
+    validation.flag(causal, "causal")
+    if causal and q[-2] != k[-2]:
+        raise ValueError(f"causal attention needs as many queries as keys, got {q[-2]} and {k[-2]}")
+
+
+if __name__ == "__main__":
+    main()

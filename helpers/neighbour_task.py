@@ -11,6 +11,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import MultiHeadAttention
+from helpers.contexts import one_torch_thread
 
 
 def make_neighbour_batch(
@@ -55,16 +56,6 @@ class NeighbourModel(nn.Module):
         return self.left_output(mixed), self.right_output(mixed)  # 2 x (B, length, vocab)
 
 
-def _check_neighbours(tokens, left, right) -> None:
-    for name, value in (("tokens", tokens), ("left", left), ("right", right)):
-        validation.tensor(value, name, "(B, n)")
-    if not (tokens.shape == left.shape == right.shape) or tokens.dim() != 2 or not len(tokens):
-        raise ValueError(
-            f"tokens {tuple(tokens.shape)}, left {tuple(left.shape)} and right "
-            f"{tuple(right.shape)} must be one (B, n) shape with batch >= 1"
-        )
-
-
 def neighbour_loss(
     model: "NeighbourModel", tokens: torch.Tensor, left: torch.Tensor, right: torch.Tensor
 ) -> torch.Tensor:
@@ -102,9 +93,7 @@ def train_neighbour_model(
     vocab = model.token_embedding.num_embeddings
     # A model this small trains no faster on several threads, and on a busy CPU much slower
     # (the threads wait for each other at every one of its many small operations): use one.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         for _ in range(steps):
             batch = make_neighbour_batch(batch_size, model.length, vocab, generator)
             loss = neighbour_loss(model, *batch)
@@ -112,8 +101,6 @@ def train_neighbour_model(
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
     return model, losses
 
 
@@ -134,3 +121,17 @@ def weight_by_offset(weights: torch.Tensor, offsets: tuple[int, ...] = (-1, 0, 1
     positions = torch.arange(length)
     columns = [weights[..., positions, (positions + offset) % length] for offset in offsets]
     return torch.stack([c.mean(dim=(0, 2)) for c in columns], dim=-1)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_neighbours(tokens, left, right) -> None:
+    for name, value in (("tokens", tokens), ("left", left), ("right", right)):
+        validation.tensor(value, name, "(B, n)")
+    if not (tokens.shape == left.shape == right.shape) or tokens.dim() != 2 or not len(tokens):
+        raise ValueError(
+            f"tokens {tuple(tokens.shape)}, left {tuple(left.shape)} and right "
+            f"{tuple(right.shape)} must be one (B, n) shape with batch >= 1"
+        )

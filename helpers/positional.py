@@ -11,14 +11,6 @@ from torch import nn
 from helpers import validation
 
 
-def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
-    max_len = validation.whole_number(max_len, "max_len")
-    d_model = validation.whole_number(d_model, "d_model")
-    if d_model % 2:
-        raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
-    return max_len, d_model
-
-
 def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2,): the angle w_j each sin/cos pair turns per position, from 1 down."""
     _, d_model = _check_sizes(1, d_model)
@@ -72,33 +64,6 @@ class PositionalEncoding(nn.Module):
                 f"built for max_len={max_len}"
             )
         return self.dropout(x + self.encoding[start : start + x.shape[1]].to(x.dtype))
-
-
-def _check_rope_input(x: object, positions: object) -> torch.Tensor:
-    """positions as a tensor of x.shape[-2] whole numbers (0, 1, ... when None)."""
-    validation.tensor(x, "x", "(..., seq, d)")
-    if not x.is_floating_point():
-        raise ValueError(f"x must be floating point, got {x.dtype}")
-    if x.dim() < 2:
-        raise ValueError(f"x must be (..., seq, d), got shape {tuple(x.shape)}")
-    if x.shape[-1] % 2 or x.shape[-1] == 0:
-        raise ValueError(
-            f"the last axis of x ({x.shape[-1]}) must be even and > 0: RoPE turns pairs of "
-            f"dimensions (2j, 2j + 1)"
-        )
-    seq = x.shape[-2]
-    if positions is None:
-        return torch.arange(seq, device=x.device)
-    validation.tensor(positions, "positions", f"(seq={seq},)")
-    if positions.dim() != 1 or positions.shape[0] != seq:
-        raise ValueError(
-            f"positions must be (seq,) = ({seq},), one per row of x, got {tuple(positions.shape)}"
-        )
-    if positions.is_complex() or positions.dtype == torch.bool:
-        raise ValueError(f"positions must be real numbers, got {positions.dtype}")
-    if positions.is_floating_point() and not positions.isfinite().all():
-        raise ValueError("positions must be finite, got inf or NaN")
-    return positions.to(x.device)
 
 
 def apply_rope(
@@ -155,3 +120,42 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int) -> torch.Tensor:
     query_positions = torch.arange(num_keys - num_queries, num_keys)  # (q,)
     distance = (query_positions[:, None] - torch.arange(num_keys)[None, :]).abs()  # (q, k)
     return -slopes[:, None, None] * distance.float()  # (heads, q, k)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
+    max_len = validation.whole_number(max_len, "max_len")
+    d_model = validation.whole_number(d_model, "d_model")
+    if d_model % 2:
+        raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
+    return max_len, d_model
+
+
+def _check_rope_input(x: object, positions: object) -> torch.Tensor:
+    """positions as a tensor of x.shape[-2] whole numbers (0, 1, ... when None)."""
+    validation.tensor(x, "x", "(..., seq, d)")
+    if not x.is_floating_point():
+        raise ValueError(f"x must be floating point, got {x.dtype}")
+    if x.dim() < 2:
+        raise ValueError(f"x must be (..., seq, d), got shape {tuple(x.shape)}")
+    if x.shape[-1] % 2 or x.shape[-1] == 0:
+        raise ValueError(
+            f"the last axis of x ({x.shape[-1]}) must be even and > 0: RoPE turns pairs of "
+            f"dimensions (2j, 2j + 1)"
+        )
+    seq = x.shape[-2]
+    if positions is None:
+        return torch.arange(seq, device=x.device)
+    validation.tensor(positions, "positions", f"(seq={seq},)")
+    if positions.dim() != 1 or positions.shape[0] != seq:
+        raise ValueError(
+            f"positions must be (seq,) = ({seq},), one per row of x, got {tuple(positions.shape)}"
+        )
+    if positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be real numbers, got {positions.dtype}")
+    if positions.is_floating_point() and not positions.isfinite().all():
+        raise ValueError("positions must be finite, got inf or NaN")
+    return positions.to(x.device)

@@ -6,6 +6,7 @@ import torch
 
 from helpers import validation
 from helpers.attention import AdditiveAttention
+from helpers.contexts import keeping_random_state
 
 SCORE_FUNCTIONS = ("dot product", "scaled dot product", "additive")
 LARGEST_LAYER = 2**24  # weights in fixed_additive_attention's layer: more is a typing mistake
@@ -120,7 +121,7 @@ def fixed_additive_attention(
             f"than 2^24 = {LARGEST_LAYER:,}: smaller sizes were meant"
         )
     generator = torch.Generator().manual_seed(validation.whole_number(seed, "seed", minimum=0))
-    with torch.random.fork_rng(devices=[]):  # nn.Linear's first weights, overwritten below
+    with keeping_random_state():  # nn.Linear's first weights, overwritten below
         layer = AdditiveAttention(size, size, num_hiddens)
     with torch.no_grad():
         for parameter in layer.parameters():
@@ -152,6 +153,10 @@ def scores_by_function(
     }
     _check_finite_scores(scores, query, keys)
     return scores
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
 
 
 def _check_finite_scores(scores: dict, query: torch.Tensor, keys: torch.Tensor) -> None:

@@ -54,16 +54,6 @@ def learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def _checked_batch(batch):
-    if not (
-        isinstance(batch, tuple | list)
-        and len(batch) == 2
-        and all(isinstance(tokens, torch.Tensor) for tokens in batch)
-    ):
-        raise ValueError(f"next_batch() must return (src, tgt), two tensors; got {type(batch)}")
-    return batch
-
-
 def train_seq2seq(
     model: torch.nn.Module,
     next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]],
@@ -103,3 +93,23 @@ def train_seq2seq(
             bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
     return {"loss": losses, "seconds": time.perf_counter() - start}
+
+
+def check_deadline(deadline_minutes: object) -> None:
+    """A training deadline in minutes: a number > 0, or None for none."""
+    if deadline_minutes is not None:
+        validation.positive_number(deadline_minutes, "deadline_minutes (None: no deadline)")
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _checked_batch(batch):
+    if not (
+        isinstance(batch, tuple | list)
+        and len(batch) == 2
+        and all(isinstance(tokens, torch.Tensor) for tokens in batch)
+    ):
+        raise ValueError(f"next_batch() must return (src, tgt), two tensors; got {type(batch)}")
+    return batch

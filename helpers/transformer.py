@@ -14,6 +14,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention, copy_weights_from_torch
+from helpers.contexts import evaluating
 from helpers.masks import causal_padding_mask, padding_mask
 from helpers.positional import PositionalEncoding
 
@@ -220,10 +221,7 @@ class TransformerConfig:
             raise ValueError(
                 f"d_model ({self.d_model}) must be even: sin/cos pairs encode positions"
             )
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
-            )
+        validation.head_size(self.d_model, self.num_heads)
         object.__setattr__(self, "dropout", validation.probability(self.dropout))
         object.__setattr__(self, "norm_first", validation.flag(self.norm_first, "norm_first"))
         tie = validation.flag(self.tie_embeddings, "tie_embeddings")
@@ -347,12 +345,8 @@ class Seq2SeqTransformer(nn.Module):
         dropout); the model's mode is restored afterwards.
         """
         self._check_decoding(bos_id, eos_id, max_steps)
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self):
             return self._greedy_decode(src, bos_id, eos_id, max_steps, use_cache)
-        finally:
-            self.train(was_training)
 
     def _check_decoding(self, bos_id, eos_id, max_steps) -> None:
         vocab_size = self.config.tgt_vocab_size
@@ -441,29 +435,6 @@ def copy_weights_from_torch_transformer(ours: Seq2SeqTransformer, theirs: nn.Tra
                 copy_affine(our_norm, their_norm)
 
 
-def _check_same_layout(ours: Seq2SeqTransformer, theirs: nn.Transformer) -> None:
-    """Refuse, before copying anything, a torch model that would compute something else."""
-    if not isinstance(ours, Seq2SeqTransformer) or not isinstance(theirs, nn.Transformer):
-        raise ValueError("expected a Seq2SeqTransformer and a torch.nn.Transformer")
-    c, layer = ours.config, theirs.encoder.layers[0]
-    found = {
-        "encoder layers": (c.num_layers, len(theirs.encoder.layers)),
-        "decoder layers": (c.num_layers, len(theirs.decoder.layers)),
-        "d_model": (c.d_model, layer.linear1.in_features),
-        "d_ff": (c.d_ff, layer.linear1.out_features),
-        "heads": (c.num_heads, layer.self_attn.num_heads),
-        "norm_first": (c.norm_first, layer.norm_first),
-        "activation": (
-            "relu",
-            getattr(layer.activation, "__name__", type(layer.activation).__name__),
-        ),
-        "layer_norm_eps": (1e-5, layer.norm1.eps),
-    }
-    differ = [f"{name} ours {a!r}, theirs {b!r}" for name, (a, b) in found.items() if a != b]
-    if differ:
-        raise ValueError(f"the models differ: {'; '.join(differ)}")
-
-
 def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
     """A torch.nn.Transformer with our model's sizes and layout, to compare against.
 
@@ -496,3 +467,30 @@ def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
         nn.TransformerDecoderLayer(**sizes), c.num_layers, norm=final_norm()
     )
     return nn.Transformer(**sizes, custom_encoder=encoder, custom_decoder=decoder)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_same_layout(ours: Seq2SeqTransformer, theirs: nn.Transformer) -> None:
+    """Refuse, before copying anything, a torch model that would compute something else."""
+    if not isinstance(ours, Seq2SeqTransformer) or not isinstance(theirs, nn.Transformer):
+        raise ValueError("expected a Seq2SeqTransformer and a torch.nn.Transformer")
+    c, layer = ours.config, theirs.encoder.layers[0]
+    found = {
+        "encoder layers": (c.num_layers, len(theirs.encoder.layers)),
+        "decoder layers": (c.num_layers, len(theirs.decoder.layers)),
+        "d_model": (c.d_model, layer.linear1.in_features),
+        "d_ff": (c.d_ff, layer.linear1.out_features),
+        "heads": (c.num_heads, layer.self_attn.num_heads),
+        "norm_first": (c.norm_first, layer.norm_first),
+        "activation": (
+            "relu",
+            getattr(layer.activation, "__name__", type(layer.activation).__name__),
+        ),
+        "layer_norm_eps": (1e-5, layer.norm1.eps),
+    }
+    differ = [f"{name} ours {a!r}, theirs {b!r}" for name, (a, b) in found.items() if a != b]
+    if differ:
+        raise ValueError(f"the models differ: {'; '.join(differ)}")

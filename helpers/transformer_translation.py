@@ -6,6 +6,7 @@ a Transformer's training needs: tied embeddings, label smoothing, a learning-rat
 beam search at the end.
 """
 
+import argparse
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -13,15 +14,18 @@ import torch
 
 from helpers import validation
 from helpers.attention import KeyValueCache
-from helpers.bahdanau import MAX_CHECKPOINT_PARAMETERS, check_deadline, check_name, sentence_ids
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     as_path,
+    check_name,
     float_weights,
     load_checkpoint,
     load_weights,
     save_checkpoint,
 )
+from helpers.contexts import evaluating
+from helpers.training import check_deadline
 from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
 from helpers.translation import (
     BOS_ID,
@@ -36,6 +40,7 @@ from helpers.translation import (
     choose_hypothesis,
     decode,
     load_tokenizer,
+    sentence_ids,
     train_translator,
     translate,
 )
@@ -135,9 +140,7 @@ class TransformerTranslator(Seq2SeqTransformer):
         if max_len is None:
             max_len = 2 * source.shape[1] + 5
         max_len = min(validation.whole_number(max_len, "max_len"), self.max_len)
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self):
             state = self.start_state(source)
             if beam_size == 1:
                 return translate(self.decode_step, state, len(source), max_len, source.device)
@@ -145,8 +148,6 @@ class TransformerTranslator(Seq2SeqTransformer):
                 self.decode_step, state, self.select, len(source), max_len, beam_size, source.device
             )
             return choose_hypothesis(*found, length_penalty)[0]
-        finally:
-            self.train(was_training)
 
     @torch.no_grad()
     def log_probability(self, source: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
@@ -156,16 +157,12 @@ class TransformerTranslator(Seq2SeqTransformer):
         self._check_tokens("output", output, self.config.tgt_vocab_size)
         if len(output) != len(source):
             raise ValueError(f"{len(source)} sources for {len(output)} outputs")
-        was_training = self.training
-        self.eval()
-        try:
+        with evaluating(self):
             target_in = torch.cat([torch.full_like(output[:, :1], BOS_ID), output[:, :-1]], 1)
             target_in = target_in.masked_fill(target_in == EOS_ID, PAD_ID)  # nothing after <eos>
             log_probs = self(source, target_in).log_softmax(-1)  # (B, T, V)
             chosen = log_probs.gather(-1, output[..., None])[..., 0]  # (B, T)
             return chosen.masked_fill(output == PAD_ID, 0.0).double().sum(-1)
-        finally:
-            self.train(was_training)
 
 
 def build_translator(vocab_size: int, recipe: Recipe = RECIPE) -> TransformerTranslator:
@@ -307,3 +304,15 @@ def translate_with_attention(
         "output_tokens": [tokenizer.id_to_token(i) for i in output[0].tolist()],
         "cross_attention": torch.stack([weights[0] for weights in cross]).cpu(),
     }
+
+
+def main() -> None:
+    """python -m helpers.transformer_translation NAME: train the named model with its recipe
+    and save it in data/ (make translation-models runs it for each)."""
+    parser = argparse.ArgumentParser(description="Train the named model and save it in data/.")
+    parser.add_argument("name", choices=list(MODELS))
+    train_and_save(parser.parse_args().name)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ translation of a held-out English sentence stays out of training, and so does ev
 pair whose French sentence is the translation of a held-out one.
 """
 
+import argparse
 import functools
 import gzip
 import hashlib
@@ -611,3 +612,67 @@ def evaluate_bleu(
         source = encode(tokenizer, english[start : start + batch_size]).to(device)
         hypotheses += decode(tokenizer, model.translate_ids(source, **beam).cpu())
     return bleu(hypotheses, references)
+
+
+MAX_CHARACTERS = 150  # twelve long English words
+MAX_SOURCE_TOKENS = 30  # subword pieces, <eos> included: room for 12 words and some rare ones
+
+
+def sentence_ids(tokenizer, sentence: str) -> torch.Tensor:
+    """(1, S) ids of one English sentence, or a ValueError that says what is wrong with it."""
+    check_tokenizer(tokenizer)
+    if not isinstance(sentence, str):
+        raise ValueError(f"type an English sentence (text), got {type(sentence).__name__}")
+    sentence = clean(check_text(sentence))
+    if not sentence:
+        raise ValueError("type an English sentence, for example: She has a red car.")
+    words = len(sentence.split())
+    if words > MAX_WORDS:
+        raise ValueError(
+            f"at most {MAX_WORDS} words (the models learned from sentences of at most "
+            f"{MAX_WORDS}), got {words}"
+        )
+    if len(sentence) > MAX_CHARACTERS:
+        raise ValueError(f"at most {MAX_CHARACTERS} characters, got {len(sentence)}")
+    unknown = sorted({c for c in sentence if c != " " and tokenizer.token_to_id(c) is None})
+    if unknown:
+        shown = ", ".join(_named_character(c) for c in unknown[:5])
+        raise ValueError(f"the tokenizer has never seen these characters: {shown}")
+    ids = encode(tokenizer, [sentence])  # (1, S)
+    if ids.shape[1] > MAX_SOURCE_TOKENS:
+        raise ValueError(
+            f"this sentence splits into {ids.shape[1] - 1} subword pieces (rare words split "
+            f"into many); at most {MAX_SOURCE_TOKENS - 1} fit"
+        )
+    return ids
+
+
+def _named_character(character: str) -> str:
+    """'<' (U+003C); a character the figure's font may lack by its code point alone."""
+    code = f"U+{ord(character):04X}"
+    return f"'{character}' ({code})" if character.isprintable() and ord(character) < 0x250 else code
+
+
+def shown_tokens(tokens: list[str]) -> list[str]:
+    """Subword tokens for a figure: a word's first piece as it is, a later piece after "-"."""
+    if isinstance(tokens, str) or not isinstance(tokens, list | tuple):
+        raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}")
+    if not all(isinstance(t, str) for t in tokens):
+        raise TypeError("tokens must be a list of token strings (tokenizer.id_to_token of ids)")
+    shown = {"▁": "␣"}  # a word whose first piece is only its start marker
+    return [
+        shown.get(t) or (t[1:] if t.startswith("▁") else t if t.startswith("<") else f"-{t}")
+        for t in tokens
+    ]
+
+
+def main() -> None:
+    """python -m helpers.translation: retrain the shared tokenizer and store it in data/."""
+    argparse.ArgumentParser(
+        description="Retrain the shared English-French tokenizer and store it in data/."
+    ).parse_args()
+    save_tokenizer()
+
+
+if __name__ == "__main__":
+    main()

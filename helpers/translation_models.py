@@ -6,6 +6,7 @@ translator shares) knows neither ``bahdanau`` (chapter 08), ``transformer_transl
 (chapter 09) nor ``decoder_only`` (chapter 12), which all build on it; this module knows them all.
 """
 
+import argparse
 import functools
 import inspect
 from collections.abc import Callable
@@ -49,3 +50,15 @@ def print_test_bleu(beam_size: int = 4) -> None:
                 f"{name} ({how}): BLEU {score.score:.1f} on {sentences} held-out sentences "
                 f"({signature})"
             )
+
+
+def main() -> None:
+    """python -m helpers.translation_models: every shipped translator's test BLEU."""
+    argparse.ArgumentParser(
+        description="Print every shipped translator's BLEU on the test set."
+    ).parse_args()
+    print_test_bleu()
+
+
+if __name__ == "__main__":
+    main()

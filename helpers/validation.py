@@ -45,6 +45,16 @@ def layer_count(value: object, name: str, minimum: int = 1) -> int:
     return value
 
 
+def head_size(d_model: int, num_heads: int) -> int:
+    """d_model // num_heads, the size of each head, if num_heads divides d_model (both whole
+    numbers already)."""
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model ({shown(d_model)}) must be divisible by num_heads ({shown(num_heads)})"
+        )
+    return d_model // num_heads
+
+
 def seed(value: object, name: str = "seed") -> int:
     """value as an int, if it is a whole number 0 .. 2^32 - 1: torch's cpu generator reads only
     a seed's low 32 bits, so 2^32 would draw what 0 draws."""

@@ -12,6 +12,7 @@ import math
 import numbers
 import re
 import stat
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     try:
         with gzip.open(path, "rt") as file:
             text = file.read(LONGEST_DIGITS_TEXT + 1)  # a small gzip can unzip to gigabytes
-    except (OSError, EOFError, ValueError) as error:  # the system's text names the path again
+    except (OSError, EOFError, ValueError, zlib.error) as error:  # the system's text names the path
         reason = getattr(error, "strerror", None) or error
         raise ValueError(f"cannot read the digits from {shown}: {reason}") from None
     if len(text) > LONGEST_DIGITS_TEXT:
@@ -141,17 +142,6 @@ def refuse_nested(values: object, name: str, what: str) -> None:
         validation.dense_tensor(values, name, what)
 
 
-def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
-    """Integer labels lowest..9 (-1 marks an empty cell of a canvas)."""
-    _readable(labels, name, "integer digit labels")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"{name} must be integer digit labels, got {labels.dtype}")
-    if labels.numel():
-        low, high = int(labels.min()), int(labels.max())  # Python ints: uint8 cannot hold -1
-        if low < lowest or high > 9:
-            raise ValueError(f"{name} must lie in {lowest}..9, got {low}..{high}")
-
-
 def _dense(values: object, name: str, what: str) -> torch.Tensor:
     """values itself if it is a tensor laid out densely, of at most LARGEST_TENSOR numbers (a
     meta one passes, of any size: what is computed from it is meta too)."""
@@ -211,34 +201,7 @@ def _pixel_text(value: float) -> str:
     return text if (0 <= float(text) <= 1) == (0 <= value <= 1) else repr(value)
 
 
-def _check_size(numbers: int, what: str) -> None:
-    """A tensor of this many numbers fits in memory; more is a typing mistake. what names it,
-    its sizes through validation.shown (an int of thousands of digits does not print)."""
-    if numbers > LARGEST_TENSOR:
-        raise ValueError(
-            f"{what} would hold more than 2^28 = {LARGEST_TENSOR:,} numbers (1 GiB of float32): "
-            "a smaller size was meant"
-        )
-
-
 # Images as sequences of patches
-
-
-def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int]:
-    _dense(images, "images", "pixels (B, C, H, W)")
-    if images.dim() != 4:
-        raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
-    patch_size = validation.whole_number(patch_size, "patch_size")
-    _check_size(  # a patch of no channels holds no numbers, but its size still must fit torch's
-        max(images.shape[1], 1) * patch_size**2, f"a patch of size {validation.shown(patch_size)}"
-    )
-    height, width = images.shape[-2:]
-    if height % patch_size or width % patch_size:
-        raise ValueError(
-            f"the image's height {height} and width {width} must be multiples of patch_size "
-            f"{patch_size}"
-        )
-    return images, patch_size
 
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -397,18 +360,6 @@ def _digit_range(digits_per_canvas: object, cells: int, distinct: bool) -> tuple
             f"{validation.shown(digits_per_canvas)}"
         )
     return fewest, most
-
-
-def _check_source(source: Digits, most: int, distinct: bool) -> None:
-    """The source (checked Digits) holds enough images, or labels, to fill a canvas."""
-    labels = source.labels
-    needed = most if distinct else 1
-    available = len(labels.unique()) if distinct else len(labels)
-    if available < needed:
-        raise ValueError(
-            f"source has {available} {'distinct labels' if distinct else 'images'}, too few "
-            f"for digits_per_canvas {most}{' with distinct labels' if distinct else ''}"
-        )
 
 
 def _pick(source: Digits, taken: torch.Tensor, distinct: bool, generator) -> int:
@@ -644,3 +595,57 @@ def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor
         )
     blocks = bitmap.reshape(height // block, block, width // block, block)
     return blocks.sum((1, 3), dtype=torch.float64)[None, None]
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:
+    """Integer labels lowest..9 (-1 marks an empty cell of a canvas)."""
+    _readable(labels, name, "integer digit labels")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer digit labels, got {labels.dtype}")
+    if labels.numel():
+        low, high = int(labels.min()), int(labels.max())  # Python ints: uint8 cannot hold -1
+        if low < lowest or high > 9:
+            raise ValueError(f"{name} must lie in {lowest}..9, got {low}..{high}")
+
+
+def _check_size(numbers: int, what: str) -> None:
+    """A tensor of this many numbers fits in memory; more is a typing mistake. what names it,
+    its sizes through validation.shown (an int of thousands of digits does not print)."""
+    if numbers > LARGEST_TENSOR:
+        raise ValueError(
+            f"{what} would hold more than 2^28 = {LARGEST_TENSOR:,} numbers (1 GiB of float32): "
+            "a smaller size was meant"
+        )
+
+
+def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int]:
+    _dense(images, "images", "pixels (B, C, H, W)")
+    if images.dim() != 4:
+        raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
+    patch_size = validation.whole_number(patch_size, "patch_size")
+    _check_size(  # a patch of no channels holds no numbers, but its size still must fit torch's
+        max(images.shape[1], 1) * patch_size**2, f"a patch of size {validation.shown(patch_size)}"
+    )
+    height, width = images.shape[-2:]
+    if height % patch_size or width % patch_size:
+        raise ValueError(
+            f"the image's height {height} and width {width} must be multiples of patch_size "
+            f"{patch_size}"
+        )
+    return images, patch_size
+
+
+def _check_source(source: Digits, most: int, distinct: bool) -> None:
+    """The source (checked Digits) holds enough images, or labels, to fill a canvas."""
+    labels = source.labels
+    needed = most if distinct else 1
+    available = len(labels.unique()) if distinct else len(labels)
+    if available < needed:
+        raise ValueError(
+            f"source has {available} {'distinct labels' if distinct else 'images'}, too few "
+            f"for digits_per_canvas {most}{' with distinct labels' if distinct else ''}"
+        )

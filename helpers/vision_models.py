@@ -16,11 +16,11 @@ Training (train_vit, train_finder, train_reader) runs seeded on one thread; the 
 functions compute in float64, so the numbers they print are the same on any thread count.
 """
 
+import argparse
 import inspect
 import math
 import numbers
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from helpers.checkpoints import (
     savable_path,
     save_checkpoint,
 )
+from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.masks import causal_mask
 from helpers.positional import sinusoidal_encoding
 from helpers.transformer import DecoderBlock, EncoderBlock
@@ -80,6 +81,21 @@ FINDER_DIGITS = 3  # distinct digits on each canvas the finder trains and is tes
 # Patches in, vectors out
 
 
+def _check_d_model(d_model: object) -> int:
+    d_model = validation.whole_number(d_model, "d_model")
+    if d_model % 4:
+        raise ValueError(
+            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: the 2-D encoding's "
+            "two halves of sin/cos pairs"
+        )
+    if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
+        raise ValueError(
+            f"d_model {validation.shown(d_model)} makes a patch projection of more than 2^26 = "
+            f"{LARGEST_MODEL:,} parameters: a smaller model was meant"
+        )
+    return d_model
+
+
 class PatchEmbedding(nn.Module):
     """(B, 1, H, W) images -> (B, (H/4)(W/4), d_model): each 4 x 4 patch through one linear
     layer, plus the fixed 2-D sinusoidal encoding of its row and column (not learned)."""
@@ -106,81 +122,6 @@ class PatchEmbedding(nn.Module):
         layers (_check_images)."""
         patches = patchify(images, PATCH)  # (B, n, 16)
         return self.project(patches) + self.positions  # (B, n, d_model)
-
-
-def _check_d_model(d_model: object) -> int:
-    d_model = validation.whole_number(d_model, "d_model")
-    if d_model % 4:
-        raise ValueError(
-            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: the 2-D encoding's "
-            "two halves of sin/cos pairs"
-        )
-    if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
-        raise ValueError(
-            f"d_model {validation.shown(d_model)} makes a patch projection of more than 2^26 = "
-            f"{LARGEST_MODEL:,} parameters: a smaller model was meant"
-        )
-    return d_model
-
-
-def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
-    d_model = _check_d_model(d_model)
-    num_heads = validation.whole_number(num_heads, "num_heads")
-    d_ff = validation.whole_number(d_ff, "d_ff")
-    if d_model % num_heads:
-        raise ValueError(
-            f"d_model ({d_model}) must be divisible by num_heads ({validation.shown(num_heads)})"
-        )
-    return d_model, num_heads, d_ff
-
-
-def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int = 0) -> None:
-    """A model of these sizes (blocks of attention and feed-forward, decoder blocks with a
-    second attention) has at most LARGEST_MODEL parameters: more is a typing mistake, and
-    building it would exhaust the memory."""
-    per_block = 4 * d_model * d_model + 2 * d_model * d_ff  # (W_q, W_k, W_v, W_o) and the FFN
-    estimate = (blocks + decoder_blocks) * per_block + decoder_blocks * 4 * d_model * d_model
-    if estimate > LARGEST_MODEL:
-        raise ValueError(
-            f"d_model {d_model}, d_ff {validation.shown(d_ff)} and {blocks + decoder_blocks} "
-            f"blocks make more than 2^26 = {LARGEST_MODEL:,} parameters: a smaller model was "
-            "meant"
-        )
-
-
-def _check_grid(grid: object) -> int:
-    grid = validation.whole_number(grid, "grid")
-    if grid > LARGEST_GRID:
-        raise ValueError(
-            f"grid must be at most {LARGEST_GRID} cells across, got {validation.shown(grid)}"
-        )
-    return grid
-
-
-def _check_images(
-    module: nn.Module, images: object, dtype: torch.dtype | None = None
-) -> torch.Tensor:
-    """images (B, 1, S, S) for the image size S of module (a model or its PatchEmbedding),
-    pixels in 0..1, in the dtype of its weights, of a batch whose every tensor in a forward pass
-    of module fits in LARGEST_ACTIVATION (_check_activations). With a dtype, the images may be
-    of any floating dtype: the caller converts them to that one."""
-    embed = module if isinstance(module, PatchEmbedding) else module.embed
-    size = embed.image_size
-    shape = f"(B, 1, {size}, {size})"
-    validation.tensor(images, "images", shape)
-    refuse_nested(images, "images", f"pixels {shape}")
-    if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
-        raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
-    weight = embed.project.weight
-    batch = f"a batch of {images.shape[0]:,} images"
-    _check_activations(images.shape[0], _activations(module), dtype or weight.dtype, batch)
-    check_pixels(images, "images", shape)
-    if dtype is None and (images.dtype != weight.dtype or images.device != weight.device):
-        raise ValueError(
-            f"images are {images.dtype} on {images.device} but the model's weights are "
-            f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
-        )
-    return images
 
 
 def _activations(module: nn.Module) -> dict[str, int]:
@@ -213,24 +154,6 @@ def _encoder_activations(
         ),
         f"feed-forward activations ({patches} patches x d_ff {d_ff})": patches * d_ff,
     }
-
-
-def _check_batch(batch: int, model: nn.Module, what: str) -> None:
-    """_check_activations of a batch for the model, in the dtype of its weights."""
-    _check_activations(batch, _activations(model), model.embed.project.weight.dtype, what)
-
-
-def _check_activations(batch: int, each: dict[str, int], dtype: torch.dtype, what: str) -> None:
-    """The largest tensor a forward pass builds for a batch (each: its numbers for one item,
-    by name) takes at most LARGEST_ACTIVATION bytes in dtype (float64 twice float32's): more is
-    a typing mistake, and a forward pass holds several such tensors at once."""
-    name = max(each, key=each.get)
-    if batch * each[name] * dtype.itemsize > LARGEST_ACTIVATION:
-        raise ValueError(
-            f"{what} would make {name} of {batch * each[name] * dtype.itemsize:,} bytes in "
-            f"{dtype} ({each[name]:,} numbers each), more than one tensor here may take "
-            f"({LARGEST_ACTIVATION:,} bytes, 256 MiB): pass fewer at a time"
-        )
 
 
 def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
@@ -284,7 +207,7 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f"model.sizes, the dict its constructor sets, should name {expected}, found {found} "
             f"(was it deleted or changed?): build the model again"
         )
-    with torch.random.fork_rng(devices=[]):
+    with keeping_random_state():
         twin = type(model)(**sizes)
     try:
         twin.load_state_dict(model.state_dict())
@@ -376,6 +299,28 @@ def _setting_shown(module: nn.Module | None, key: str) -> str:
 
 
 # 1. A small Vision Transformer
+
+
+def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
+    d_model = _check_d_model(d_model)
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    d_ff = validation.whole_number(d_ff, "d_ff")
+    validation.head_size(d_model, num_heads)
+    return d_model, num_heads, d_ff
+
+
+def _check_parameters(d_model: int, d_ff: int, blocks: int, decoder_blocks: int = 0) -> None:
+    """A model of these sizes (blocks of attention and feed-forward, decoder blocks with a
+    second attention) has at most LARGEST_MODEL parameters: more is a typing mistake, and
+    building it would exhaust the memory."""
+    per_block = 4 * d_model * d_model + 2 * d_model * d_ff  # (W_q, W_k, W_v, W_o) and the FFN
+    estimate = (blocks + decoder_blocks) * per_block + decoder_blocks * 4 * d_model * d_model
+    if estimate > LARGEST_MODEL:
+        raise ValueError(
+            f"d_model {d_model}, d_ff {validation.shown(d_ff)} and {blocks + decoder_blocks} "
+            f"blocks make more than 2^26 = {LARGEST_MODEL:,} parameters: a smaller model was "
+            "meant"
+        )
 
 
 class VisionTransformer(nn.Module):
@@ -494,39 +439,6 @@ class DigitFinder(nn.Module):
         return finite_logits(self.head(found[:, 0]), self)  # (B, cells)
 
 
-def _check_words(words: object, batch: int) -> torch.Tensor:
-    validation.token_ids(words, "words", NUM_CLASSES, shape="(B,) digit ids 0..9", dim=1)
-    if len(words) != batch:
-        raise ValueError(f"words must hold one id per canvas ({batch}), got {len(words)}")
-    return words
-
-
-def _check_cells(cells: object, batch: int, count: int) -> torch.Tensor:
-    validation.tensor(cells, "cells", f"(B,) cell indices 0..{count - 1}")
-    refuse_nested(cells, "cells", f"(B,) cell indices 0..{count - 1}")
-    if cells.dim() != 1 or len(cells) != batch:
-        raise ValueError(
-            f"cells must hold one cell per canvas, ({batch},), got shape {tuple(cells.shape)}"
-        )
-    if cells.is_meta:
-        raise ValueError("cells is on the meta device: it has a shape but no cells to read")
-    if cells.layout != torch.strided:
-        raise ValueError(
-            f"cells must be a dense tensor of cell indices, got a {cells.layout} one: convert it "
-            "with .to_dense()"
-        )
-    if cells.dtype not in (torch.int64, torch.int32):  # torch reads uint8 as a mask, not indices
-        raise ValueError(
-            f"cells must hold int64 or int32 cell indices 0..{count - 1}, got {cells.dtype}: "
-            "convert them with .long()"
-        )
-    if len(cells) and (int(cells.min()) < 0 or int(cells.max()) >= count):
-        raise ValueError(
-            f"cells must be cell indices 0..{count - 1}, got {int(cells.min())}..{int(cells.max())}"
-        )
-    return cells.long()
-
-
 def cell_masks(grid: int = GRID) -> torch.Tensor:
     """(cells, patches) float: row c is 1 on the patches of cell c, 0 elsewhere."""
     grid = _check_grid(grid)
@@ -544,19 +456,6 @@ def same_cell_mask(grid: int = GRID) -> torch.Tensor:
     return cell_of[:, None] == cell_of[None, :]
 
 
-def _check_canvases(canvases: object, model: "DigitFinder | CanvasReader") -> Canvases:
-    """Canvases of at least one canvas, of the model's grid, a batch it can read in the dtype of
-    its weights."""
-    canvases = check_canvases(canvases)
-    grid = model.grid
-    if canvases.grid != grid:
-        raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
-    if not len(canvases):
-        raise ValueError("canvases must hold at least one canvas: a share of none is undefined")
-    _check_batch(len(canvases), model, f"{len(canvases):,} canvases")
-    return canvases
-
-
 def finder_questions(canvases: Canvases, generator: torch.Generator | None = None) -> tuple:
     """(words (B,), cells (B,)): for each canvas one of its digits, chosen at random, and the
     cell that holds it. The canvases must hold distinct labels, so each word has one answer."""
@@ -572,18 +471,6 @@ def finder_questions(canvases: Canvases, generator: torch.Generator | None = Non
     cells = scores.argmax(1)  # (B,): a random filled cell
     words = canvases.digits.gather(1, cells[:, None])[:, 0].long()  # (B,), of any digits' dtype
     return words, cells
-
-
-def _check_distinct(canvases: Canvases) -> None:
-    """No canvas holds a digit twice (checked Canvases), so that each word names one cell."""
-    ordered = canvases.digits.sort(1).values  # (B, cells): the empty cells' -1 first
-    twice = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(1)  # (B,)
-    if twice.any():
-        row = canvases.digits[int(twice.nonzero()[0, 0])]
-        raise ValueError(
-            "canvases must hold distinct digits (make_canvases(..., distinct=True)): a word "
-            f"must name one cell, got a canvas with {row[row >= 0].tolist()}"
-        )
 
 
 @torch.no_grad()
@@ -614,6 +501,19 @@ def evaluate_finder(
 
 
 # 3. Read the canvas: a patch encoder and chapter 07's decoder
+
+
+def _check_activations(batch: int, each: dict[str, int], dtype: torch.dtype, what: str) -> None:
+    """The largest tensor a forward pass builds for a batch (each: its numbers for one item,
+    by name) takes at most LARGEST_ACTIVATION bytes in dtype (float64 twice float32's): more is
+    a typing mistake, and a forward pass holds several such tensors at once."""
+    name = max(each, key=each.get)
+    if batch * each[name] * dtype.itemsize > LARGEST_ACTIVATION:
+        raise ValueError(
+            f"{what} would make {name} of {batch * each[name] * dtype.itemsize:,} bytes in "
+            f"{dtype} ({each[name]:,} numbers each), more than one tensor here may take "
+            f"({LARGEST_ACTIVATION:,} bytes, 256 MiB): pass fewer at a time"
+        )
 
 
 class CanvasReader(nn.Module):
@@ -767,44 +667,6 @@ def finite_logits(logits: torch.Tensor, model: nn.Module) -> torch.Tensor:
     )
 
 
-def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:
-    """The encoder's output (B, n, d_model), finite, in the dtype of the decoder's weights."""
-    d_model = weight.shape[1]
-    validation.tensor(memory, "memory", f"(B, n, {d_model}) from encode()")
-    if memory.is_nested or memory.is_meta or memory.layout != torch.strided:
-        kind = "nested" if memory.is_nested else "meta" if memory.is_meta else memory.layout
-        raise ValueError(
-            f"memory must be encode()'s output, a dense tensor of numbers, got a {kind} one"
-        )
-    if memory.dim() != 3 or memory.shape[-1] != d_model or not memory.shape[1]:
-        raise ValueError(
-            f"memory must be (B, n, {d_model}) from encode(), n >= 1 patches to attend to, got "
-            f"{tuple(memory.shape)}"
-        )
-    if memory.numel() > LARGEST_TENSOR:  # an expanded view holds them for free
-        raise ValueError(
-            f"memory holds {memory.numel():,} numbers (shape {tuple(memory.shape)}), more than "
-            f"the 2^28 = {LARGEST_TENSOR:,} decode attends to at once: pass fewer canvases"
-        )
-    if memory.dtype != weight.dtype or memory.device != weight.device:
-        raise ValueError(
-            f"memory is {memory.dtype} on {memory.device} but the model's weights are "
-            f"{weight.dtype} on {weight.device}: convert it with memory.to(...)"
-        )
-    if not memory.isfinite().all():
-        raise ValueError("memory holds NaN or inf: it must be encode()'s finite output")
-    return memory
-
-
-def _check_tokens(tokens: object, batch: int, max_len: int) -> torch.Tensor:
-    validation.token_ids(tokens, "tokens", READER_VOCAB, shape="(B, T) ids 0..12")
-    if len(tokens) != batch or not 1 <= tokens.shape[1] <= max_len:
-        raise ValueError(
-            f"tokens must be (B={batch}, T) with 1 <= T <= {max_len}, got {tuple(tokens.shape)}"
-        )
-    return tokens
-
-
 def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(cells, counts): cells (B, cells) lists each canvas's filled cells in reading order
     first (the rest after them), counts (B,) how many are filled."""
@@ -886,17 +748,6 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     }
 
 
-def _check_layer(layer: object, num_layers: int) -> int:
-    expected = f"layer must be a decoder block's index in -{num_layers}..{num_layers - 1}"
-    try:
-        index = validation.whole_number(layer, "layer", minimum=-num_layers)
-    except ValueError:
-        raise ValueError(f"{expected}, got {validation.shown(layer)}") from None
-    if index >= num_layers:
-        raise ValueError(f"{expected}, got {validation.shown(layer)}")
-    return index % num_layers
-
-
 # 4. Recipes, training, the saved file
 
 
@@ -952,6 +803,16 @@ class VitRecipe(Recipe):
         _check_activations(self.batch_size, each, torch.float32, f"batch_size {self.batch_size:,}")
 
 
+def _check_canvas_batch(
+    recipe: "FinderRecipe | ReaderRecipe", most: int, num_heads: int, d_ff: int
+) -> None:
+    """A batch of canvases of up to `most` digits that make_canvases builds in seconds, and
+    that the model (of encoder blocks of num_heads and d_ff, 0 if none) can read."""
+    check_placed_digits(recipe.batch_size, most, "batch_size")
+    each = _encoder_activations(GRID * PIXELS, recipe.d_model, num_heads, d_ff)
+    _check_activations(recipe.batch_size, each, torch.float32, f"batch_size {recipe.batch_size:,}")
+
+
 @dataclass(frozen=True)
 class FinderRecipe(Recipe):
     d_model: int = 32
@@ -993,16 +854,6 @@ class ReaderRecipe(Recipe):
                 f"({self.most}) <= {GRID * GRID} cells"
             )
         _check_canvas_batch(self, self.most, self.num_heads, self.d_ff)
-
-
-def _check_canvas_batch(
-    recipe: "FinderRecipe | ReaderRecipe", most: int, num_heads: int, d_ff: int
-) -> None:
-    """A batch of canvases of up to `most` digits that make_canvases builds in seconds, and
-    that the model (of encoder blocks of num_heads and d_ff, 0 if none) can read."""
-    check_placed_digits(recipe.batch_size, most, "batch_size")
-    each = _encoder_activations(GRID * PIXELS, recipe.d_model, num_heads, d_ff)
-    _check_activations(recipe.batch_size, each, torch.float32, f"batch_size {recipe.batch_size:,}")
 
 
 MODELS = {"vit": VitRecipe, "finder": FinderRecipe, "reader": ReaderRecipe}
@@ -1065,31 +916,6 @@ def reader_loss(
     return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD)
 
 
-def _check_step(
-    model: object, kind: type, recipe: object, recipe_kind: type, digits: object, generator: object
-) -> None:
-    """The arguments of one training step, by their types and the digits' labels: check_model and
-    check_digits read every weight and pixel, too slow for each step of a loop (the model checks
-    the pixels of its batch; train checks the model it builds once)."""
-    if not isinstance(model, kind):
-        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
-    _check_recipe(recipe, recipe_kind)
-    check_digit_labels(digits)
-    if not len(digits):
-        raise ValueError("digits must hold at least one image: a batch cannot be drawn from none")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {validation.shown(generator)}")
-
-
-def _check_room(model: DigitFinder | CanvasReader, most: int, why: str) -> None:
-    """The model's grid has a cell for each digit of its training canvases."""
-    if model.grid**2 < most:
-        raise ValueError(
-            f"the model's grid must have at least {most} cells ({why}), got a grid of "
-            f"{model.grid} x {model.grid}"
-        )
-
-
 LOSSES = {VitRecipe: vit_loss, FinderRecipe: finder_loss, ReaderRecipe: reader_loss}
 
 
@@ -1105,27 +931,8 @@ def train(recipe: Recipe, progress: bool = False) -> dict:
             f"recipe must be a VitRecipe, FinderRecipe or ReaderRecipe, got {type(recipe).__name__}"
         )
     progress = validation.flag(progress, "progress")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]), _trainable_float32():
-            return _fit(recipe, progress)
-    finally:
-        torch.set_num_threads(threads)
-
-
-@contextmanager
-def _trainable_float32():
-    """Inside, models are built in float32 with gradients on, so that they can be trained,
-    whatever the caller set (torch.no_grad(), torch.inference_mode(), another default dtype);
-    the caller's settings are put back."""
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
-        with torch.inference_mode(False), torch.enable_grad():
-            yield
-    finally:
-        torch.set_default_dtype(dtype)
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
+        return _fit(recipe, progress)
 
 
 def _fit(recipe: Recipe, progress: bool) -> dict:
@@ -1191,12 +998,6 @@ def train_reader(recipe: ReaderRecipe = ReaderRecipe(), progress: bool = False) 
     return train(_check_recipe(recipe, ReaderRecipe), progress)
 
 
-def _check_recipe(recipe: object, kind: type) -> Recipe:
-    if not isinstance(recipe, kind):
-        raise TypeError(f"recipe must be a {kind.__name__}, got {type(recipe).__name__}")
-    return recipe
-
-
 TEST_CANVASES = 1000  # canvases of test digits each measurement uses
 
 
@@ -1240,15 +1041,6 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipes: dict | None = None)
     return {name: result["seconds"] for name, result in results.items()}
 
 
-def _check_recipes(recipes: object) -> dict:
-    if not isinstance(recipes, dict) or set(recipes) != set(MODELS):
-        found = sorted(recipes, key=str) if isinstance(recipes, dict) else type(recipes).__name__
-        raise ValueError(f"recipes must be a dict with keys {sorted(MODELS)}, got {found}")
-    for name, kind in MODELS.items():
-        _check_recipe(recipes[name], kind)
-    return {name: recipes[name] for name in MODELS}
-
-
 def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     """The saved models (checksum verified, weights_only=True): {"vit": VisionTransformer,
     "finder": DigitFinder, "reader": CanvasReader} in eval mode, built in float32 and ready to
@@ -1280,7 +1072,7 @@ def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     for name in MODELS:
         where = f"{path} ({name})"
         # initial weights, overwritten: not the caller's random numbers; as train() builds them
-        with torch.random.fork_rng(devices=[]), _trainable_float32():
+        with keeping_random_state(), trainable_float32():
             model = build(loaded["recipes"][name])
             load_weights(model, weights[name], where)
         loaded[name] = model.eval()
@@ -1296,6 +1088,205 @@ def _saved_recipe(where: str, kind: type, found: object) -> Recipe:
         return kind(**found)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{where}: its recipe is not a valid one ({error})") from None
+
+
+def main() -> None:
+    """python -m helpers.vision_models: retrain chapter 14's three models and save them."""
+    argparse.ArgumentParser(
+        description="Retrain chapter 14's three models and store them in data/."
+    ).parse_args()
+    print({name: f"{s:.1f} s" for name, s in train_and_save().items()})
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_grid(grid: object) -> int:
+    grid = validation.whole_number(grid, "grid")
+    if grid > LARGEST_GRID:
+        raise ValueError(
+            f"grid must be at most {LARGEST_GRID} cells across, got {validation.shown(grid)}"
+        )
+    return grid
+
+
+def _check_images(
+    module: nn.Module, images: object, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """images (B, 1, S, S) for the image size S of module (a model or its PatchEmbedding),
+    pixels in 0..1, in the dtype of its weights, of a batch whose every tensor in a forward pass
+    of module fits in LARGEST_ACTIVATION (_check_activations). With a dtype, the images may be
+    of any floating dtype: the caller converts them to that one."""
+    embed = module if isinstance(module, PatchEmbedding) else module.embed
+    size = embed.image_size
+    shape = f"(B, 1, {size}, {size})"
+    validation.tensor(images, "images", shape)
+    refuse_nested(images, "images", f"pixels {shape}")
+    if images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
+        raise ValueError(f"images must be {shape}, got {tuple(images.shape)}")
+    weight = embed.project.weight
+    batch = f"a batch of {images.shape[0]:,} images"
+    _check_activations(images.shape[0], _activations(module), dtype or weight.dtype, batch)
+    check_pixels(images, "images", shape)
+    if dtype is None and (images.dtype != weight.dtype or images.device != weight.device):
+        raise ValueError(
+            f"images are {images.dtype} on {images.device} but the model's weights are "
+            f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
+        )
+    return images
+
+
+def _check_batch(batch: int, model: nn.Module, what: str) -> None:
+    """_check_activations of a batch for the model, in the dtype of its weights."""
+    _check_activations(batch, _activations(model), model.embed.project.weight.dtype, what)
+
+
+def _check_words(words: object, batch: int) -> torch.Tensor:
+    validation.token_ids(words, "words", NUM_CLASSES, shape="(B,) digit ids 0..9", dim=1)
+    if len(words) != batch:
+        raise ValueError(f"words must hold one id per canvas ({batch}), got {len(words)}")
+    return words
+
+
+def _check_cells(cells: object, batch: int, count: int) -> torch.Tensor:
+    validation.tensor(cells, "cells", f"(B,) cell indices 0..{count - 1}")
+    refuse_nested(cells, "cells", f"(B,) cell indices 0..{count - 1}")
+    if cells.dim() != 1 or len(cells) != batch:
+        raise ValueError(
+            f"cells must hold one cell per canvas, ({batch},), got shape {tuple(cells.shape)}"
+        )
+    if cells.is_meta:
+        raise ValueError("cells is on the meta device: it has a shape but no cells to read")
+    if cells.layout != torch.strided:
+        raise ValueError(
+            f"cells must be a dense tensor of cell indices, got a {cells.layout} one: convert it "
+            "with .to_dense()"
+        )
+    if cells.dtype not in (torch.int64, torch.int32):  # torch reads uint8 as a mask, not indices
+        raise ValueError(
+            f"cells must hold int64 or int32 cell indices 0..{count - 1}, got {cells.dtype}: "
+            "convert them with .long()"
+        )
+    if len(cells) and (int(cells.min()) < 0 or int(cells.max()) >= count):
+        raise ValueError(
+            f"cells must be cell indices 0..{count - 1}, got {int(cells.min())}..{int(cells.max())}"
+        )
+    return cells.long()
+
+
+def _check_canvases(canvases: object, model: "DigitFinder | CanvasReader") -> Canvases:
+    """Canvases of at least one canvas, of the model's grid, a batch it can read in the dtype of
+    its weights."""
+    canvases = check_canvases(canvases)
+    grid = model.grid
+    if canvases.grid != grid:
+        raise ValueError(f"canvases must have a {grid} x {grid} grid, got {canvases.grid}")
+    if not len(canvases):
+        raise ValueError("canvases must hold at least one canvas: a share of none is undefined")
+    _check_batch(len(canvases), model, f"{len(canvases):,} canvases")
+    return canvases
+
+
+def _check_distinct(canvases: Canvases) -> None:
+    """No canvas holds a digit twice (checked Canvases), so that each word names one cell."""
+    ordered = canvases.digits.sort(1).values  # (B, cells): the empty cells' -1 first
+    twice = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(1)  # (B,)
+    if twice.any():
+        row = canvases.digits[int(twice.nonzero()[0, 0])]
+        raise ValueError(
+            "canvases must hold distinct digits (make_canvases(..., distinct=True)): a word "
+            f"must name one cell, got a canvas with {row[row >= 0].tolist()}"
+        )
+
+
+def _check_memory(memory: object, weight: torch.Tensor) -> torch.Tensor:
+    """The encoder's output (B, n, d_model), finite, in the dtype of the decoder's weights."""
+    d_model = weight.shape[1]
+    validation.tensor(memory, "memory", f"(B, n, {d_model}) from encode()")
+    if memory.is_nested or memory.is_meta or memory.layout != torch.strided:
+        kind = "nested" if memory.is_nested else "meta" if memory.is_meta else memory.layout
+        raise ValueError(
+            f"memory must be encode()'s output, a dense tensor of numbers, got a {kind} one"
+        )
+    if memory.dim() != 3 or memory.shape[-1] != d_model or not memory.shape[1]:
+        raise ValueError(
+            f"memory must be (B, n, {d_model}) from encode(), n >= 1 patches to attend to, got "
+            f"{tuple(memory.shape)}"
+        )
+    if memory.numel() > LARGEST_TENSOR:  # an expanded view holds them for free
+        raise ValueError(
+            f"memory holds {memory.numel():,} numbers (shape {tuple(memory.shape)}), more than "
+            f"the 2^28 = {LARGEST_TENSOR:,} decode attends to at once: pass fewer canvases"
+        )
+    if memory.dtype != weight.dtype or memory.device != weight.device:
+        raise ValueError(
+            f"memory is {memory.dtype} on {memory.device} but the model's weights are "
+            f"{weight.dtype} on {weight.device}: convert it with memory.to(...)"
+        )
+    if not memory.isfinite().all():
+        raise ValueError("memory holds NaN or inf: it must be encode()'s finite output")
+    return memory
+
+
+def _check_tokens(tokens: object, batch: int, max_len: int) -> torch.Tensor:
+    validation.token_ids(tokens, "tokens", READER_VOCAB, shape="(B, T) ids 0..12")
+    if len(tokens) != batch or not 1 <= tokens.shape[1] <= max_len:
+        raise ValueError(
+            f"tokens must be (B={batch}, T) with 1 <= T <= {max_len}, got {tuple(tokens.shape)}"
+        )
+    return tokens
+
+
+def _check_layer(layer: object, num_layers: int) -> int:
+    expected = f"layer must be a decoder block's index in -{num_layers}..{num_layers - 1}"
+    try:
+        index = validation.whole_number(layer, "layer", minimum=-num_layers)
+    except ValueError:
+        raise ValueError(f"{expected}, got {validation.shown(layer)}") from None
+    if index >= num_layers:
+        raise ValueError(f"{expected}, got {validation.shown(layer)}")
+    return index % num_layers
+
+
+def _check_step(
+    model: object, kind: type, recipe: object, recipe_kind: type, digits: object, generator: object
+) -> None:
+    """The arguments of one training step, by their types and the digits' labels: check_model and
+    check_digits read every weight and pixel, too slow for each step of a loop (the model checks
+    the pixels of its batch; train checks the model it builds once)."""
+    if not isinstance(model, kind):
+        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
+    _check_recipe(recipe, recipe_kind)
+    check_digit_labels(digits)
+    if not len(digits):
+        raise ValueError("digits must hold at least one image: a batch cannot be drawn from none")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {validation.shown(generator)}")
+
+
+def _check_room(model: DigitFinder | CanvasReader, most: int, why: str) -> None:
+    """The model's grid has a cell for each digit of its training canvases."""
+    if model.grid**2 < most:
+        raise ValueError(
+            f"the model's grid must have at least {most} cells ({why}), got a grid of "
+            f"{model.grid} x {model.grid}"
+        )
+
+
+def _check_recipe(recipe: object, kind: type) -> Recipe:
+    if not isinstance(recipe, kind):
+        raise TypeError(f"recipe must be a {kind.__name__}, got {type(recipe).__name__}")
+    return recipe
+
+
+def _check_recipes(recipes: object) -> dict:
+    if not isinstance(recipes, dict) or set(recipes) != set(MODELS):
+        found = sorted(recipes, key=str) if isinstance(recipes, dict) else type(recipes).__name__
+        raise ValueError(f"recipes must be a dict with keys {sorted(MODELS)}, got {found}")
+    for name, kind in MODELS.items():
+        _check_recipe(recipes[name], kind)
+    return {name: recipes[name] for name in MODELS}
 
 
 def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
@@ -1336,3 +1327,7 @@ def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
                 f"{validation.shown(loss)}"
             )
     return log
+
+
+if __name__ == "__main__":
+    main()

@@ -126,13 +126,13 @@ def test_translate_with_alignment_names_the_model_class_it_needs():
 
 def test_a_lone_surrogate_is_named_in_the_learners_words():
     with pytest.raises(ValueError, match="not valid text .*lone surrogate U\\+D800"):
-        bahdanau.sentence_ids(translation.load_tokenizer(), "I see\ud800.")
+        translation.sentence_ids(translation.load_tokenizer(), "I see\ud800.")
 
 
 @pytest.mark.parametrize("tokens", ["▁abc", None, [1, 2]])
 def test_shown_tokens_takes_a_list_of_token_strings(tokens):
     with pytest.raises(TypeError, match="tokens must be a list of token strings"):
-        bahdanau.shown_tokens(tokens)
+        translation.shown_tokens(tokens)
 
 
 def test_training_arguments_are_checked_before_the_model_is_built(tmp_path):

@@ -1,6 +1,6 @@
 """How much of helpers/ checks arguments and how much computes: a census, run by hand.
 
-    .venv/bin/python tools/guard_census.py
+    .venv/bin/python tools/guard_census.py [--time] [--root another/checkout]
 
 A statement is a check when it raises or asserts, when it is an ``if`` whose branch only raises,
 when it calls a check (a function of ``helpers.validation``, or one named ``_check…``,
@@ -23,7 +23,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else __file__)
+ROOT = ROOT.resolve() if "--root" in sys.argv else ROOT.resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 HELPERS = ROOT / "helpers"
 CHECK_NAME = re.compile(r"^_?(check|validate|refuse)|^__post_init__$")
 
@@ -67,8 +69,17 @@ class _Census(ast.NodeVisitor):
         if isinstance(node, ast.stmt) and not isinstance(
             node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef
         ):
-            check = self.inside_check[-1] or _is_check_statement(node)
-            self.kind_by_line.setdefault(node.lineno, "check" if check else "compute")
+            if self.inside_check[-1]:
+                kind = "guard"
+            elif _is_check_statement(node):
+                kind = (
+                    "door"
+                    if isinstance(node, ast.Expr | ast.Assign | ast.AnnAssign | ast.Return)
+                    else "inline"
+                )
+            else:
+                kind = "compute"
+            self.kind_by_line.setdefault(node.lineno, kind)
             self.raises += isinstance(node, ast.Raise | ast.Assert)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             self.inside_check.append(self.inside_check[-1] or bool(CHECK_NAME.match(node.name)))
@@ -99,16 +110,17 @@ def _check_functions() -> set:
     return found
 
 
-def statements_run(call) -> Counter:
-    """Distinct statements of the given modules that call runs, by kind (check, compute)."""
-    seen = set()
+def statements_run(call) -> tuple[Counter, Counter]:
+    """The statements of helpers/ that call runs, by (file name, kind): each counted once, and
+    each counted every time it runs."""
+    runs = Counter()
 
     def tracer(frame, event, arg):
         filename = frame.f_code.co_filename
         if not filename.startswith(str(HELPERS)):
             return None
         if event == "line":
-            seen.add((filename, frame.f_lineno))
+            runs[filename, frame.f_lineno] += 1
         return tracer
 
     sys.settrace(tracer)
@@ -116,12 +128,13 @@ def statements_run(call) -> Counter:
         call()
     finally:
         sys.settrace(None)
-    kinds = Counter()
-    for filename, line in seen:
+    distinct, executed = Counter(), Counter()
+    for (filename, line), times in runs.items():
         kind = CENSUSES[Path(filename)].kind_by_line.get(line)
         if kind is not None:
-            kinds[Path(filename).name, kind] += 1
-    return kinds
+            distinct[Path(filename).name, kind] += 1
+            executed[Path(filename).name, kind] += times
+    return distinct, executed
 
 
 def check_calls(call) -> tuple[int, int]:
@@ -214,36 +227,44 @@ def _learner_calls() -> dict:
     )
 
 
+def _checks(kinds: Counter, name: str | None = None) -> tuple[int, int, int]:
+    """(checks written inline in computing functions and calls to guards, statements inside
+    guards, compute statements) in one file's counts, or across all files (name None)."""
+
+    def total(*wanted):
+        return sum(
+            n for (file, kind), n in kinds.items() if kind in wanted and name in (None, file)
+        )
+
+    return total("inline", "door"), total("guard"), total("compute")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time", action="store_true", help="also time two calls")
+    parser.add_argument("--root", help="the project to count (another checkout), not this one")
     timing = parser.parse_args().time
     torch.set_num_threads(1)
-    check = compute = raises = 0
+    kinds = Counter()
+    raises = 0
     for path, counted in CENSUSES.items():
-        if path.parent != HELPERS:
-            continue
-        kinds = Counter(counted.kind_by_line.values())
-        check, compute, raises = (
-            check + kinds["check"],
-            compute + kinds["compute"],
-            (raises + counted.raises),
-        )
+        if path.parent == HELPERS:
+            kinds.update(("", kind) for kind in counted.kind_by_line.values())
+            raises += counted.raises
+    in_code, in_guards, compute = _checks(kinds)
     print(
-        f"helpers/*.py: {check} check and {compute} compute statements "
-        f"({check / (check + compute):.0%} checks), {raises} raise/assert"
+        f"helpers/*.py: {in_code + in_guards} check statements ({in_code} in computing "
+        f"functions, {in_guards} in guards) and {compute} compute statements, {raises} "
+        f"raise/assert"
     )
     timed, paths, gpt_path = _learner_calls()
+    print("along a learner's path, statements run (each once / every time it runs):")
     for name, (call, what) in paths.items():
-        kinds = statements_run(call)
-        in_file = (kinds[name, "check"], kinds[name, "compute"])
-        everywhere = (
-            sum(n for (_, kind), n in kinds.items() if kind == "check"),
-            sum(n for (_, kind), n in kinds.items() if kind == "compute"),
-        )
+        distinct, executed = statements_run(call)
         print(
-            f"{name} ({what}): check : compute {in_file[0]} : {in_file[1]} in the file, "
-            f"{everywhere[0]} : {everywhere[1]} across helpers/"
+            f"  {name} ({what}): in the file, {_shown(_checks(distinct, name))} / "
+            f"{_shown(_checks(executed, name))}; across helpers/, "
+            f"{_shown(_checks(distinct))} / {_shown(_checks(executed))}"
         )
     total, outermost = check_calls(gpt_path)
     print(f"one forward of a seven-layer GPT: {total} calls into checks ({outermost} outermost)")
@@ -252,6 +273,12 @@ def main() -> None:
 
         for what, call in timed.items():
             print(f"{what}: {median_seconds(call, repeats=201, warmup=20) * 1e6:.0f} µs (median)")
+
+
+def _shown(counts: tuple[int, int, int]) -> str:
+    in_code, in_guards, compute = counts
+    checks = in_code + in_guards
+    return f"check : compute {checks} : {compute} ({in_code} checks in the computing code)"
 
 
 if __name__ == "__main__":

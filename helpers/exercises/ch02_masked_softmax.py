@@ -123,7 +123,7 @@ def check_masked_softmax(learner_masked_softmax: Callable) -> bool:
             (case_scores, mask),
             lambda s, m: masked_softmax(s, mask=m),
             failures,
-            2e-3,
+            atol=2e-3,
             mistakes=mistakes,
             forbidden=FORBIDDEN,
             names=("scores", "mask"),

@@ -81,10 +81,12 @@ def check_fold_heads(learner_fold: Callable, learner_unfold: Callable) -> bool:
                 (data, heads),
                 reference,
                 failures,
-                0,
-                "row b * num_heads + j holds features j * d_head to (j + 1) * d_head - 1 of "
-                "example b, at every position",
-                mistakes,
+                atol=0,
+                hint=(
+                    "row b * num_heads + j holds features j * d_head to (j + 1) * d_head - 1 of "
+                    "example b, at every position"
+                ),
+                mistakes=mistakes,
                 forbidden=forbidden,
                 names=("x", "num_heads"),
             )
@@ -254,9 +256,9 @@ def check_packed_attention(learner_attention: Callable) -> bool:
             args,
             _packed,
             failures,
-            1e-5,
-            "project, split into heads, attend with scores / sqrt(d_head), merge, project",
-            mistakes,
+            atol=1e-5,
+            hint="project, split into heads, attend with scores / sqrt(d_head), merge, project",
+            mistakes=mistakes,
             forbidden=FORBIDDEN_LAYERS,
             names=(
                 "queries",
@@ -353,10 +355,12 @@ def check_multi_query_attention(learner_attention: Callable) -> bool:
             args,
             _multi_query,
             failures,
-            1e-5,
-            "split the queries into heads; the one key head and value head, (B, 1, k, d_head), "
-            "broadcast over them",
-            mistakes,
+            atol=1e-5,
+            hint=(
+                "split the queries into heads; the one key head and value head, "
+                "(B, 1, k, d_head), broadcast over them"
+            ),
+            mistakes=mistakes,
             forbidden=FORBIDDEN_LAYERS,
             names=("queries", "keys", "values", "W_q", "W_k", "W_v", "W_o", "num_heads", "mask"),
         )

@@ -73,9 +73,12 @@ def check_add_positions_skipping_pads(learner_add: Callable) -> bool:
             (x, table, tokens),
             lambda x, table, tokens: _add_skipping_pads(x, table, tokens, pad),
             failures,
-            1e-5,
-            "real token number p of its sequence (p = 0, 1, ...) gets table[p]; pads get nothing",
-            mistakes,
+            atol=1e-5,
+            hint=(
+                "real token number p of its sequence (p = 0, 1, ...) gets table[p]; pads get "
+                "nothing"
+            ),
+            mistakes=mistakes,
             forbidden={"PositionalEncoding": PositionalEncoding.forward},
             names=("x", "table", "tokens"),
         )
@@ -131,9 +134,9 @@ def check_distance_penalty(learner_attention: Callable) -> bool:
             (x,),
             lambda x, slope=slope: _penalised_self_attention(x, slope),
             failures,
-            1e-5,
-            "softmax(x x^T / sqrt(d) - slope * |i - j|) x, the softmax over the keys",
-            mistakes,
+            atol=1e-5,
+            hint="softmax(x x^T / sqrt(d) - slope * |i - j|) x, the softmax over the keys",
+            mistakes=mistakes,
             forbidden={
                 "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
                 "helpers' DotProductAttention": DotProductAttention.forward,
@@ -189,10 +192,12 @@ def check_shift_positions(learner_shift: Callable) -> bool:
             (rows,),
             lambda rows, delta=delta: _shift(rows, delta),
             failures,
-            1e-5,
-            "(sin, cos) of pair j times R_j(delta) = [[cos w, sin w], [-sin w, cos w]], "
-            "w = omega_j * delta",
-            mistakes,
+            atol=1e-5,
+            hint=(
+                "(sin, cos) of pair j times R_j(delta) = [[cos w, sin w], [-sin w, cos w]], "
+                "w = omega_j * delta"
+            ),
+            mistakes=mistakes,
             forbidden={
                 "offset_rotations": offset_rotations,
                 "sinusoidal_encoding": sinusoidal_encoding,

@@ -88,10 +88,10 @@ def check_cross_attention(learner_cross_attention: Callable) -> bool:
             (queries, memory, source),
             lambda q, m, s: _cross_attention(q, m, s, pad),
             failures,
-            1e-5,
-            "softmax(Q M^T / sqrt(d)) M over the non-pad source keys"
+            atol=1e-5,
+            hint="softmax(Q M^T / sqrt(d)) M over the non-pad source keys"
             + ("; a query with no real source key gets a row of zeros (not NaN)" if empty else ""),
-            mistakes,
+            mistakes=mistakes,
             forbidden={
                 "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
                 "helpers' DotProductAttention": DotProductAttention.forward,
@@ -220,10 +220,10 @@ def check_sliding_window(learner_weights: Callable) -> bool:
             (scores, tokens),
             reference,
             failures,
-            1e-6,
-            "query i attends to the non-pad keys j with i - window < j <= i"
+            atol=1e-6,
+            hint="query i attends to the non-pad keys j with i - window < j <= i"
             + ("; a query with no such key gets a row of zeros (not NaN)" if empty else ""),
-            mistakes,
+            mistakes=mistakes,
             forbidden=_MASK_BUILDERS,
             names=("scores", "tokens"),
         )
@@ -293,9 +293,9 @@ def check_cached_decoding_with_pads(learner_decode: Callable) -> bool:
             (sequence, tokens),
             lambda x, t: layer(x, x, x, mask=causal_padding_mask(t, pad)),
             failures,
-            1e-5,
-            "step t feeds position t alone, with the cache, and hides the pad keys among 0..t",
-            mistakes,
+            atol=1e-5,
+            hint="step t feeds position t alone, with the cache, and hides the pad keys among 0..t",
+            mistakes=mistakes,
             names=("sequence", "tokens"),
         )
     return report(failures, passed)

@@ -183,8 +183,10 @@ def check_sentence_losses(learner_losses: Callable) -> bool:
             lambda lg, tg, pad=pad: _sentence_losses(lg, tg, pad),
             failures,
             atol=1e-5,
-            hint="per-token cross-entropy (reduction='none'), zero where targets == pad_id, "
-            "then each row's sum divided by its number of real tokens",
+            hint=(
+                "per-token cross-entropy (reduction='none'), zero where targets == pad_id, "
+                "then each row's sum divided by its number of real tokens"
+            ),
             mistakes=_loss_mistakes(logits, targets, pad),
             names=("logits", "targets"),
         )

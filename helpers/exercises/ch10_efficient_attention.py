@@ -118,11 +118,11 @@ def check_merge_partial_attention(learner_merge: Callable) -> bool:
             args,
             _merge,
             failures,
-            1e-4,
-            "weight each part by exp(lse_part - max(lse_a, lse_b)) and divide by the sum of "
+            atol=1e-4,
+            hint="weight each part by exp(lse_part - max(lse_a, lse_b)) and divide by the sum of "
             "the two weights"
             + ("; a query with no key in either part gets zeros" if no_key else ""),
-            mistakes,
+            mistakes=mistakes,
             names=("output_a", "lse_a", "output_b", "lse_b"),
         )
         if not ok and "gradient with respect to `lse_" in failures[-1]:
@@ -322,10 +322,12 @@ def check_grouped_query_attention(learner_attention: Callable) -> bool:
             (queries, keys, values, mask),
             _gqa,
             failures,
-            1e-5,
-            "softmax(q.k / sqrt(d)) over the allowed keys, query head h reading key/value "
-            "head h // (heads / kv_heads)",
-            mistakes,
+            atol=1e-5,
+            hint=(
+                "softmax(q.k / sqrt(d)) over the allowed keys, query head h reading key/value "
+                "head h // (heads / kv_heads)"
+            ),
+            mistakes=mistakes,
             names=("queries", "keys", "values", "mask"),
         )
     return report(failures, passed)
@@ -554,9 +556,9 @@ def check_causal_tiled_attention(learner_attention: Callable) -> bool:
             args,
             _causal,
             failures,
-            1e-5,
-            "softmax(q.k / sqrt(d)) over the keys 0..i for query i",
-            mistakes,
+            atol=1e-5,
+            hint="softmax(q.k / sqrt(d)) over the keys 0..i for query i",
+            mistakes=mistakes,
             names=("queries", "keys", "values"),
         )
         if not ok:

@@ -111,9 +111,9 @@ def check_rope_half_split(learner_rope: Callable) -> bool:
             (x, positions),
             _half_split_rope,
             failures,
-            5e-5 if dtype == torch.float32 else 1e-10,
-            "dimension j pairs with j + d/2 and turns by position * 10000^(-2j/d)",
-            mistakes,
+            atol=5e-5 if dtype == torch.float32 else 1e-10,
+            hint="dimension j pairs with j + d/2 and turns by position * 10000^(-2j/d)",
+            mistakes=mistakes,
             forbidden={"helpers.positional.apply_rope": apply_rope},
             names=("x", "positions"),
         )
@@ -224,9 +224,9 @@ def check_alibi_attention(learner_attention: Callable) -> bool:
             args,
             _alibi_attention,
             failures,
-            1e-5,
-            "softmax(q.k / sqrt(d) - slope_h * (i - j)) over the keys j <= i",
-            mistakes,
+            atol=1e-5,
+            hint="softmax(q.k / sqrt(d) - slope_h * (i - j)) over the keys j <= i",
+            mistakes=mistakes,
             forbidden={
                 "helpers.positional.alibi_bias": alibi_bias,
                 "helpers.positional.alibi_slopes": alibi_slopes,
@@ -432,9 +432,9 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
             args,
             _causal_linear,
             failures,
-            1e-5,
-            "output i = phi(q_i) . sum_{j<=i} phi(k_j) v_j^T / phi(q_i) . sum_{j<=i} phi(k_j)",
-            mistakes,
+            atol=1e-5,
+            hint="output i = phi(q_i) . sum_{j<=i} phi(k_j) v_j^T / phi(q_i) . sum_{j<=i} phi(k_j)",
+            mistakes=mistakes,
             names=("queries", "keys", "values"),
         )
         if not ok:

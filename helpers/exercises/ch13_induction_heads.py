@@ -377,9 +377,9 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             (weights,),
             previous_token_score,
             failures,
-            1e-6,
-            PREVIOUS_HINT,
-            wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
+            atol=1e-6,
+            hint=PREVIOUS_HINT,
+            mistakes=wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
             forbidden={"helpers.induction.previous_token_score": previous_token_score},
             names=("weights",),
         )
@@ -501,9 +501,11 @@ def check_induction_score(learner_score: Callable) -> bool:
             (weights,),
             reference,
             failures,
-            1e-6,
-            INDUCTION_HINT,
-            wrong_only(_induction_mistakes(weights, length), induction_score(weights, length)),
+            atol=1e-6,
+            hint=INDUCTION_HINT,
+            mistakes=wrong_only(
+                _induction_mistakes(weights, length), induction_score(weights, length)
+            ),
             forbidden={"helpers.induction.induction_score": induction_score},
             names=("weights",),
         )
@@ -1366,9 +1368,9 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             (ids,),
             reference,
             failures,
-            1e-4,
-            f"the logits with head {head} of layer {layer} zeroed",
-            wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
+            atol=1e-4,
+            hint=f"the logits with head {head} of layer {layer} zeroed",
+            mistakes=wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
             forbidden=forbidden,
             names=("ids",),
         )

@@ -31,6 +31,10 @@ from helpers.vision import patchify, sinusoidal_2d
 
 __all__ = ["check_attention_centroid", "check_patchify", "check_sinusoidal_2d"]
 
+# The reference, held under a name of its own: an answer that rebinds this module's patchify
+# changes what it calls, not what it is checked against (ATTENTION_CENTROID likewise)
+PATCHIFY = patchify
+
 
 def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
     """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
@@ -270,9 +274,8 @@ def _name_a_rescaling(failures: list, got: object, right: torch.Tensor) -> None:
         return
     got, right = got.detach().double(), right.double()
     factors = (got * right).sum((1, 2)) / (right * right).sum((1, 2))  # (B,)
-    if (factors - 1).abs().max() <= 1e-6 or not torch.allclose(
-        got, factors[:, None, None] * right, atol=1e-6
-    ):
+    rescaled = (factors - 1).abs().max() > 1e-6 and factors.abs().min() > 1e-6  # 0: no numbers
+    if not rescaled or not torch.allclose(got, factors[:, None, None] * right, atol=1e-6):
         return
     image = (factors - 1).abs().argmax().item()  # the image furthest from its own numbers
     failures[-1] = failures[-1].removesuffix(f" ({PATCHIFY_HINT})") + (
@@ -308,11 +311,11 @@ def check_patchify(learner_patchify: Callable) -> bool:
             name,
             learner,
             (images,),
-            lambda x, p=p: patchify(x, p),
+            lambda x, p=p: PATCHIFY(x, p),
             failures,
-            1e-6,
-            PATCHIFY_HINT,
-            wrong_only(_patchify_mistakes(images, p), patchify(images, p)),
+            atol=1e-6,
+            hint=PATCHIFY_HINT,
+            mistakes=wrong_only(_patchify_mistakes(images, p), patchify(images, p)),
             forbidden={"helpers.vision.patchify": patchify},
             names=("images",),
         )
@@ -594,9 +597,9 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             (),
             lambda right=right: right,
             failures,
-            1e-5,
-            "the row's encoding (width d_model/2) then the column's, for patch r * cols + c",
-            wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model, earlier), right),
+            atol=1e-5,
+            hint="the row's encoding (width d_model/2) then the column's, for patch r * cols + c",
+            mistakes=wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model, earlier), right),
             forbidden={"helpers.vision.sinusoidal_2d": sinusoidal_2d},
         )
         _advise(
@@ -665,6 +668,9 @@ def attention_centroid(weights: torch.Tensor, grid_size: tuple[int, int], p: int
     """The checker's reference: (..., 2), the weighted mean of the patches' centres."""
     centres = _patch_centres(grid_size, p, weights.dtype)
     return weights @ centres / weights.sum(-1, keepdim=True)
+
+
+ATTENTION_CENTROID = attention_centroid
 
 
 CENTROID_PATCH_SIZES = (1, 2, 4)  # the cases' patch sizes
@@ -928,11 +934,13 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             name,
             lambda w, grid_size=grid_size, p=p: answer_and_its_gradient(w, grid_size, p),
             (weights,),
-            lambda w, grid_size=grid_size, p=p: attention_centroid(w, grid_size, p),
+            lambda w, grid_size=grid_size, p=p: ATTENTION_CENTROID(w, grid_size, p),
             failures,
-            1e-5,
-            "sum over patches of weight * (r*p + (p-1)/2, c*p + (p-1)/2), over the total weight",
-            wrong_only(_centroid_mistakes(weights, grid_size, p), right),
+            atol=1e-5,
+            hint=(
+                "sum over patches of weight * (r*p + (p-1)/2, c*p + (p-1)/2), over the total weight"
+            ),
+            mistakes=wrong_only(_centroid_mistakes(weights, grid_size, p), right),
             names=("weights",),
         )
         _advise(

@@ -13,10 +13,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.nn.modules import module as module_hooks
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -67,10 +70,12 @@ def exercise_checker(check: Callable) -> Callable:
     @functools.wraps(check)
     def checked(*answers, **options) -> Verdict:
         not_written: list[str] = []
+        replaced: list[str] = []  # torch's own functions an answer replaced (put back)
 
         def watched(function):
             @functools.wraps(function)
             def call(*inputs, **named):
+                torch_functions = _torch_functions()
                 try:
                     with _time_limit(ANSWER_TIME_LIMIT_SECONDS):
                         return function(*inputs, **named)
@@ -82,6 +87,13 @@ def exercise_checker(check: Callable) -> Callable:
                 except AnswerTimedOut as stopped:
                     stopped.name = getattr(function, "__name__", "your function")
                     raise
+                except (Exception, KeyboardInterrupt):
+                    raise
+                except BaseException as error:  # GeneratorExit, SystemExit, a class of its own
+                    raise _as_exception(error) from None
+                finally:
+                    for name in _put_back(torch_functions):
+                        replaced.extend([name] if name not in replaced else [])
 
             return call
 
@@ -104,8 +116,15 @@ def exercise_checker(check: Callable) -> Callable:
             )
             return Verdict(False)
         finally:
-            if not not_written:
+            if not (not_written or replaced):
                 print(printed.getvalue(), end="")
+        if replaced and not not_written:
+            print(
+                f"Not yet: your function replaces torch's own {', '.join(replaced[:3])} (put "
+                f"back after each call): every later call of it, the checker's and yours, would "
+                f"run the replacement; give your own function another name."
+            )
+            return Verdict(False)
         if not_written:
             names = " and ".join(not_written)
             verb, pronoun = ("is", "it") if len(not_written) == 1 else ("are", "they")
@@ -116,6 +135,39 @@ def exercise_checker(check: Callable) -> Callable:
         return Verdict(verdict)
 
     return checked
+
+
+def _as_exception(error: BaseException) -> Exception:
+    """An exception of the same name and arguments that `except Exception` catches, for one
+    that is not an Exception (GeneratorExit, SystemExit, a class of the answer's own): the
+    checker reports it as the answer's error instead of stopping."""
+    kind = type(type(error).__name__, (Exception,), {"__module__": type(error).__module__})
+    return kind(*error.args)
+
+
+TORCH_NAMESPACES = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
+
+
+def _torch_functions() -> dict:
+    """{(namespace, name): what it holds} for torch's namespaces an answer calls into."""
+    return {
+        (space, name): value
+        for space, namespace in TORCH_NAMESPACES.items()
+        for name, value in vars(namespace).items()
+    }
+
+
+def _put_back(before: dict) -> list[str]:
+    """The names of torch's that no longer hold what they held before, each put back."""
+    changed = []
+    for (space, name), value in before.items():
+        namespace = TORCH_NAMESPACES[space]
+        if isinstance(value, type):  # torch.Storage follows the default dtype, by torch's design
+            continue
+        if vars(namespace).get(name, before) is not value:
+            setattr(namespace, name, value)
+            changed.append(f"{space}.{name}")
+    return changed
 
 
 def _not_a_function(check: Callable, answers: tuple) -> str | None:
@@ -151,6 +203,7 @@ class AnswerTimedOut(BaseException):
 
 
 _limits_running = threading.local()
+EXERCISES = str(Path(__file__).resolve().parent)  # the checkers' own code, never stopped
 
 
 @contextlib.contextmanager
@@ -178,16 +231,38 @@ def _time_limit(seconds: float):
 
 @contextlib.contextmanager
 def _interval_timer(seconds: float):
+    """Past the limit, AnswerTimedOut is raised by the timer and then at every line the answer's
+    own code runs, so that an answer's bare `except:` that swallows one meets the next at once."""
+    expired = False
+
+    def stop_every_line(frame, event, arg):
+        if not expired or frame.f_code.co_filename.startswith(EXERCISES):
+            return None
+        if event == "line":
+            raise AnswerTimedOut
+        return stop_every_line
+
     def stop(signum, frame):
+        nonlocal expired
+        if not expired:
+            expired = True
+            sys.settrace(stop_every_line)  # the frames the answer calls from now on
+            while frame is not None and not frame.f_code.co_filename.startswith(EXERCISES):
+                frame.f_trace, frame.f_trace_lines = stop_every_line, True  # and those running
+                frame = frame.f_back
         raise AnswerTimedOut
 
     previous = signal.signal(signal.SIGALRM, stop)
+    previous_trace = sys.gettrace()
     signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if expired:
+            expired = False
+            sys.settrace(previous_trace)
 
 
 @contextlib.contextmanager
@@ -232,8 +307,9 @@ def _as_answer(got):
         return None, f"returned a {type(got).__name__} of {len(got)} tensors, expected one tensor"
     if not isinstance(got, torch.Tensor):
         return None, _not_a_tensor(got)
-    if got.layout != torch.strided or got.is_meta or got.is_complex():
-        kind = "complex" if got.is_complex() else "meta" if got.is_meta else "sparse"
+    if got.layout != torch.strided or got.is_nested or got.is_meta or got.is_complex():
+        kind = "nested" if got.is_nested else "complex" if got.is_complex() else None
+        kind = kind or ("meta" if got.is_meta else "sparse")
         return None, f"returned a {kind} tensor, expected an ordinary real one"
     return got, None
 
@@ -269,17 +345,34 @@ def _learner_inputs(args: tuple) -> tuple[tuple, list]:
     return tuple(inputs), leaves
 
 
+def _code_text(code) -> tuple:
+    """What a function's code does, wherever it was compiled: its name, bytecode, names and
+    constants (its functions' too), not its file and lines, so that a copy of a forbidden
+    function's source, run through exec, is still that function."""
+    constants = tuple(
+        _code_text(constant) if inspect.iscode(constant) else (type(constant), constant)
+        for constant in code.co_consts
+    )
+    return code.co_name, code.co_code, code.co_names, code.co_varnames, constants
+
+
 @contextlib.contextmanager
 def recording_calls(forbidden: dict[str, Callable]):
     """Record which of the forbidden functions run inside the block, however they were
     imported (Python functions by their code, torch's C functions by identity)."""
-    codes = {f.__code__: label for label, f in forbidden.items() if hasattr(f, "__code__")}
+    codes = {
+        _code_text(f.__code__): label for label, f in forbidden.items() if hasattr(f, "__code__")
+    }
     builtins = {id(f): label for label, f in forbidden.items() if not hasattr(f, "__code__")}
     seen: list[str] = []
+    texts: dict = {}  # code object -> its text, each worked out once
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            seen.append(codes[frame.f_code])
+        if event == "call":
+            code = frame.f_code
+            text = texts.get(code) or texts.setdefault(code, _code_text(code))
+            if text in codes:
+                seen.append(codes[text])
         elif event == "c_call" and id(arg) in builtins:
             seen.append(builtins[id(arg)])
 
@@ -304,12 +397,60 @@ def _argument_name(names: tuple, index: int) -> str:
     return names[index] if index < len(names) else f"argument {index + 1}"
 
 
-def _changed_in_place(args: tuple, inputs: tuple, versions: list, names: tuple) -> str | None:
+IN_PLACE_OPERATORS = {
+    f"__i{name}__"
+    for name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or")
+} | {"__ixor__", "__ilshift__", "__irshift__", "__setitem__"}
+NOT_WRITES = {"requires_grad_", "detach_", "share_memory_", "rename_"}  # flags, not values
+
+
+class WritesToInputs(TorchFunctionMode):
+    """Records which inputs an operation writes to in place, by their memory: also through an
+    alias whose writes autograd's version counter does not see (x.data.mul_(1))."""
+
+    def __init__(self, inputs: tuple):
+        super().__init__()
+        self.written: set[int] = set()
+        self.memory = {}  # the address of each input's storage -> the input's index
+        for index, x in enumerate(inputs):
+            if _has_own_memory(x):
+                self.memory.setdefault(x.untyped_storage().data_ptr(), index)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        in_place = name in IN_PLACE_OPERATORS or (
+            name.endswith("_") and not name.endswith("__") and name not in NOT_WRITES
+        )
+        out = kwargs.get("out")
+        targets = ([args[0]] if in_place and args else []) + (
+            list(out) if isinstance(out, tuple | list) else [out]
+        )
+        for target in targets:
+            if _has_own_memory(target):
+                index = self.memory.get(target.untyped_storage().data_ptr())
+                if index is not None:
+                    self.written.add(index)
+        return func(*args, **kwargs)
+
+
+def _has_own_memory(x: object) -> bool:
+    return (
+        isinstance(x, torch.Tensor)
+        and x.layout == torch.strided
+        and not (x.is_meta or x.is_nested)
+        and x.untyped_storage().nbytes() > 0
+    )
+
+
+def _changed_in_place(
+    args: tuple, inputs: tuple, versions: list, names: tuple, written: set = frozenset()
+) -> str | None:
     for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
         if not isinstance(given, torch.Tensor):
             continue
         changed = not _same_tensor(given.detach(), arg)
-        if changed or given._version != version:
+        if changed or given._version != version or index in written:
             name = _argument_name(names, index)
             how = (
                 "changes its input `{}` in place"
@@ -482,6 +623,7 @@ def run_case(
     args: tuple,
     reference: Callable,
     failures: list[str],
+    *,
     atol: float = 1e-5,
     hint: str = "",
     mistakes: dict | None = None,
@@ -500,8 +642,9 @@ def run_case(
     inputs, leaves = _learner_inputs(args)
     versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
     inputs_autograd, leaves_autograd = _autograd_state(inputs), _autograd_state(leaves)
+    writes = WritesToInputs(inputs)
     try:
-        with recording_calls(forbidden or {}) as called:
+        with recording_calls(forbidden or {}) as called, writes:
             got = function(*inputs)
     except Refused as refusal:
         failures.append(f"{name}: {refusal}")
@@ -510,7 +653,7 @@ def run_case(
         failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
     problem = (
-        _changed_in_place(args, inputs, versions, names)
+        _changed_in_place(args, inputs, versions, names, writes.written)
         or _autograd_changed(inputs, inputs_autograd, names)
         or _autograd_changed(leaves, leaves_autograd, names)  # what the inputs come from
     )
@@ -519,7 +662,7 @@ def run_case(
     answer, answer_problem = _as_answer(got)
     problem = problem or answer_problem
     reference_inputs, reference_leaves = _learner_inputs(args)
-    expected = reference(*reference_inputs)
+    expected = reference(*reference_inputs)  # after the answer: some follow its choice of ties
     if problem is None and any(
         answer.shape == other.shape and torch.equal(answer.detach(), other)
         for other in alternatives
@@ -576,15 +719,17 @@ def _changed_on_other_inputs(function: Callable, args: tuple, names: tuple) -> s
             return None
         before = _autograd_state(inputs)
         versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
+        writes = WritesToInputs(inputs)
         try:
-            function(*inputs)
+            with writes:
+                function(*inputs)
         except Refused as refusal:  # a checker's own wrapper found the change first
             return str(refusal)
         except (Exception, SystemExit):
             continue  # the cases themselves judge what the function does
-        changed = _changed_in_place(args, inputs, versions, names) or _autograd_changed(
-            inputs, before, names
-        )
+        changed = _changed_in_place(
+            args, inputs, versions, names, writes.written
+        ) or _autograd_changed(inputs, before, names)
         if changed:
             return changed
     return None

@@ -1,22 +1,20 @@
 """What every explorer shares: the Explorer base class (controls, a figure redrawn in place,
 its PNG), one_torch_thread, and the small pieces more than one chapter's explorer uses."""
 
-import contextlib
 import io
 import itertools
 import math
 import numbers
-from collections.abc import Iterator
 
 import ipywidgets as widgets
 import numpy as np
 import PIL.Image
-import torch
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from traitlets import Any, Float, Int, TraitError, Unicode, validate
 
+from helpers.contexts import one_torch_thread
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.validation import shown
 
@@ -32,19 +30,6 @@ __all__ = [
     "ToggleButtons",
     "one_torch_thread",
 ]
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Run torch on one thread inside the block: an explorer's small computations gain nothing
-    from more, and with a training notebook running beside it, torch's thread pools would
-    fight over the cores (one redraw took seconds instead of tens of milliseconds)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class Explorer:
@@ -290,6 +275,8 @@ class _NamesItsOptions:
         if value is None and self.traits()["index"].allow_none:
             return None
         options = list(self._options_values)
+        if isinstance(value, np.str_):  # numpy's str: the option itself, as a str
+            value = proposal.value = str(value)
         kind = int if isinstance(value, np.integer) else type(value)  # numpy's: the option itself
         if any(type(option) is kind and option == value for option in options):
             return super()._validate_value(proposal)
@@ -316,6 +303,9 @@ class SelectionSlider(_NamesItsOptions, widgets.SelectionSlider):
     value = _Chosen(None, help="Selected value")
 
 
+LARGEST_SHOWN_INT = 2**53 - 1  # JavaScript's numbers hold every whole number up to it
+
+
 class _TakesOnlyWhatItShows:
     """A whole-number control that, set from code to a value it could not show as it is,
     refuses it by name: ipywidgets would quietly cast 1.5 or True to 1 and move 99 to the
@@ -324,14 +314,23 @@ class _TakesOnlyWhatItShows:
     @validate("value")
     def _validate_value(self, proposal):
         value = proposal.value
-        low, high = getattr(self, "min", None), getattr(self, "max", None)
-        if isinstance(value, bool) or not (low is None or low <= value <= high):
+        low, high = self._ends()
+        if isinstance(value, bool) or not low <= value <= high:
             self.refuse(value)
         return value
 
+    def _ends(self) -> tuple[int, int]:
+        """The slider's ends, or for a box, the whole numbers a browser shows exactly."""
+        if getattr(self, "min", None) is None:
+            return -LARGEST_SHOWN_INT, LARGEST_SHOWN_INT
+        return self.min, self.max
+
     def refuse(self, value):
-        low, high = getattr(self, "min", None), getattr(self, "max", None)
-        ends = "" if low is None else f" from {low} to {high}"
+        low, high = self._ends()
+        ends = f" from {low} to {high}"
+        if high == LARGEST_SHOWN_INT:  # a box: its range is news only to a whole number past it
+            past = isinstance(value, int | np.integer) and not isinstance(value, bool)
+            ends = " from -(2^53 - 1) to 2^53 - 1 (a browser shows larger ones rounded)" * past
         raise TraitError(f"{self.description} must be a whole number{ends}; got {shown(value)}")
 
 

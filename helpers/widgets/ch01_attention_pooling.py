@@ -260,7 +260,7 @@ def _checked_data(data: object) -> RegressionData:
         raise ValueError(f"data must come from make_data(), got {type(data).__name__}")
     for names in (("x_train", "y_train"), ("x_test", "y_test")):
         for name in names:
-            value = validation.tensor(getattr(data, name), f"data.{name}", "(n,)")
+            value = validation.dense_tensor(getattr(data, name), f"data.{name}", "(n,)")
             if value.dim() != 1 or value.numel() == 0:
                 raise ValueError(
                     f"data.{name} must be one row (n,), n >= 1, got {tuple(value.shape)}"

@@ -2,15 +2,9 @@
 
 import ipywidgets as widgets
 
-from helpers.bahdanau import (
-    MAX_SOURCE_TOKENS,
-    RNNTranslator,
-    load_translator,
-    shown_tokens,
-    translate_with_alignment,
-)
 from helpers.bahdanau import MODELS as TRANSLATORS
-from helpers.translation import MAX_WORDS, load_tokenizer
+from helpers.bahdanau import RNNTranslator, load_translator, translate_with_alignment
+from helpers.translation import MAX_SOURCE_TOKENS, MAX_WORDS, load_tokenizer, shown_tokens
 from helpers.widgets.base import Explorer, alignment_figure, check_sentence, check_vocabulary
 
 __all__ = ["TranslationExplorer"]

@@ -3,10 +3,9 @@ cross-attention."""
 
 import ipywidgets as widgets
 
-from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
 from helpers.transformer_translation import TransformerTranslator, translate_with_attention
 from helpers.transformer_translation import load_translator as load_transformer_translator
-from helpers.translation import MAX_WORDS, load_tokenizer
+from helpers.translation import MAX_SOURCE_TOKENS, MAX_WORDS, load_tokenizer, shown_tokens
 from helpers.widgets.base import (
     Dropdown,
     Explorer,

@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.transforms import Bbox
 
 from helpers import validation
-from helpers.bahdanau import MAX_SOURCE_TOKENS, shown_tokens
+from helpers.contexts import evaluating
 from helpers.decoder_only import (
     DecoderOnlyTranslator,
     load_tokenizer_with_separator,
@@ -24,8 +24,8 @@ from helpers.decoder_only import (
     sample_texts,
     text_prompt,
 )
-from helpers.gpt import evaluating, is_current, next_token_probabilities, read_prompt
-from helpers.translation import MAX_WORDS
+from helpers.gpt import is_current, next_token_probabilities, read_prompt
+from helpers.translation import MAX_SOURCE_TOKENS, MAX_WORDS, shown_tokens
 from helpers.widgets.base import (
     Dropdown,
     Explorer,

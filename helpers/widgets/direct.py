@@ -218,11 +218,7 @@ def moved_points(request: dict, current: dict, plane: dict) -> dict:
     """The points of the request, for the names in `current`: each clamped to the plane and
     snapped to its grid; a point the request leaves where it was stays exactly as it was.
     Raises ValueError for a request that is not points, or a plane without x, y and step."""
-    missing = [key for key in ("x", "y", "step") if not isinstance(plane, dict) or key not in plane]
-    if missing:
-        raise ValueError(
-            f"the plane must hold 'x', 'y' and 'step', got one without {missing}: {shown(plane)}"
-        )
+    _check_moving_plane(plane)
     points = request.get("points") if isinstance(request, dict) else None
     if not isinstance(points, dict):
         raise ValueError(f"expected {{'points': {{name: [x, y]}}}}, got {shown(request)}")
@@ -551,3 +547,20 @@ def _draw_bars(ax, bars: dict) -> None:
     ax.set_ylabel("attention weight")
     ax.set_title(bars["title"], fontsize=10, parse_math=False)
     _literal_legend(ax.legend(fontsize="small", loc="upper right"))
+
+
+def _check_moving_plane(plane: object) -> None:
+    """A plane points move on: 'x' and 'y' bounds, each a pair of finite numbers low < high, and
+    a 'step' > 0."""
+    missing = [key for key in ("x", "y", "step") if not isinstance(plane, dict) or key not in plane]
+    if missing:
+        raise ValueError(
+            f"the plane must hold 'x', 'y' and 'step', got one without {missing}: {shown(plane)}"
+        )
+    for axis in "xy":
+        if not (_pair(plane[axis]) and plane[axis][0] < plane[axis][1]):
+            raise ValueError(
+                f"the plane's {axis!r} must be its bounds (low, high), finite numbers with low < "
+                f"high, got {shown(plane[axis])}"
+            )
+    validation.positive_number(plane["step"], "the plane's 'step'")

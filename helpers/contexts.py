@@ -1,0 +1,60 @@
+"""The settings a helper computes under, each set for a with block and put back after it,
+whatever happens inside: one torch thread, a model in evaluation mode, torch's global random
+numbers left as they were, and float32 with gradients on for training."""
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block: a small model's many small operations gain
+    nothing from more (on a busy CPU the threads wait for each other at every one), one thread
+    gives the same numbers on every machine's thread count, and with a training notebook running
+    beside an explorer, torch's thread pools would fight over the cores (one redraw took seconds
+    instead of tens of milliseconds)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """model in eval mode (no dropout) inside the with block; after it, each of its modules in
+    its own mode as before (model.train(was_training) would put them all in the model's)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def keeping_random_state() -> contextlib.AbstractContextManager:
+    """torch's global random numbers after the block as they were before it: a helper that
+    builds a model draws its first weights from them, and the caller's random numbers stay
+    theirs (the cpu generator's; this series builds its models on the cpu)."""
+    return torch.random.fork_rng(devices=[])
+
+
+@contextlib.contextmanager
+def trainable_float32() -> Iterator[None]:
+    """Inside, models are built in float32 with gradients on, so that they can be trained,
+    whatever the caller set (torch.no_grad(), torch.inference_mode(), another default dtype);
+    the caller's settings are put back."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        torch.set_default_dtype(dtype)
