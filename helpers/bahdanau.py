@@ -51,12 +51,16 @@ class RNNConfig:
     attention: bool = True  # False: the decoder sees only the encoder's last states
 
     def __post_init__(self):
-        vocab_size = validation.whole_number(self.vocab_size, "vocab_size", minimum=len(SPECIALS))
-        object.__setattr__(self, "vocab_size", vocab_size)  # room for <pad> <bos> <eos> <unk>
-        for name in ("embed_size", "hidden_size"):
-            object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
-        object.__setattr__(self, "dropout", validation.probability(self.dropout))
-        object.__setattr__(self, "attention", validation.flag(self.attention, "attention"))
+        validation.coerce_fields(
+            self,
+            {
+                "vocab_size": validation.at_least(len(SPECIALS)),  # <pad> <bos> <eos> <unk>
+                "embed_size": validation.whole_number,
+                "hidden_size": validation.whole_number,
+                "dropout": validation.probability,
+                "attention": validation.flag,
+            },
+        )
 
 
 class Encoder(nn.Module):

@@ -401,11 +401,16 @@ class TrainingRecipe:
     seed: int = 0  # the initial weights and the batches
 
     def __post_init__(self):
-        for name in ("steps", "batch_size"):
-            validation.whole_number(getattr(self, name), name)
-        validation.whole_number(self.warmup, "warmup", minimum=0)
-        validation.whole_number(self.seed, "seed", minimum=0)
-        validation.positive_number(self.lr, "lr")
+        validation.coerce_fields(
+            self,
+            {
+                "steps": validation.whole_number,
+                "batch_size": validation.whole_number,
+                "warmup": validation.at_least(0),
+                "seed": validation.seed,
+                "lr": validation.positive_number,
+            },
+        )
 
 
 RECIPE = TrainingRecipe()

@@ -134,15 +134,21 @@ class Recipe:
     seed: int = 0  # fixes the initial weights and the order of the batches
 
     def __post_init__(self):
-        for name in ("d_model", "num_heads", "num_layers", "d_ff", "context_length", "epochs"):
-            validation.whole_number(getattr(self, name), name)
-        validation.whole_number(self.max_tokens, "max_tokens")
-        validation.whole_number(self.warmup_steps, "warmup_steps", minimum=0)
-        validation.probability(self.dropout, "dropout")
-        validation.probability(self.label_smoothing, "label_smoothing")
-        validation.adamw_rates(self.learning_rate, self.weight_decay)
-        validation.flag(self.bfloat16, "bfloat16")
-        validation.seed(self.seed)
+        sizes = ("d_model", "num_heads", "num_layers", "d_ff", "context_length", "epochs")
+        validation.coerce_fields(
+            self,
+            {
+                **dict.fromkeys(sizes, validation.whole_number),
+                "max_tokens": validation.whole_number,
+                "warmup_steps": validation.at_least(0),
+                "dropout": validation.probability,
+                "label_smoothing": validation.probability,
+            },
+        )
+        learning_rate, weight_decay = validation.adamw_rates(self.learning_rate, self.weight_decay)
+        object.__setattr__(self, "learning_rate", learning_rate)
+        object.__setattr__(self, "weight_decay", weight_decay)
+        validation.coerce_fields(self, {"bfloat16": validation.flag, "seed": validation.seed})
         config = self.model_config()  # the sizes, counted before anything is built
         # a batch holds about max_tokens positions (B rows x T tokens) in one forward pass
         check_forward_size(

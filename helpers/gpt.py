@@ -54,12 +54,12 @@ class GPTConfig:
     position: str = "learned"
 
     def __post_init__(self):
-        for name in ("vocab_size", "context_length", "d_model", "num_heads", "num_layers", "d_ff"):
-            object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
+        sizes = ("vocab_size", "context_length", "d_model", "num_heads", "num_layers", "d_ff")
+        validation.coerce_fields(self, dict.fromkeys(sizes, validation.whole_number))
         validation.head_size(self.d_model, self.num_heads)
-        object.__setattr__(self, "dropout", validation.probability(self.dropout))
-        only = validation.flag(self.attention_only, "attention_only")
-        object.__setattr__(self, "attention_only", only)
+        validation.coerce_fields(
+            self, {"dropout": validation.probability, "attention_only": validation.flag}
+        )
         if not isinstance(self.position, str) or self.position not in POSITIONS:
             raise ValueError(
                 f"position must be one of {', '.join(POSITIONS)}, got "

@@ -49,10 +49,16 @@ class RecallTask:
     train_length: int = 32  # L: long enough for many markers, short enough to train in seconds
 
     def __post_init__(self):
-        validation.whole_number(self.num_markers, "num_markers")
-        validation.whole_number(self.num_fillers, "num_fillers")
-        validation.whole_number(self.train_length, "train_length")
-        rate = validation.positive_number(self.marker_rate, "marker_rate")
+        validation.coerce_fields(
+            self,
+            {
+                "num_markers": validation.whole_number,
+                "num_fillers": validation.whole_number,
+                "train_length": validation.whole_number,
+                "marker_rate": validation.positive_number,
+            },
+        )
+        rate = self.marker_rate
         if rate >= 1:
             raise ValueError(f"marker_rate must be below 1 (some filler), got {rate}")
 
@@ -178,11 +184,11 @@ class Recipe:
     task: RecallTask = field(default_factory=RecallTask)
 
     def __post_init__(self):
-        for name in ("steps", "batch_size"):
-            validation.whole_number(getattr(self, name), name)
+        validation.coerce_fields(
+            self, {"steps": validation.whole_number, "batch_size": validation.whole_number}
+        )
         _check_head_sizes(self.d_model, self.num_heads)
-        validation.seed(self.seed)
-        validation.positive_number(self.lr, "lr")
+        validation.coerce_fields(self, {"seed": validation.seed, "lr": validation.positive_number})
         if not isinstance(self.task, RecallTask):
             raise ValueError(f"task must be a RecallTask, got {type(self.task).__name__}")
 

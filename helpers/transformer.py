@@ -205,13 +205,19 @@ class TransformerConfig:
 
     def __post_init__(self):
         sizes = ("d_model", "num_heads", "num_layers", "d_ff", "max_len")
-        for name in sizes:
-            object.__setattr__(self, name, validation.whole_number(getattr(self, name), name))
-        for name in ("src_vocab_size", "tgt_vocab_size"):
-            value = validation.whole_number(getattr(self, name), name, minimum=2)
-            object.__setattr__(self, name, value)
-        pad_id = validation.whole_number(self.pad_id, "pad_id", minimum=0)
-        object.__setattr__(self, "pad_id", pad_id)
+        vocabularies = ("src_vocab_size", "tgt_vocab_size")
+        validation.coerce_fields(
+            self,
+            {
+                **dict.fromkeys(sizes, validation.whole_number),
+                **dict.fromkeys(vocabularies, validation.at_least(2)),
+                "pad_id": validation.at_least(0),
+                "dropout": validation.probability,
+                "norm_first": validation.flag,
+                "tie_embeddings": validation.flag,
+            },
+        )
+        pad_id = self.pad_id
         if pad_id >= min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(
                 f"pad_id ({pad_id}) must be an id of both vocabularies (sizes "
@@ -222,11 +228,7 @@ class TransformerConfig:
                 f"d_model ({self.d_model}) must be even: sin/cos pairs encode positions"
             )
         validation.head_size(self.d_model, self.num_heads)
-        object.__setattr__(self, "dropout", validation.probability(self.dropout))
-        object.__setattr__(self, "norm_first", validation.flag(self.norm_first, "norm_first"))
-        tie = validation.flag(self.tie_embeddings, "tie_embeddings")
-        object.__setattr__(self, "tie_embeddings", tie)
-        if tie and self.src_vocab_size != self.tgt_vocab_size:
+        if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"tie_embeddings needs one vocabulary for source and target, got sizes "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}"

@@ -63,13 +63,18 @@ class Recipe:
     seed: int = 0  # fixes the initial weights and the order of the batches
 
     def __post_init__(self):
-        for name in ("d_model", "num_heads", "num_layers", "d_ff", "epochs", "max_tokens"):
-            validation.whole_number(getattr(self, name), name)
-        validation.whole_number(self.warmup_steps, "warmup_steps", minimum=0)
-        validation.probability(self.dropout, "dropout")
-        validation.positive_number(self.learning_rate, "learning_rate")
-        validation.positive_number(self.weight_decay, "weight_decay", allow_zero=True)
-        validation.seed(self.seed)
+        sizes = ("d_model", "num_heads", "num_layers", "d_ff", "epochs", "max_tokens")
+        validation.coerce_fields(
+            self,
+            {
+                **dict.fromkeys(sizes, validation.whole_number),
+                "warmup_steps": validation.at_least(0),
+                "dropout": validation.probability,
+                "learning_rate": validation.positive_number,
+                "weight_decay": validation.at_least_zero,
+                "seed": validation.seed,
+            },
+        )
 
 
 RECIPE = Recipe()

@@ -1,8 +1,10 @@
 """Argument checks shared by the helpers: each names what it expected and what came."""
 
+import functools
 import math
 import numbers
 import reprlib
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -28,6 +30,20 @@ def whole_number(value: object, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be a whole number >= {minimum}, got {shown(value)}")
     return int(value)
+
+
+def at_least(minimum: int) -> Callable[[object, str], int]:
+    """The check of a field that holds a whole number >= minimum (coerce_fields)."""
+    return functools.partial(whole_number, minimum=minimum)
+
+
+def coerce_fields(instance: object, kinds: dict[str, Callable[[object, str], object]]) -> None:
+    """Check a dataclass's fields, in the order given, and store each as its check returns it
+    (an int for numpy's ints, a float for an int rate), frozen dataclasses too: kinds maps a
+    field's name to its check, called as check(value, name) (whole_number, at_least(0), seed,
+    positive_number, probability, flag, ...)."""
+    for name, check in kinds.items():
+        object.__setattr__(instance, name, check(getattr(instance, name), name))
 
 
 MOST_LAYERS = 64  # blocks in one stack: the models this series builds have at most 7
@@ -134,6 +150,11 @@ def positive_number(value: object, name: str, allow_zero: bool = False) -> float
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {shown(value)}")
     return float(value)
+
+
+def at_least_zero(value: object, name: str) -> float:
+    """value as a float, if it is a finite real number >= 0 (a rate that may be 0)."""
+    return positive_number(value, name, allow_zero=True)
 
 
 MOST_LEARNING_RATE = 1.0  # AdamW moves each weight by up to about this much at every step
