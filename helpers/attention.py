@@ -54,6 +54,7 @@ def allowed_keys(
     scores: torch.Tensor, valid_lens: torch.Tensor | None = None, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
     """The boolean mask (True = may attend) that valid_lens and mask leave, broadcast to scores."""
+    _check_scores(scores)
     valid_lens, mask = _checked_masks(scores.shape, scores.device, valid_lens, mask)
     return _allowed_keys(scores, valid_lens, mask)
 
@@ -116,6 +117,11 @@ def scaled_dot_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor
     """Q K^T / sqrt(d): (..., q, d) and (..., k, d) -> (..., q, k). 16-bit inputs are
     multiplied in float32, as torch's scaled_dot_product_attention does: their products
     overflow float16 (largest 65504) long before the scaled scores would."""
+    _check_dot_scores(queries, keys)
+    return _scaled_dot_scores(queries, keys)
+
+
+def _scaled_dot_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     if queries.element_size() < 4:
         queries, keys = queries.float(), keys.float()
     return queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
@@ -148,7 +154,7 @@ class DotProductAttention(nn.Module):
 
     def attend(self, queries, keys, values, valid_lens=None, mask=None) -> torch.Tensor:
         """forward's computation, for arguments already checked (MultiHeadAttention's heads)."""
-        scores = scaled_dot_scores(queries, keys)  # (B, ..., q, k)
+        scores = _scaled_dot_scores(queries, keys)  # (B, ..., q, k)
         weights = _masked_softmax(scores, valid_lens, mask).to(values.dtype)
         self.attention_weights = weights.detach()  # kept to look at (a graph blocks deepcopy)
         return _weighted_sum(self.dropout(weights), values)  # (B, ..., q, d_v)
@@ -171,16 +177,11 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0):
         super().__init__()
-        for name, size in (
-            ("key_size", key_size),
-            ("query_size", query_size),
-            ("num_hiddens", num_hiddens),
-        ):
-            validation.whole_number(size, name)
+        dropout = _checked_additive_sizes(key_size, query_size, num_hiddens, dropout)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = nn.Dropout(validation.probability(dropout))
+        self.dropout = nn.Dropout(dropout)
         self.attention_weights = None
 
     def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -278,7 +279,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         d_model, num_heads, num_kv_heads, bias, rope = _checked_sizes(
-            d_model, num_heads, num_kv_heads, bias, rope
+            d_model, num_heads, num_kv_heads, bias, rope, dropout
         )
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.rope = rope
@@ -350,6 +351,8 @@ class MultiHeadAttention(nn.Module):
         self._check_tensors(queries, keys, values)
         if cache is not None and not isinstance(cache, KeyValueCache):
             raise ValueError(f"cache must be a KeyValueCache, got {type(cache).__name__}")
+        if cache is not None:
+            self._check_cache_fits(cache, queries.shape[0])
         if self.rope and queries.shape[1] != keys.shape[1]:
             raise ValueError(
                 f"rope is for self-attention, queries and keys at the same positions, got "
@@ -366,6 +369,18 @@ class MultiHeadAttention(nn.Module):
         mask = None if mask is None else self._checked_heads_mask(mask, batch, new, num_keys)
         scores = (batch, self.num_heads, new, num_keys)  # (B, heads, q, k)
         return _checked_masks(torch.Size(scores), queries.device, valid_lens, mask)
+
+    def _check_cache_fits(self, cache: "KeyValueCache", batch: int) -> None:
+        """A cache this layer filled for this batch, or an empty one."""
+        held = cache.held_shape()  # (B, kv_heads, positions, d_head), or None
+        d_head = self.d_model // self.num_heads
+        if held is not None and (held[0], held[1], held[3]) != (batch, self.num_kv_heads, d_head):
+            raise ValueError(
+                f"the cache holds {held[0]} rows of {held[1]} key/value heads of size {held[3]}; "
+                f"this layer makes {self.num_kv_heads} of size {d_head} (d_model {self.d_model}, "
+                f"{self.num_heads} heads) and this call has {batch} rows: a cache serves one "
+                f"layer and one batch (a new batch needs a new KeyValueCache())"
+            )
 
     def _check_tensors(self, queries, keys, values) -> None:
         for name, value in (("queries", queries), ("keys", keys), ("values", values)):
@@ -409,11 +424,16 @@ class KeyValueCache:
             if (
                 not isinstance(value, torch.Tensor)
                 or value.is_meta
+                or value.is_nested
                 or value.layout != torch.strided
                 or value.dim() != 4
             ):
+                kind = "nested" if isinstance(value, torch.Tensor) and value.is_nested else None
                 found = (
-                    f"a {'meta' if value.is_meta else value.layout} tensor {tuple(value.shape)}"
+                    f"a {kind} tensor"
+                    if kind
+                    else f"a {'meta' if value.is_meta else value.layout} tensor "
+                    f"{tuple(value.shape)}"
                     if isinstance(value, torch.Tensor)
                     else type(value).__name__
                 )
@@ -523,15 +543,19 @@ def _checked_valid_lens(valid_lens: object, shape: torch.Size) -> torch.Tensor:
     if not isinstance(valid_lens, torch.Tensor):
         try:
             valid_lens = torch.as_tensor(valid_lens)
-        except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"valid_lens must be whole numbers, got {valid_lens!r}") from None
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            raise ValueError(
+                f"valid_lens must be whole numbers from 0 to 2^63 - 1, got "
+                f"{validation.shown(valid_lens)}"
+            ) from None
+    validation.dense_tensor(valid_lens, "valid_lens", "(B,) or (B, q)")
     if valid_lens.is_floating_point():
         finite = valid_lens.isfinite().all()
         if not (finite and torch.equal(valid_lens, valid_lens.round())):
             raise ValueError(
                 f"valid_lens must hold finite whole numbers, got {valid_lens.tolist()}"
             )
-        valid_lens = valid_lens.long()
+        valid_lens = valid_lens.clamp(max=shape[-1]).long()  # past the last key: every key
     elif valid_lens.dtype == torch.bool:
         raise ValueError(
             "valid_lens must be integers, got a boolean tensor: a boolean tensor is a mask, "
@@ -539,6 +563,10 @@ def _checked_valid_lens(valid_lens: object, shape: torch.Size) -> torch.Tensor:
         )
     elif valid_lens.is_complex():
         raise ValueError(f"valid_lens must be integers, got dtype {valid_lens.dtype}")
+    elif valid_lens.dtype in (torch.uint16, torch.uint32, torch.uint64):  # few kernels read them
+        keys = shape[-1]
+        clamped = [min(length, keys) for length in valid_lens.flatten().tolist()]
+        valid_lens = torch.tensor(clamped, dtype=torch.long).reshape(valid_lens.shape)
     if (valid_lens < 0).any():
         raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
     batch, num_queries = shape[0], shape[-2] if len(shape) >= 2 else None
@@ -563,6 +591,7 @@ def _checked_mask(mask: object, shape: torch.Size, device: torch.device) -> torc
         raise ValueError(
             f"mask must be a boolean tensor (True where a query may attend to a key), got {got}"
         )
+    validation.dense_tensor(mask, "mask", "(..., q, k), boolean")
     try:
         broadcast = torch.broadcast_shapes(mask.shape, shape)
     except RuntimeError:
@@ -578,26 +607,40 @@ def _check_scores(scores) -> None:
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"scores must be a floating-point tensor, got {got}")
+    validation.dense_tensor(scores, "scores", "(B, ..., q, k)")
     if scores.dim() < 1:
         raise ValueError("scores must have at least one axis (the keys)")
 
 
 def _check_weighted_sum(weights, values) -> None:
-    validation.tensor(weights, "weights", "(..., q, k)")
-    validation.tensor(values, "values", "(..., k, d_v)")
+    validation.dense_tensor(weights, "weights", "(..., q, k)")
+    validation.dense_tensor(values, "values", "(..., k, d_v)")
     validation.same_float_dtype({"weights": weights, "values": values})
     if weights.dim() < 2 or values.dim() < 2 or weights.shape[-1] != values.shape[-2]:
         raise ValueError(
             f"weights {tuple(weights.shape)} and values {tuple(values.shape)} must be "
             f"(..., q, k) and (..., k, d_v) with the same number of keys"
         )
+    _check_leading_axes({"weights": weights, "values": values})
+
+
+def _check_leading_axes(named: dict) -> None:
+    """The axes before the last two of each tensor broadcast to one shape (a batch, heads)."""
+    try:
+        torch.broadcast_shapes(*(value.shape[:-2] for value in named.values()))
+    except RuntimeError:
+        listed = " and ".join(f"{name} {tuple(value.shape)}" for name, value in named.items())
+        raise ValueError(
+            f"{listed} must share their leading axes (those before the last two), or "
+            f"broadcast to one shape"
+        ) from None
 
 
 def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
     """Shapes (..., q, d), (..., k, d_k), (..., k, d_v) with the same leading axes, all of one
     floating-point dtype on one device."""
     for name, value in (("queries", queries), ("keys", keys), ("values", values)):
-        validation.tensor(value, name, "(B, ..., n, size)")
+        validation.dense_tensor(value, name, "(B, ..., n, size)")
         if value.dim() < 3:
             raise ValueError(
                 f"{name} must be a tensor of shape (B, ..., n, size), got {tuple(value.shape)}"
@@ -615,6 +658,22 @@ def _check_attention_inputs(queries, keys, values, same_size: bool) -> None:
         raise ValueError(f"dot-product scores need queries and keys of one size: got {q} and {k}")
 
 
+def _check_dot_scores(queries, keys) -> None:
+    """queries (..., q, d) and keys (..., k, d): dense floating-point tensors of one dtype and
+    one size d, whose leading axes broadcast."""
+    for name, value in (("queries", queries), ("keys", keys)):
+        validation.dense_tensor(value, name, "(..., n, d)")
+        if value.dim() < 2:
+            raise ValueError(f"{name} must be (..., n, d), got shape {tuple(value.shape)}")
+    validation.same_float_dtype({"queries": queries, "keys": keys})
+    if queries.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"dot-product scores need queries and keys of one size: got {tuple(queries.shape)} "
+            f"and {tuple(keys.shape)}"
+        )
+    _check_leading_axes({"queries": queries, "keys": keys})
+
+
 def _checked_split(x: object, num_heads: object) -> int:
     """num_heads as an int, for x (B, n, d_model) whose d_model it divides."""
     if validation.tensor(x, "x", "(B, n, d_model)").dim() != 3:
@@ -629,9 +688,25 @@ def _check_merge(x) -> None:
         raise ValueError(f"x must be (B, heads, n, d_head), got {tuple(x.shape)}")
 
 
-def _checked_sizes(d_model, num_heads, num_kv_heads, bias, rope) -> tuple:
-    """MultiHeadAttention's sizes and flags as ints and bools, if they make heads of one size."""
+def _checked_additive_sizes(key_size, query_size, num_hiddens, dropout) -> float:
+    """AdditiveAttention's dropout, after its sizes are checked: whole numbers whose layers fit
+    (before any layer is built, which would draw from torch's random numbers)."""
+    for name, size in (
+        ("key_size", key_size),
+        ("query_size", query_size),
+        ("num_hiddens", num_hiddens),
+    ):
+        validation.whole_number(size, name)
+    for name, size in (("key_size", key_size), ("query_size", query_size)):
+        validation.layer_weights(size, num_hiddens, f"{name} and num_hiddens")
+    return validation.probability(dropout)
+
+
+def _checked_sizes(d_model, num_heads, num_kv_heads, bias, rope, dropout) -> tuple:
+    """MultiHeadAttention's sizes and flags as ints and bools, if they make heads of one size
+    and layers that fit (checked, dropout too, before any layer draws its first weights)."""
     d_model = validation.whole_number(d_model, "d_model")
+    validation.layer_weights(d_model, d_model, "d_model")
     num_heads = validation.whole_number(num_heads, "num_heads")
     bias = validation.flag(bias, "bias")
     rope = validation.flag(rope, "rope")
@@ -648,6 +723,7 @@ def _checked_sizes(d_model, num_heads, num_kv_heads, bias, rope) -> tuple:
             f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads}): "
             f"each key/value head serves a group of query heads of one size"
         )
+    validation.probability(dropout)
     return d_model, num_heads, num_kv_heads, bias, rope
 
 
@@ -678,9 +754,36 @@ def _check_copyable(ours, theirs) -> None:
         )
     if theirs.bias_k is not None or theirs.add_zero_attn:
         raise ValueError("theirs adds extra keys (add_bias_kv or add_zero_attn); ours has none")
+    if ours.rope:
+        raise ValueError(
+            "ours turns queries and keys by their positions (rope=True), torch's module does not: "
+            "copy weights only into a MultiHeadAttention built with rope=False"
+        )
     ours_bias, theirs_bias = ours.W_q.bias is not None, theirs.in_proj_bias is not None
     if ours_bias != theirs_bias:
         raise ValueError(
             f"bias settings differ: ours bias={ours_bias}, theirs bias={theirs_bias}; build "
             f"MultiHeadAttention(..., bias={theirs_bias})"
         )
+    layers = {"W_q": ours.W_q, "W_k": ours.W_k, "W_v": ours.W_v, "W_o": ours.W_o}
+    layers["theirs' out_proj"] = theirs.out_proj
+    for name, layer in layers.items():
+        bias = getattr(layer, "bias", None)
+        if (
+            not isinstance(layer, nn.Linear)
+            or tuple(layer.weight.shape) != (d, d)
+            or (bias is not None) != ours_bias
+            or (bias is not None and tuple(bias.shape) != (d,))
+        ):
+            raise ValueError(
+                f"{name} is not the layer a MultiHeadAttention of d_model {d} has (an "
+                f"nn.Linear({d}, {d}, bias={ours_bias})), got {validation.shown(layer)}: was it "
+                f"replaced?"
+            )
+    for name, value in (
+        ("in_proj_weight", theirs.in_proj_weight),
+        ("in_proj_bias", theirs.in_proj_bias),
+        ("out_proj.weight", theirs.out_proj.weight),
+    ):
+        if value is not None:
+            validation.dense_tensor(value, f"theirs' {name}", "of numbers")

@@ -384,6 +384,7 @@ TORCH_WORDS = {
     "EOFError": "its record of what it holds, data.pkl, ends early: empty or cut short",
     "resize storage": "a tensor in it claims more numbers than its storage holds",
 }
+NOT_DATA = "code or an object of a class of its own, not data, which load_checkpoint never builds"
 
 
 def _kind_of(value: object) -> str:
@@ -403,13 +404,15 @@ def _torch_reason(error: BaseException) -> str:
     for words, meaning in TORCH_WORDS.items():
         if words in said:
             return meaning
+    global_named = "nsupported global" in said or "nsupported GLOBAL" in said
     lines = [line.strip() for line in str(error).split("Unpickler error:")[-1].splitlines()]
     said = [
         line
         for line in lines
         if line and "weights_only" not in line and not line.startswith("Check the documentation")
     ]
-    return said[0].split(". ")[0].rstrip(".")[:200] if said else type(error).__name__
+    first = said[0].split(". ")[0].rstrip(".")[:200] if said else type(error).__name__
+    return f"{first}: {NOT_DATA}" if global_named else first
 
 
 def _read(path: Path, fix: str) -> object:

@@ -147,8 +147,10 @@ class GPTBlock(nn.Module):
             return self._pass(x, mask, cache)
         self._check_input(x, cache)
         held = (cache.keys, cache.values) if isinstance(cache, KeyValueCache) else None
+        weights = self.attention.attention.attention_weights
         y = self._pass(x, mask, cache)
         if not y.isfinite().all():
+            self.attention.attention.attention_weights = weights
             if held is not None:
                 cache.keys, cache.values = held
             raise ValueError(f"the block turned a finite x into NaN or inf: {self._overflow(x)}")
@@ -251,12 +253,15 @@ class GPT(nn.Module):
         its logits leaves them as they were)."""
         start = self._check_pass(ids, caches)
         held = [] if caches is None else [(cache.keys, cache.values) for cache in caches]
+        maps = [block.attention.attention.attention_weights for block in self.blocks]
         logits = self.output(self._features(ids, caches, start))  # (B, T, vocab_size)
         try:
             self._refuse_nonfinite(logits, caches, start)
-        except ValueError:
+        except ValueError:  # a refused pass leaves the caches and the maps as they were
             for cache, (keys, values) in zip(caches or (), held, strict=True):
                 cache.keys, cache.values = keys, values
+            for block, weights in zip(self.blocks, maps, strict=True):
+                block.attention.attention.attention_weights = weights
             raise
         return logits
 

@@ -61,6 +61,20 @@ def layer_count(value: object, name: str, minimum: int = 1) -> int:
     return value
 
 
+MOST_LAYER_WEIGHTS = 2**28  # one linear layer's weights (1 GiB of float32): more is a typing slip
+
+
+def layer_weights(rows: int, cols: int, what: str) -> None:
+    """A ValueError if a linear layer of rows x cols weights (whole numbers already) would hold
+    more than MOST_LAYER_WEIGHTS: building it would ask for gigabytes, or more than exists. On
+    the meta device (torch.device("meta") as the default) nothing is allocated: no limit."""
+    if rows * cols > MOST_LAYER_WEIGHTS and torch.get_default_device().type != "meta":
+        raise ValueError(
+            f"{what} would make a layer of {shown(rows)} x {shown(cols)} weights, more than "
+            f"2^28 (1 GiB of float32): a size is mistyped"
+        )
+
+
 def head_size(d_model: int, num_heads: int) -> int:
     """d_model // num_heads, the size of each head, if num_heads divides d_model (both whole
     numbers already)."""

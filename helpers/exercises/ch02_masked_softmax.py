@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from helpers import attention
 from helpers.attention import masked_softmax
 from helpers.exercises.framework import exercise_checker, report, run_case
 
@@ -19,6 +20,7 @@ __all__ = ["check_masked_mean", "check_masked_softmax", "check_top_k_softmax"]
 
 FORBIDDEN = {
     "helpers.attention.masked_softmax": masked_softmax,
+    "helpers.attention._masked_softmax (masked_softmax's computation)": attention._masked_softmax,
     "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
 }
 

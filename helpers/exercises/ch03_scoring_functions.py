@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from helpers import attention
 from helpers.attention import (
     AdditiveAttention,
     DotProductAttention,
@@ -26,8 +27,12 @@ __all__ = ["check_additive_step", "check_attention_with_temperature", "check_gen
 
 FORBIDDEN = {
     "DotProductAttention": DotProductAttention.forward,
+    "DotProductAttention.attend": DotProductAttention.attend,
     "AdditiveAttention": AdditiveAttention.forward,
     "helpers.attention.scaled_dot_scores": scaled_dot_scores,
+    "helpers.attention._scaled_dot_scores (scaled_dot_scores' computation)": (
+        attention._scaled_dot_scores
+    ),
     "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
 }
 

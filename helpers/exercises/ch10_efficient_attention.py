@@ -41,6 +41,7 @@ __all__ = [
 _FORBIDDEN_ATTENTION = {
     "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
     "helpers' DotProductAttention": DotProductAttention.forward,
+    "helpers' DotProductAttention.attend": DotProductAttention.attend,
     "helpers' MultiHeadAttention": MultiHeadAttention.forward,
     "helpers.efficient.tiled_attention": tiled_attention,
     "helpers.efficient.key_tile_steps": key_tile_steps,

@@ -63,7 +63,7 @@ def _readable(answer: object, logits: torch.Tensor) -> bool:
     return (
         isinstance(answer, torch.Tensor)
         and answer.layout == torch.strided
-        and not answer.is_meta
+        and not (answer.is_meta or answer.is_nested)
         and answer.is_floating_point()
         and answer.shape == logits.shape
     )

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import helpers
+from helpers import induction
 from helpers.exercises.framework import (
     LOWER_PRECISIONS,
     Refused,
@@ -380,7 +381,10 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             atol=1e-6,
             hint=PREVIOUS_HINT,
             mistakes=wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
-            forbidden={"helpers.induction.previous_token_score": previous_token_score},
+            forbidden={
+                "helpers.induction.previous_token_score": previous_token_score,
+                "helpers.induction._previous_token_score": induction._previous_token_score,
+            },
             names=("weights",),
         )
         passed += case_passed
@@ -506,7 +510,10 @@ def check_induction_score(learner_score: Callable) -> bool:
             mistakes=wrong_only(
                 _induction_mistakes(weights, length), induction_score(weights, length)
             ),
-            forbidden={"helpers.induction.induction_score": induction_score},
+            forbidden={
+                "helpers.induction.induction_score": induction_score,
+                "helpers.induction._induction_score": induction._induction_score,
+            },
             names=("weights",),
         )
         passed += case_passed
@@ -1355,6 +1362,8 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
     forbidden = {
         "helpers.induction.logits_with_heads_zeroed": logits_with_heads_zeroed,
         "helpers.induction.zeroed_heads": zeroed_heads,
+        "helpers.induction._zeroing (zeroed_heads' computation)": induction._zeroing.__wrapped__,
+        "helpers.induction._zeroing_hook (zeroed_heads' hook)": induction._zeroing_hook,
     }
     for name, model, ids, layer, head in head_zeroed_cases():
 

@@ -342,7 +342,7 @@ def check_patchify(learner_patchify: Callable) -> bool:
 
 # The last three each share rows with an earlier case, and d_model or cols at most: an answer
 # that keeps its results between calls by rows alone is caught.
-SINUSOIDAL_2D_SIZES = [
+SINUSOIDAL_2D_SIZES = (
     (2, 3, 8),
     (3, 3, 16),
     (4, 2, 12),
@@ -351,7 +351,7 @@ SINUSOIDAL_2D_SIZES = [
     (2, 5, 16),
     (4, 6, 12),
     (1, 5, 16),
-]
+)
 CANVAS_GRID, CANVAS_D_MODEL = (6, 6), 32  # the sizes section 2 encodes
 
 

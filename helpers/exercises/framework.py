@@ -87,9 +87,11 @@ def exercise_checker(check: Callable) -> Callable:
                 except AnswerTimedOut as stopped:
                     stopped.name = getattr(function, "__name__", "your function")
                     raise
-                except (Exception, KeyboardInterrupt):
+                except KeyboardInterrupt:
                     raise
                 except BaseException as error:  # GeneratorExit, SystemExit, a class of its own
+                    if isinstance(error, Exception) and _prints(error):
+                        raise
                     raise _as_exception(error) from None
                 finally:
                     for name in _put_back(torch_functions):
@@ -120,9 +122,9 @@ def exercise_checker(check: Callable) -> Callable:
                 print(printed.getvalue(), end="")
         if replaced and not not_written:
             print(
-                f"Not yet: your function replaces torch's own {', '.join(replaced[:3])} (put "
-                f"back after each call): every later call of it, the checker's and yours, would "
-                f"run the replacement; give your own function another name."
+                f"Not yet: your function replaces {', '.join(replaced[:3])}, which torch, the "
+                f"checker or the helpers call (each is put back after the call): every later "
+                f"call of it would run the replacement; give your own function another name."
             )
             return Verdict(False)
         if not_written:
@@ -138,35 +140,76 @@ def exercise_checker(check: Callable) -> Callable:
 
 
 def _as_exception(error: BaseException) -> Exception:
-    """An exception of the same name and arguments that `except Exception` catches, for one
-    that is not an Exception (GeneratorExit, SystemExit, a class of the answer's own): the
-    checker reports it as the answer's error instead of stopping."""
+    """An exception of the same name that `except Exception` catches and that prints, for one
+    that is not an Exception (GeneratorExit, SystemExit, a class of the answer's own) or whose
+    message itself raises: the checker reports it as the answer's error instead of stopping."""
     kind = type(type(error).__name__, (Exception,), {"__module__": type(error).__module__})
-    return kind(*error.args)
+    if _prints(error):
+        return kind(*error.args)
+    return kind("(its message could not be shown: printing it raised an error too)")
 
 
-TORCH_NAMESPACES = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
+def _prints(error: BaseException) -> bool:
+    """Whether str(error) gives text (an answer's exception may raise in its own __str__)."""
+    try:
+        return isinstance(str(error), str)
+    except BaseException:
+        return False
+
+
+TORCH_NAMESPACES = {
+    "torch": torch,
+    "torch.nn.functional": F,
+    "torch.Tensor": torch.Tensor,
+    "torch.linalg": torch.linalg,
+    "torch.special": torch.special,
+    "torch.fft": torch.fft,
+    "torch.nn.init": torch.nn.init,
+}
+FOLLOWS_THE_DEFAULT_DTYPE = {("torch", "Storage")}  # torch rebinds it in set_default_dtype
+_MISSING = object()
+
+
+def _namespaces() -> dict:
+    """The namespaces an answer must leave as they were: torch's, and every helpers module and
+    class (the checkers, this framework, and the helpers and models their references use)."""
+    helpers = {
+        name: module
+        for name, module in list(sys.modules.items())
+        if name == "helpers" or name.startswith("helpers.")
+    }
+    classes = {
+        f"{name}.{value.__qualname__}": value
+        for name, module in helpers.items()
+        for value in list(vars(module).values())
+        if isinstance(value, type) and value.__module__ == name
+    }
+    return {**TORCH_NAMESPACES, **helpers, **classes}
 
 
 def _torch_functions() -> dict:
-    """{(namespace, name): what it holds} for torch's namespaces an answer calls into."""
-    return {
-        (space, name): value
-        for space, namespace in TORCH_NAMESPACES.items()
-        for name, value in vars(namespace).items()
-    }
+    """{name of a namespace: (it, a copy of what it holds)} for _namespaces()."""
+    return {space: (namespace, dict(vars(namespace))) for space, namespace in _namespaces().items()}
 
 
 def _put_back(before: dict) -> list[str]:
-    """The names of torch's that no longer hold what they held before, each put back."""
+    """The names that no longer hold what they held before, each put back; and on torch.Tensor
+    and torch.nn.functional, the names an answer added (over an inherited method, say), each
+    removed."""
     changed = []
-    for (space, name), value in before.items():
-        namespace = TORCH_NAMESPACES[space]
-        if isinstance(value, type):  # torch.Storage follows the default dtype, by torch's design
-            continue
-        if vars(namespace).get(name, before) is not value:
-            setattr(namespace, name, value)
-            changed.append(f"{space}.{name}")
+    for space, (namespace, names) in before.items():
+        now = vars(namespace)
+        for name, value in names.items():
+            if (space, name) in FOLLOWS_THE_DEFAULT_DTYPE:
+                continue
+            found = now.get(name, _MISSING)
+            if found is not value and getattr(found, "__wrapped__", None) is not value:
+                setattr(namespace, name, value)  # (torch's compiler wraps some on its import)
+                changed.append(f"{space}.{name}")
+        if isinstance(namespace, type) or namespace is F:  # torch.Tensor's and helpers' classes
+            for name in set(now) - set(names):
+                delattr(namespace, name)
+                changed.append(f"{space}.{name}")
     return changed
 
 
@@ -381,7 +424,12 @@ def recording_calls(forbidden: dict[str, Callable]):
     try:
         yield seen
     finally:
+        if sys.getprofile() is not profile:
+            seen.insert(0, PROFILE_SWITCHED)
         sys.setprofile(previous)
+
+
+PROFILE_SWITCHED = "sys.setprofile"  # an answer that switched off the watch recording_calls keeps
 
 
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -658,7 +706,12 @@ def run_case(
         or _autograd_changed(leaves, leaves_autograd, names)  # what the inputs come from
     )
     if called:
-        problem = f"calls {called[0]}, which this exercise asks you to write yourself"
+        problem = (
+            "switches off Python's profiler (sys.setprofile), with which the checker sees what "
+            "your function calls: leave it as it is"
+            if called[0] == PROFILE_SWITCHED
+            else f"calls {called[0]}, which this exercise asks you to write yourself"
+        )
     answer, answer_problem = _as_answer(got)
     problem = problem or answer_problem
     reference_inputs, reference_leaves = _learner_inputs(args)

@@ -311,6 +311,11 @@ class _TakesOnlyWhatItShows:
     refuses it by name: ipywidgets would quietly cast 1.5 or True to 1 and move 99 to the
     slider's end."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "value" in kwargs and self.value != kwargs["value"]:  # moved to an end by min or max
+            self.refuse(kwargs["value"])
+
     @validate("value")
     def _validate_value(self, proposal):
         value = proposal.value

@@ -183,7 +183,8 @@ def snap(value: float, step: float) -> float:
     widget shows are the numbers the kernel computed with (never -0.0, shown as "-0.00")."""
     value = finite_number(value, "value")
     step = validation.positive_number(step, "step")
-    decimals = max(0, -math.floor(math.log10(step / 10)))
+    tenth = step / 10 or step  # a step so small that a tenth of it is no float: its own digits
+    decimals = max(0, -math.floor(math.log10(tenth)))
     return round(value, decimals) + 0.0
 
 
