@@ -1320,11 +1320,12 @@ def _checked_log(where: str, log: object, recipe: Recipe) -> dict:
         raise CheckpointError(
             f"{where}: its log should hold one loss per logged step ({count}), found {len(losses)}"
         )
+    largest = torch.finfo(torch.float32).max  # each is a float32 loss's .item()
     for loss in losses:
-        if type(loss) is not float or not math.isfinite(loss) or loss < 0:
+        if type(loss) is not float or not math.isfinite(loss) or not 0 <= loss <= largest:
             raise CheckpointError(
-                f"{where}: its log's losses should be cross-entropies, finite floats >= 0, found "
-                f"{validation.shown(loss)}"
+                f"{where}: its log's losses should be cross-entropies of float32 (at most "
+                f"{largest:.4g}), finite floats >= 0, found {validation.shown(loss)}"
             )
     return log
 

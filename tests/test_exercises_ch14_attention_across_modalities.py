@@ -994,7 +994,7 @@ def test_the_cases_are_what_the_docstrings_say():
     assert any(not images.is_contiguous() for _, images, _ in patchify_cases())
     assert {images.dtype for _, images, _ in patchify_cases()} == {torch.float32, torch.float64}
     sizes = torch.tensor(SINUSOIDAL_2D_SIZES)
-    assert sizes[:, :2].min() == 1 and sizes[:, :2].max() == 6  # rows and cols from 1 to 6
+    assert sizes[:, :2].min() == 1 and sizes[:, :2].max() == 8  # rows and cols from 1 to 8
     assert (sizes[:, 2] % 4 == 0).all() and (sizes[:, 2].min(), sizes[:, 2].max()) == (8, 32)
     # a case sharing rows with an earlier one, not its cols or d_model: a cache keyed on rows
     assert any(

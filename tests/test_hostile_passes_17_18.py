@@ -391,3 +391,88 @@ def test_a_nested_top_p_answer_is_refused_by_name(run_checker):
         check_top_p_filter, lambda logits, top_p: torch.nested.nested_tensor([logits])
     )
     assert not verdict and "nested" in out, out
+
+
+# The nineteenth pass
+
+
+def test_an_answer_that_keeps_its_results_by_shape_is_named(run_checker):
+    kept = {}
+
+    def keeping(images, p):
+        return kept.setdefault((tuple(images.shape), p), patches(images, p))
+
+    verdict, out = run_checker(ch14.check_patchify, keeping)
+    assert not verdict and "keeps nothing between calls" in out, out
+
+
+def test_a_top_p_filter_that_stops_cutting_near_one_is_not_called_right(run_checker):
+    def off_near_one(logits, top_p):
+        if top_p >= 0.95:
+            return logits.clone()
+        return induction_free_top_p(logits, top_p)
+
+    verdict, out = run_checker(check_top_p_filter, off_near_one)
+    assert not verdict and "top_p = 0.97" in out, out
+
+
+def induction_free_top_p(logits, top_p):
+    probabilities, order = logits.softmax(-1).sort(-1, descending=True)
+    keep = (probabilities.cumsum(-1) - probabilities) < top_p
+    keep = torch.zeros_like(keep).scatter(-1, order, keep)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def test_a_mistake_is_named_only_when_the_answer_lies_nearer_its_result():
+    expected = torch.tensor([100.0, 200.0], dtype=torch.float64)
+    failures = []
+    framework.run_case(
+        "case",
+        lambda x: x + 1e-4,  # within the tolerance of the mistake's result, nearer the right one
+        (expected,),
+        lambda x: x,
+        failures,
+        atol=1e-6,
+        hint="the general hint",
+        mistakes={"a named mistake": expected + 2.5e-4},
+    )
+    assert failures and "the general hint" in failures[0] and "named" not in failures[0]
+
+
+def test_a_vision_log_with_a_loss_no_float32_holds_is_refused(tmp_path):
+    import hashlib
+
+    from helpers import vision_models
+
+    saved = torch.load(vision_models.SAVED_MODELS, weights_only=True)
+    saved["logs"]["vit"]["loss"][0] = 1e39
+    path = tmp_path / "x.pt"
+    torch.save(saved, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.with_name("x.pt.sha256").write_text(f"{digest}  x.pt\n")
+    with pytest.raises(CheckpointError, match="cross-entropies of float32"):
+        vision_models.load_vision_models(path)
+
+
+def test_a_loss_whose_softmax_overflows_is_not_called_right(run_checker):
+    def overflowing(logits, sequences, separator):
+        targets = sequences[:, 1:]
+        scored = ((sequences == separator).cumsum(1)[:, :-1] > 0) & (targets != 0)
+        probabilities = logits.exp() / logits.exp().sum(-1, keepdim=True)
+        chosen = probabilities.gather(-1, targets[..., None])[..., 0]
+        return -(chosen.log() * scored).sum() / scored.sum()
+
+    verdict, out = run_checker(check_answer_loss, overflowing)
+    assert not verdict and "logits about 95" in out, out
+
+
+def test_a_2d_encoding_that_holds_only_six_positions_is_not_called_right(run_checker):
+    from helpers.exercises import check_sinusoidal_2d
+    from helpers.positional import sinusoidal_encoding
+
+    def six_only(rows, cols, d_model):
+        table = sinusoidal_encoding(6, d_model // 2)
+        return torch.cat([table[:rows].repeat_interleave(cols, 0), table[:cols].repeat(rows, 1)], 1)
+
+    verdict, out = run_checker(check_sinusoidal_2d, six_only)
+    assert not verdict, out

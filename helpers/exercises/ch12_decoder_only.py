@@ -242,6 +242,12 @@ def top_p_cases() -> list[tuple[str, torch.Tensor, float]]:
             random(4, 10),
             0.7,
         ),
+        (
+            "top_p = 0.97, B = 3, V = 50 (logits randn * 2): close to 1, the least likely "
+            "tokens still go",
+            random(3, 50, scale=2.0),
+            0.97,
+        ),
     ]
 
 
@@ -1184,13 +1190,13 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
         drawn = torch.randint(3, vocab - 1, (length,), generator=generator).tolist()
         return [token + (token == separator_id) for token in drawn]  # never <sep> itself
 
-    def case(name, lengths, separator_id, dtype=torch.float32, vocab=None):
+    def case(name, lengths, separator_id, dtype=torch.float32, vocab=None, shift=0.0):
         vocab = separator_id + 1 if vocab is None else vocab
         english = [ids(e, vocab, separator_id) for e, _ in lengths]
         french = [ids(f, vocab, separator_id) for _, f in lengths]
         sequences = build_sequences(english, french, separator_id)
         shape = (sequences.shape[0], sequences.shape[1] - 1, vocab)
-        logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 2
+        logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 2 + shift
         return name, logits.to(dtype), sequences, separator_id
 
     return [
@@ -1206,6 +1212,13 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
             11,
             vocab=20,
         ),
+        case(
+            "logits about 95, where exp overflows float32 (e^89 is its largest), three rows of "
+            "different lengths; <sep> = 9",
+            [(3, 4), (5, 3), (1, 2)],
+            9,
+            shift=95.0,
+        ),
     ]
 
 
@@ -1213,12 +1226,13 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
 def check_answer_loss(learner_loss: Callable) -> bool:
     """learner_loss(logits, sequences, separator_id) -> a 0-d tensor: sequences (B, T) int64,
     rows <bos> English <sep> French <eos> padded on the right with <pad> (id 0; <bos> is 1,
-    <eos> 2); logits (B, T - 1, V) float32 or float64, position t's prediction of token t + 1.
-    The mean cross-entropy over the positions whose target comes after <sep> (every French
-    token and the closing <eos>), pads left out, in the logits' dtype. Its gradient reaches the
-    logits of those positions only. The inputs are left as they were (no in-place operation on
-    them, even one that changes no value, their requires_grad as it came, no hook left on them, and
-    no backward pass inside, which would fill the .grad of the tensors the logits come from).
+    <eos> 2); logits (B, T - 1, V) float32 or float64, position t's prediction of token t + 1,
+    some as large as 100 (where exp overflows float32). The mean cross-entropy over the
+    positions whose target comes after <sep> (every French token and the closing <eos>), pads
+    left out, in the logits' dtype. Its gradient reaches the logits of those positions only.
+    The inputs are left as they were (no in-place operation on them, even one that changes no
+    value, their requires_grad as it came, no hook left on them, and no backward pass inside,
+    which would fill the .grad of the tensors the logits come from).
     Without helpers.decoder_only's loss_targets and training_loss (a call to either is refused).
     Each call returns within 5 s and leaves torch's grad mode, default dtype, random generator,
     anomaly detection, deterministic-algorithms setting, thread count and module hooks as they

@@ -731,6 +731,7 @@ def run_case(
                 and torch.allclose(
                     answer.detach().double(), mistaken.double(), atol=atol, equal_nan=True
                 )
+                and _nearer(answer, mistaken, expected)
             ]
             if diagnoses:
                 problem += f" ({diagnoses[-1]})"
@@ -745,6 +746,16 @@ def run_case(
         return True
     failures.append(f"{name}: {problem}")
     return False
+
+
+def _nearer(answer: torch.Tensor, mistaken: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether the answer lies nearer the mistake's result than the right one (a mistake that
+    rounds, say, is within the tolerance of an answer wrong in another way too)."""
+    if answer.shape != expected.shape:
+        return True
+    answer = answer.detach().double()
+    gap = (answer - mistaken.double()).abs().nan_to_num(0).max()
+    return bool(gap <= (answer - expected.detach().double()).abs().nan_to_num(0).max())
 
 
 _PROBED: list = []  # the functions this checker's run has probed the inputs' autograd of
