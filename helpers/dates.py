@@ -20,7 +20,6 @@ import torch
 
 from helpers import validation
 from helpers.checkpoints import (
-    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     float_weights,
     load_checkpoint,
@@ -28,7 +27,11 @@ from helpers.checkpoints import (
     save_checkpoint,
 )
 from helpers.training import train_seq2seq
-from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
+from helpers.transformer import (
+    Seq2SeqTransformer,
+    TransformerConfig,
+    saved_config,
+)
 
 FIRST_DAY, LAST_DAY = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
 MONTHS = [datetime.date(2000, m, 1).strftime("%B") for m in range(1, 13)]
@@ -577,15 +580,7 @@ def _check_date_config(config, path) -> None:
     for key, value in expected_vocab.items():
         if config.get(key) != value:
             raise CheckpointError(f"{path}: config {key} is {config.get(key)!r}, expected {value}")
-    try:
-        config = TransformerConfig(**config)
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
-        raise CheckpointError(
-            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
-            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
-        )
+    config = saved_config(config, path)
 
 
 if __name__ == "__main__":

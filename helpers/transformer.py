@@ -14,6 +14,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention, copy_weights_from_torch
+from helpers.checkpoints import MAX_CHECKPOINT_PARAMETERS, CheckpointError
 from helpers.contexts import evaluating
 from helpers.masks import causal_padding_mask, padding_mask
 from helpers.positional import PositionalEncoding
@@ -469,6 +470,21 @@ def torch_transformer_like(ours: Seq2SeqTransformer) -> nn.Transformer:
         nn.TransformerDecoderLayer(**sizes), c.num_layers, norm=final_norm()
     )
     return nn.Transformer(**sizes, custom_encoder=encoder, custom_decoder=decoder)
+
+
+def saved_config(config: dict, path: object) -> TransformerConfig:
+    """A checkpoint's config dict as a TransformerConfig whose model a 16 MB file can hold, or a
+    CheckpointError naming the file (chapters 07 and 09 load their models through it)."""
+    try:
+        config = TransformerConfig(**config)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
+    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
+        raise CheckpointError(
+            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
+            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
+        )
+    return config
 
 
 # The checks: each public function above calls these once, at its door, and what it then

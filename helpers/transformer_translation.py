@@ -15,7 +15,6 @@ import torch
 from helpers import validation
 from helpers.attention import KeyValueCache
 from helpers.checkpoints import (
-    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     as_path,
     check_name,
@@ -26,7 +25,11 @@ from helpers.checkpoints import (
 )
 from helpers.contexts import evaluating
 from helpers.training import check_deadline
-from helpers.transformer import Seq2SeqTransformer, TransformerConfig, parameter_count
+from helpers.transformer import (
+    Seq2SeqTransformer,
+    TransformerConfig,
+    saved_config,
+)
 from helpers.translation import (
     BOS_ID,
     DATA_DIR,
@@ -226,15 +229,7 @@ def load_translator(
             f"{path}: its history records label smoothing {smoothing!r}, but {name} is the "
             f"model trained with {MODELS[name]}: is it another model's file?"
         )
-    try:
-        config = TransformerConfig(**config)
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: its config is not a model's ({error})") from None
-    if parameter_count(config) > MAX_CHECKPOINT_PARAMETERS:
-        raise CheckpointError(
-            f"{path}: its config asks for {parameter_count(config):,} parameters, more than a "
-            f"checkpoint of at most 16 MB in float16 can hold ({MAX_CHECKPOINT_PARAMETERS:,})"
-        )
+    config = saved_config(config, path)
     weights = float_weights(saved["weights"], path)
     model = TransformerTranslator.from_config(config)
     if "src_embedding.tokens.weight" in weights:
