@@ -476,3 +476,35 @@ def test_a_2d_encoding_that_holds_only_six_positions_is_not_called_right(run_che
 
     verdict, out = run_checker(check_sinusoidal_2d, six_only)
     assert not verdict, out
+
+
+def test_a_loss_whose_probabilities_underflow_is_not_called_right(run_checker):
+    def underflowing(logits, sequences, separator):
+        targets = sequences[:, 1:]
+        scored = ((sequences == separator).cumsum(1)[:, :-1] > 0) & (targets != 0)
+        log_probabilities = logits.softmax(-1).log()  # -inf where a probability is 0
+        chosen = log_probabilities.gather(-1, targets[..., None])[..., 0]
+        return -chosen[scored].mean()
+
+    verdict, out = run_checker(check_answer_loss, underflowing)
+    assert not verdict and out.count("\n  - ") == 1 and "the log of the softmax" in out, out
+
+
+@pytest.mark.parametrize("exercise", ["previous token", "induction"])
+def test_a_float64_score_computed_in_float32_is_not_called_right(exercise, run_checker):
+    from helpers.exercises import check_induction_score, check_previous_token_score
+
+    def previous_in_float32(weights):
+        stripe = torch.diagonal(weights.float(), offset=-1, dim1=-2, dim2=-1)
+        return stripe.mean(-1).to(weights.dtype)
+
+    def induction_in_float32(weights, length):
+        stripe = torch.diagonal(weights.float(), offset=1 - length, dim1=-2, dim2=-1)
+        return stripe[..., 1:].mean(-1).to(weights.dtype)
+
+    checker, answer = {
+        "previous token": (check_previous_token_score, previous_in_float32),
+        "induction": (check_induction_score, induction_in_float32),
+    }[exercise]
+    verdict, out = run_checker(checker, answer)
+    assert not verdict and out.count("\n  - ") == 1 and "within float32's rounding" in out, out

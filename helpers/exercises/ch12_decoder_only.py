@@ -1146,6 +1146,12 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
     mistakes[
         "returns exp(loss), the perplexity, not the mean cross-entropy: return the loss itself"
     ] = _answer_loss(logits, sequences, separator_id).exp()
+    chosen = logits.softmax(-1).log().gather(-1, targets[..., None])[..., 0]
+    mistakes[
+        "the log of the softmax: a probability below the dtype's smallest number is 0 and its "
+        "log -inf; take log_softmax (or F.cross_entropy), which subtracts the log-sum-exp "
+        "without exponentiating the target's logit"
+    ] = -chosen[scored].mean()
     if separator_id != 8000:
         hard_wired = loss_targets(sequences, 8000, "answer").flatten()
         mistakes[_fixed_separator(8000, separator_id)] = F.cross_entropy(
@@ -1190,13 +1196,16 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
         drawn = torch.randint(3, vocab - 1, (length,), generator=generator).tolist()
         return [token + (token == separator_id) for token in drawn]  # never <sep> itself
 
-    def case(name, lengths, separator_id, dtype=torch.float32, vocab=None, shift=0.0):
+    def case(name, lengths, separator_id, dtype=torch.float32, vocab=None, shift=0.0, gap=0.0):
         vocab = separator_id + 1 if vocab is None else vocab
         english = [ids(e, vocab, separator_id) for e, _ in lengths]
         french = [ids(f, vocab, separator_id) for _, f in lengths]
         sequences = build_sequences(english, french, separator_id)
         shape = (sequences.shape[0], sequences.shape[1] - 1, vocab)
         logits = torch.randn(shape, generator=generator, dtype=torch.float64) * 2 + shift
+        if gap:  # row 0's first French token, gap below the largest logit of its position
+            t, target = len(english[0]) + 1, sequences[0, len(english[0]) + 2]
+            logits[0, t, target] = logits[0, t].max() - gap
         return name, logits.to(dtype), sequences, separator_id
 
     return [
@@ -1218,6 +1227,14 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
             [(3, 4), (5, 3), (1, 2)],
             9,
             shift=95.0,
+        ),
+        case(
+            "row 0's first French token has a logit 110 below its position's largest: its "
+            "probability, e^-110, is 0 in float32, its log-probability about -110; three rows "
+            "of different lengths, padded; <sep> = 9",
+            [(3, 4), (5, 3), (1, 2)],
+            9,
+            gap=110.0,
         ),
     ]
 

@@ -378,7 +378,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
             (weights,),
             previous_token_score,
             failures,
-            atol=1e-6,
+            atol=1e-6 if weights.dtype == torch.float32 else 1e-12,
             hint=PREVIOUS_HINT,
             mistakes=wrong_only(_previous_mistakes(weights), previous_token_score(weights)),
             forbidden={
@@ -505,7 +505,7 @@ def check_induction_score(learner_score: Callable) -> bool:
             (weights,),
             reference,
             failures,
-            atol=1e-6,
+            atol=1e-6 if weights.dtype == torch.float32 else 1e-12,
             hint=INDUCTION_HINT,
             mistakes=wrong_only(
                 _induction_mistakes(weights, length), induction_score(weights, length)

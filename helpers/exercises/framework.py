@@ -735,6 +735,8 @@ def run_case(
             ]
             if diagnoses:
                 problem += f" ({diagnoses[-1]})"
+            elif _float32_on_the_way(answer, expected):
+                problem += f" ({FLOAT32_ON_THE_WAY})"
             elif hint and not problem.startswith(("shape ", "dtype ")):
                 problem += f" ({hint})"  # the general hint is about values
     if problem is None and expected.is_floating_point() and expected.element_size() >= 4:
@@ -746,6 +748,21 @@ def run_case(
         return True
     failures.append(f"{name}: {problem}")
     return False
+
+
+FLOAT32_ON_THE_WAY = (
+    "within float32's rounding of the right values, not float64's: a step runs in float32 (a "
+    "tensor made without dtype=, .float(), a float32 constant or model); compute in the inputs' "
+    "own dtype"
+)
+
+
+def _float32_on_the_way(answer: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether a float64 answer is off by about what float32 rounding leaves, no more."""
+    if expected.dtype != torch.float64 or answer.shape != expected.shape:
+        return False
+    error = (answer.detach().double() - expected.detach()).abs()
+    return bool(error.isfinite().all() and (error <= 1e-6 * expected.abs().clamp(min=1)).all())
 
 
 def _nearer(answer: torch.Tensor, mistaken: torch.Tensor, expected: torch.Tensor) -> bool:
