@@ -204,22 +204,27 @@ def train_recall_model(position: str, recipe: Recipe = Recipe(), progress: bool 
     task = recipe.task
     with one_torch_thread():
         torch.manual_seed(recipe.seed)
-        generator = torch.Generator().manual_seed(recipe.seed)
         model = RecallModel(task.vocab_size, position, recipe.d_model, recipe.num_heads)
-        optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
-        losses, start = [], time.perf_counter()
-        bar = tqdm(range(recipe.steps), desc=f"training ({position})", disable=not progress)
-        for step in bar:
-            tokens, answers = task.batch(recipe.batch_size, task.train_length, generator)
-            loss = F.cross_entropy(model(tokens).flatten(0, 1), answers.flatten())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()
-    return {"model": model, "loss": losses, "seconds": time.perf_counter() - start}
+        return _trained(model, recipe, position, progress)
+
+
+def _trained(model: nn.Module, recipe: Recipe, label: str, progress: bool) -> dict:
+    """{"model" (in eval mode), "loss" (every step), "seconds"}: Adam on recipe.steps batches
+    of the task at its training length, drawn from a generator seeded with recipe.seed."""
+    task, generator = recipe.task, torch.Generator().manual_seed(recipe.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    losses, start = [], time.perf_counter()
+    bar = tqdm(range(recipe.steps), desc=f"training ({label})", disable=not progress)
+    for step in bar:
+        tokens, answers = task.batch(recipe.batch_size, task.train_length, generator)
+        loss = F.cross_entropy(model(tokens).flatten(0, 1), answers.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    return {"model": model.eval(), "loss": losses, "seconds": time.perf_counter() - start}
 
 
 def extrapolation_batches(
@@ -240,23 +245,29 @@ def extrapolation_batches(
     }
 
 
-def _float64_copy(model: RecallModel) -> RecallModel:
+def _float64_copy(model: "RecallModel | LowRankRecallModel") -> nn.Module:
     """A new model with the same weights in float64 (built afresh rather than deep-copied: the
     attention weights kept from a forward pass with gradients cannot be deep-copied)."""
     attention = model.attention
-    twin = RecallModel(
-        model.vocab_size, model.position, attention.W_q.in_features, attention.num_heads
-    )
+    sizes = (attention.W_q.in_features, attention.num_heads)
+    if isinstance(model, RecallModel):
+        twin = RecallModel(model.vocab_size, model.position, *sizes)
+    else:
+        twin = LowRankRecallModel(model.vocab_size, attention.length, attention.projected, *sizes)
     twin.load_state_dict(model.state_dict())
     return twin.double().to(model.embedding.weight.device).eval()
 
 
-def recall_accuracy(model: RecallModel, tokens: torch.Tensor, answers: torch.Tensor) -> dict:
+def recall_accuracy(
+    model: "RecallModel | LowRankRecallModel", tokens: torch.Tensor, answers: torch.Tensor
+) -> dict:
     """The share of positions answered right, and the count, computed in float64 so that the
     same weights give the same count on every machine and thread count (on a copy: the model
     itself is left as it is)."""
-    if not isinstance(model, RecallModel):
-        raise ValueError(f"model must be a RecallModel, got {type(model).__name__}")
+    if not isinstance(model, RecallModel | LowRankRecallModel):
+        raise ValueError(
+            f"model must be a RecallModel or a LowRankRecallModel, got {type(model).__name__}"
+        )
     validation.token_ids(tokens, "tokens", model.vocab_size)
     validation.token_ids(answers, "answers", model.vocab_size)
     if answers.shape != tokens.shape:
@@ -515,12 +526,308 @@ def linear_attention(
     return _refuse_overflow(output, named).to(dtype)
 
 
+# ---------------------------------------------------------------------------------------------
+# A window that saves: only the blocks of keys a window can reach are ever scored.
+
+
+def window_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    radius: int,
+    causal: bool = False,
+) -> torch.Tensor:
+    """Softmax attention of query i over the keys j with |i - j| <= radius (j <= i too, if
+    causal): the numbers of a dense layer given local_mask(n, radius) as its mask, but computed
+    in blocks of b = max(radius, 1) positions, each block of queries scored against its own
+    block of keys and the two beside it. (..., n, d), (..., n, d), (..., n, d_v) ->
+    (..., n, d_v); the scores are (..., n / b, b, 3b): the cost grows like n times the window,
+    not n^2."""
+    radius, causal = _checked_window_inputs(queries, keys, values, radius, causal)
+    return _window_attention(queries, keys, values, radius, causal)
+
+
+def _window_attention(queries, keys, values, radius, causal):
+    n, block = queries.shape[-2], max(radius, 1)
+    blocks = -(-n // block)
+    filler = blocks * block - n  # zeros after the last position, to make whole blocks
+
+    def beside(x):  # (..., n, e) -> (..., blocks, 3 block, e): blocks t - 1, t, t + 1
+        x = F.pad(x, (0, 0, block, filler + block)).unflatten(-2, (blocks + 2, block))
+        return torch.cat([x[..., :-2, :, :], x[..., 1:-1, :, :], x[..., 2:, :, :]], dim=-2)
+
+    q = F.pad(queries, (0, 0, 0, filler)).unflatten(-2, (blocks, block))  # (..., blocks, b, d)
+    k, v = beside(keys), beside(values)  # (..., blocks, 3b, d), (..., blocks, 3b, d_v)
+    i = torch.arange(blocks * block, device=q.device).view(blocks, block, 1)  # query positions
+    j = torch.arange(-block, 2 * block, device=q.device) + block * torch.arange(
+        blocks, device=q.device
+    ).view(blocks, 1, 1)  # (blocks, 1, 3b): key positions
+    allowed = ((i - j).abs() <= radius) & (j >= 0) & (j < n)  # (blocks, b, 3b)
+    if causal:
+        allowed = allowed & (j <= i)
+    allowed = allowed | (i >= n)  # filler queries read anything: their rows are dropped
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., blocks, b, 3b)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return (weights @ v).flatten(-3, -2)[..., :n, :]  # (..., n, d_v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Linformer (Wang et al., 2020): the keys and values projected along the sequence, n -> k.
+
+
+def linformer_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    key_projection: torch.Tensor,
+    value_projection: torch.Tensor,
+) -> torch.Tensor:
+    """Softmax attention over k mixtures of the n positions instead of the n positions
+    themselves: keys E K and values F V, E = key_projection and F = value_projection (k, n).
+    (..., n, d), (..., n, d), (..., n, d_v) -> (..., n, d_v); the weights are (..., n, k), so
+    the cost grows like n k. Not causal: every projected key mixes every position."""
+    _check_linformer_inputs(queries, keys, values, key_projection, value_projection)
+    return _linformer_attention(queries, keys, values, key_projection, value_projection)
+
+
+def _linformer_attention(queries, keys, values, key_projection, value_projection):
+    projected_keys = key_projection @ keys  # (..., k, d): each a weighted mix of all n keys
+    projected_values = value_projection @ values  # (..., k, d_v)
+    scores = queries @ projected_keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
+    return torch.softmax(scores, dim=-1) @ projected_values  # (..., n, k) @ (..., k, d_v)
+
+
+class LowRankSelfAttention(nn.Module):
+    """Bidirectional multi-head self-attention (B, n, d_model) -> (B, n, d_model) over
+    sequences of exactly `length` positions. projected None: exact softmax attention over the
+    n keys. projected k: Linformer, the keys and values projected from n positions to k by
+    learned E and F (k, n), one pair shared by every head (the paper's headwise sharing). E
+    and F are made for one n, so a Linformer layer takes no other length."""
+
+    def __init__(self, d_model: int, num_heads: int, length: int, projected: int | None = None):
+        super().__init__()
+        d_model, num_heads, length, projected = _checked_low_rank_sizes(
+            d_model, num_heads, length, projected
+        )
+        self.num_heads, self.length, self.projected = num_heads, length, projected
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+        self.E = self.F = None
+        if projected is not None:  # each projected position starts as a mix of about equal size
+            self.E = nn.Parameter(torch.randn(projected, length) / math.sqrt(length))
+            self.F = nn.Parameter(torch.randn(projected, length) / math.sqrt(length))
+        self.attention_weights = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_low_rank_input(self, x)
+        q = split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
+        k = split_heads(self.W_k(x), self.num_heads)
+        v = split_heads(self.W_v(x), self.num_heads)
+        if self.E is not None:
+            k, v = self.E @ k, self.F @ v  # (B, heads, projected, d_head): E, F (k, n) broadcast
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, heads, n, n or k)
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return self.W_o(merge_heads(self.attention_weights @ v))
+
+
+class LowRankRecallModel(nn.Module):
+    """Token embedding + sinusoidal positions -> one bidirectional LowRankSelfAttention -> a
+    residual -> logits over the vocabulary (B, n, vocab), for sequences of exactly `length`.
+    The embedding is not scaled up by sqrt(d_model) as RecallModel's is: with no causal mask to
+    tell the keys before a query from those after it, the positions must weigh as much as the
+    tokens (scaled, this model learned the recall task to 31% in 800 steps; unscaled, 93%)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        length: int,
+        projected: int | None = None,
+        d_model: int = 32,
+        num_heads: int = 4,
+    ):
+        super().__init__()
+        self.vocab_size = validation.whole_number(vocab_size, "vocab_size")
+        self.embedding = nn.Embedding(self.vocab_size, d_model)
+        self.attention = LowRankSelfAttention(d_model, num_heads, length, projected)
+        self.output = nn.Linear(d_model, self.vocab_size)
+        self.register_buffer("positions", sinusoidal_encoding(length, d_model), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        _check_low_rank_tokens(self, tokens)
+        x = self.embedding(tokens) + self.positions  # (B, n, d_model)
+        return self.output(x + self.attention(x))  # (B, n, vocab)
+
+
+# Exact attention (None) and Linformer at four sizes of k, one model each, on the recall task at
+# n = 64: the length is fixed, as E and F need. Twice RecallModel's steps: without a causal
+# mask, telling the marker before a position from the one after takes longer to learn.
+PROJECTIONS = (None, 32, 16, 8, 4)
+LOW_RANK_RECIPE = Recipe(steps=1600, task=RecallTask(train_length=64))
+SAVED_LOW_RANK_MODELS = DATA / "low_rank_models.pt"
+REMAKE_LOW_RANK = "make low-rank-models"
+
+
+def train_low_rank_model(
+    projected: int | None, recipe: Recipe = LOW_RANK_RECIPE, progress: bool = False
+) -> dict:
+    """Train one LowRankRecallModel (projected None: exact attention) on sequences of length
+    recipe.task.train_length; returns {"model", "loss" (every step), "seconds"}. One thread."""
+    if not isinstance(recipe, Recipe):
+        raise ValueError(f"recipe must be a Recipe, got {type(recipe).__name__}")
+    progress = validation.flag(progress, "progress")
+    task = recipe.task
+    with one_torch_thread():
+        torch.manual_seed(recipe.seed)
+        model = LowRankRecallModel(
+            task.vocab_size, task.train_length, projected, recipe.d_model, recipe.num_heads
+        )
+        label = "exact" if projected is None else f"Linformer, k = {projected}"
+        return _trained(model, recipe, label, progress)
+
+
+def train_and_save_low_rank(
+    path: str | Path = SAVED_LOW_RANK_MODELS, recipe: Recipe = LOW_RANK_RECIPE
+) -> dict:
+    """Train one model per entry of PROJECTIONS with the same recipe and save them in one
+    checkpoint; returns {projected: seconds of training}."""
+    trained = {k: train_low_rank_model(k, recipe, progress=True) for k in PROJECTIONS}
+    save_checkpoint(
+        path,
+        {
+            "projections": list(PROJECTIONS),
+            "weights": [trained[k]["model"].state_dict() for k in PROJECTIONS],
+            "recipe": {k: v for k, v in asdict(recipe).items() if k != "task"},
+            "task": asdict(recipe.task),
+            "loss": [trained[k]["loss"] for k in PROJECTIONS],
+            "seconds": [trained[k]["seconds"] for k in PROJECTIONS],
+        },
+    )
+    return {k: trained[k]["seconds"] for k in PROJECTIONS}
+
+
+def load_low_rank_models(path: str | Path = SAVED_LOW_RANK_MODELS) -> dict:
+    """{"models": {projected: LowRankRecallModel}, "task", "recipe", "loss" and "seconds"
+    ({projected: ...}) from the saved checkpoint (checksum verified, weights_only=True)."""
+    names = ("projections", "weights", "recipe", "task", "loss", "seconds")
+    saved = load_checkpoint(path, names, REMAKE_LOW_RANK)
+    recipe = _saved_recipe(path, saved["recipe"], saved["task"])
+    if saved["projections"] != list(PROJECTIONS) or not all(
+        isinstance(saved[name], list) and len(saved[name]) == len(PROJECTIONS)
+        for name in ("weights", "loss", "seconds")
+    ):
+        raise CheckpointError(
+            f"{path}: it should hold one model, loss and time for each of {PROJECTIONS}"
+        )
+    task, models = recipe.task, {}
+    for projected, weights in zip(PROJECTIONS, saved["weights"], strict=True):
+        model = LowRankRecallModel(
+            task.vocab_size, task.train_length, projected, recipe.d_model, recipe.num_heads
+        )
+        _load_weights(path, model, weights, f"projected {projected}")
+        models[projected] = model.eval()
+    return {
+        "models": models,
+        "task": task,
+        "recipe": saved["recipe"],
+        **{name: dict(zip(PROJECTIONS, saved[name], strict=True)) for name in ("loss", "seconds")},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reformer's LSH attention (Kitaev et al., 2020): hash, sort by bucket, attend within chunks.
+
+
+def lsh_buckets(
+    vectors: torch.Tensor, num_buckets: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Angular hashing: one random rotation R (d, num_buckets // 2), drawn from the generator
+    (torch's global one if None) in float32, and each vector's bucket is the argmax over
+    [xR, -xR]. (..., n, d) -> (..., n) int64 ids in 0 .. num_buckets - 1. Vectors pointing the
+    same way share a bucket (a positive multiple of one always does); the nearer two vectors'
+    angle, the likelier they share one."""
+    num_buckets = _check_lsh_hashing(vectors, num_buckets, generator)
+    rotation = torch.randn(vectors.shape[-1], num_buckets // 2, generator=generator)
+    rotated = vectors @ rotation.to(vectors)  # (..., n, num_buckets // 2)
+    return torch.cat([rotated, -rotated], dim=-1).argmax(dim=-1)
+
+
+def lsh_attention(
+    queries: torch.Tensor, values: torch.Tensor, buckets: torch.Tensor, chunk_size: int
+) -> torch.Tensor:
+    """Reformer's attention with shared queries and keys (each key is its query made unit
+    length). For each round of hashing, buckets (..., n) or (..., rounds, n): sort the
+    positions by bucket (then by position), cut them into chunks of chunk_size, and let each
+    query attend to the keys of its bucket in its own chunk and the chunk before it (the
+    first chunk looks back to the last). A query never attends to itself unless it has no
+    other key. Rounds are combined by their share of the softmax mass (the log-sum-exp of
+    each), a key met in several rounds counted once. (..., n, d), (..., n, d_v) ->
+    (..., n, d_v); the scores are (..., rounds, n / c, c, 2c): the cost grows like n c, plus
+    n log n for the sort."""
+    queries, values, buckets, chunk_size = _checked_lsh_inputs(queries, values, buckets, chunk_size)
+    return _lsh_attention(queries, values, buckets, chunk_size)
+
+
+def _lsh_attention(queries, values, buckets, chunk_size):
+    n, d = queries.shape[-2:]
+    keys = queries / queries.norm(dim=-1, keepdim=True)  # shared QK: a key is its unit query
+    positions = torch.arange(n, device=queries.device)
+    order = (buckets * n + positions).argsort(dim=-1)  # (..., rounds, n): by bucket, position
+    where = positions.expand(*buckets.shape[:-2], n)[..., None]  # (..., n, 1)
+    q = _sorted_in_chunks(queries, order, chunk_size)  # (..., rounds, chunks, c, d)
+    k = _with_one_back(_sorted_in_chunks(keys, order, chunk_size))  # (..., rounds, chunks, 2c, d)
+    v = _with_one_back(_sorted_in_chunks(values, order, chunk_size))  # (..., 2c, d_v)
+    query_at = _sorted_in_chunks(where, order, chunk_size)[..., 0]  # (..., rounds, chunks, c)
+    key_at = _with_one_back(_sorted_in_chunks(where, order, chunk_size))[..., 0]  # (..., 2c)
+    query_codes = _sorted_in_chunks(buckets.transpose(-2, -1), order, chunk_size)  # (.., c, R)
+    key_codes = _with_one_back(query_codes)  # (..., rounds, chunks, 2c, rounds)
+    same = query_codes[..., :, None, :] == key_codes[..., None, :, :]  # (..., c, 2c, rounds)
+    rounds = torch.arange(buckets.shape[-2], device=queries.device)
+    this_round = same.gather(-1, rounds.view(-1, 1, 1, 1, 1).expand(*same.shape[:-1], 1))[..., 0]
+    itself = query_at[..., :, None] == key_at[..., None, :]  # (..., rounds, chunks, c, 2c)
+    others = this_round & ~itself
+    allowed = torch.where(others.any(dim=-1, keepdim=True), others, itself)
+    met = same.sum(dim=-1).clamp(min=1).to(q.dtype)  # the rounds the two share a bucket in
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d) - met.log()  # met r times: 1/r of it each
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    mass = scores.logsumexp(dim=-1, keepdim=True).flatten(-3, -2)  # (..., rounds, n, 1) sorted
+    output = (torch.softmax(scores, dim=-1) @ v).flatten(-3, -2)  # (..., rounds, n, d_v) sorted
+    unsort = order.argsort(dim=-1)[..., None]  # (..., rounds, n, 1)
+    output = output.gather(-2, unsort.expand_as(output))
+    share = torch.softmax(mass.gather(-2, unsort), dim=-3)  # (..., rounds, n, 1)
+    return (share * output).sum(dim=-3)  # (..., n, d_v)
+
+
+def _sorted_in_chunks(x: torch.Tensor, order: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """x (..., n, e) in each round's order (..., rounds, n), cut into chunks:
+    (..., rounds, n / c, c, e)."""
+    shape = (*order.shape, x.shape[-1])  # (..., rounds, n, e)
+    x = x[..., None, :, :].expand(shape).gather(-2, order[..., None].expand(shape))
+    return x.unflatten(-2, (-1, chunk_size))
+
+
+def _with_one_back(chunks: torch.Tensor) -> torch.Tensor:
+    """(..., chunks, c, e) -> (..., chunks, 2c, e): each chunk and the one before it, the first
+    with the last (a single chunk has only itself)."""
+    if chunks.shape[-3] == 1:
+        return chunks
+    return torch.cat([chunks, chunks.roll(1, dims=-3)], dim=-2)
+
+
 def main() -> None:
-    """python -m helpers.long_context: retrain chapter 11's three models and save them."""
-    argparse.ArgumentParser(
+    """python -m helpers.long_context: retrain chapter 11's three models and save them;
+    with --low-rank, the exact and Linformer models instead."""
+    parser = argparse.ArgumentParser(
         description="Retrain chapter 11's three models and store them in data/."
-    ).parse_args()
-    print({position: f"{s:.1f} s" for position, s in train_and_save_all().items()})
+    )
+    parser.add_argument(
+        "--low-rank",
+        action="store_true",
+        help="retrain the exact-attention and Linformer models (PROJECTIONS) instead",
+    )
+    trained = train_and_save_low_rank() if parser.parse_args().low_rank else train_and_save_all()
+    print({name: f"{s:.1f} s" for name, s in trained.items()})
 
 
 # The checks: each public function above calls these once, at its door, and what it then
@@ -563,6 +870,172 @@ def _check_linear_inputs(queries, keys, values, causal) -> None:
     validation.flag(causal, "causal")
     if causal and q[-2] != k[-2]:
         raise ValueError(f"causal attention needs as many queries as keys, got {q[-2]} and {k[-2]}")
+
+
+def _checked_low_rank_sizes(d_model, num_heads, length, projected) -> tuple:
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    validation.head_size(d_model, num_heads)
+    validation.layer_weights(d_model, d_model, "d_model")
+    length = validation.whole_number(length, "length")
+    if projected is not None:
+        projected = validation.whole_number(projected, "projected")
+        if projected > length:
+            raise ValueError(
+                f"projected ({projected}) must be at most length ({length}): it is the number "
+                f"of positions the {length} keys and values are projected down to"
+            )
+    validation.layer_weights(projected or 1, length, "length and projected")
+    return d_model, num_heads, length, projected
+
+
+def _check_low_rank_input(layer: LowRankSelfAttention, x: object) -> None:
+    d_model, weight = layer.W_q.in_features, layer.W_q.weight
+    expected = (
+        f"(B, n, d_model) = (B, {layer.length}, {d_model}), B >= 1, {weight.dtype} on "
+        f"{weight.device} as the layer's weights"
+    )
+    validation.dense_tensor(x, "x", expected)
+    if (
+        x.dim() != 3
+        or x.shape[1:] != (layer.length, d_model)
+        or not x.shape[0]
+        or x.dtype != weight.dtype
+        or x.device != weight.device
+    ):
+        why = ""
+        if layer.projected is not None and x.dim() == 3 and x.shape[1] != layer.length:
+            why = f" (E and F project exactly {layer.length} positions: the length is fixed)"
+        raise ValueError(f"x must be {expected}, got {x.dtype} {tuple(x.shape)} on {x.device}{why}")
+
+
+def _check_low_rank_tokens(model: LowRankRecallModel, tokens: object) -> None:
+    length = model.attention.length
+    validation.token_ids(tokens, "tokens", model.vocab_size, f"(B, {length})")
+    if tokens.shape[0] == 0 or tokens.shape[1] != length:
+        raise ValueError(
+            f"tokens must be (B, {length}) with B >= 1: the model is made for sequences of "
+            f"exactly {length}, got {tuple(tokens.shape)}"
+        )
+    device = model.embedding.weight.device
+    if tokens.device != device:
+        raise ValueError(f"tokens are on {tokens.device} but the model is on {device}")
+
+
+def _check_linformer_inputs(queries, keys, values, key_projection, value_projection) -> None:
+    named = {
+        "queries": queries,
+        "keys": keys,
+        "values": values,
+        "key_projection": key_projection,
+        "value_projection": value_projection,
+    }
+    for name, value in named.items():
+        validation.dense_tensor(value, name, "(k, n)" if "projection" in name else "(..., n, d)")
+    validation.same_float_dtype(named)
+    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must be (..., n, d), (..., n, d) and "
+            f"(..., n, d_v) of one rank, at least 2"
+        )
+    if q[:-2] != k[:-2] or k[:-1] != v[:-1] or q[-1] != k[-1] or 0 in q + k + v:
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must be (..., n_q, d), (..., n, d) and "
+            f"(..., n, d_v) with the same leading axes and sizes of at least 1"
+        )
+    e, f = tuple(key_projection.shape), tuple(value_projection.shape)
+    if len(e) != 2 or e != f or e[1] != k[-2] or not e[0]:
+        raise ValueError(
+            f"key_projection {e} and value_projection {f} must both be (k, n) with n = "
+            f"{k[-2]}, the keys' length, and k >= 1"
+        )
+
+
+def _check_lsh_hashing(vectors, num_buckets, generator) -> int:
+    validation.dense_tensor(vectors, "vectors", "(..., n, d)")
+    if not vectors.is_floating_point() or vectors.dim() < 2 or not vectors.shape[-1]:
+        raise ValueError(
+            f"vectors must be floating point (..., n, d) with d >= 1, got {vectors.dtype} of "
+            f"shape {tuple(vectors.shape)}"
+        )
+    if not vectors.isfinite().all():
+        raise ValueError("vectors hold NaN or inf: they have no direction to hash")
+    num_buckets = validation.whole_number(num_buckets, "num_buckets", minimum=2)
+    if num_buckets % 2:
+        raise ValueError(
+            f"num_buckets must be even, got {num_buckets}: the buckets are the argmax over "
+            f"[xR, -xR], two per column of the rotation R"
+        )
+    validation.layer_weights(vectors.shape[-1], num_buckets // 2, "vectors' d and num_buckets")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {generator!r}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a cpu torch.Generator, got one on {generator.device}")
+    return num_buckets
+
+
+MOST_BUCKET_ID = 2**31 - 1  # bucket * n + position must not overflow int64
+
+
+def _checked_lsh_inputs(queries, values, buckets, chunk_size) -> tuple:
+    validation.dense_tensor(queries, "queries", "(..., n, d)")
+    validation.dense_tensor(values, "values", "(..., n, d_v)")
+    validation.same_float_dtype({"queries": queries, "values": values})
+    q, v = tuple(queries.shape), tuple(values.shape)
+    if len(q) < 2 or q[:-1] != v[:-1] or 0 in q + v:
+        raise ValueError(
+            f"queries {q} and values {v} must be (..., n, d) and (..., n, d_v) with the same "
+            f"leading axes and n, and sizes of at least 1"
+        )
+    if not (queries.isfinite().all() and values.isfinite().all()):
+        raise ValueError("queries and values must be finite: they hold NaN or inf")
+    if not (queries.norm(dim=-1) > 0).all():
+        raise ValueError(
+            "every query must have a length above 0: its key is the query made unit length, "
+            "and a zero query (or one whose squares underflow) has no direction"
+        )
+    validation.dense_tensor(buckets, "buckets", "(..., n) or (..., rounds, n)")
+    if buckets.dtype != torch.int64:
+        raise ValueError(
+            f"buckets must be int64 bucket ids, as lsh_buckets makes, got {buckets.dtype}"
+        )
+    if buckets.device != queries.device:
+        raise ValueError(f"buckets are on {buckets.device} but the queries on {queries.device}")
+    if tuple(buckets.shape) == q[:-1]:
+        buckets = buckets[..., None, :]  # one round
+    if buckets.dim() != len(q) or tuple(buckets.shape[:-2]) != q[:-2] or buckets.shape[-1] != q[-2]:
+        raise ValueError(
+            f"buckets {tuple(buckets.shape)} must be (..., n) = {q[:-1]} for one round of "
+            f"hashing, or (..., rounds, n) = {(*q[:-2], 'rounds', q[-2])}"
+        )
+    if not buckets.shape[-2] or buckets.min() < 0 or buckets.max() > MOST_BUCKET_ID:
+        raise ValueError(
+            f"buckets must hold at least one round of ids 0..2^31 - 1, got "
+            f"{tuple(buckets.shape)}"
+            + (f" from {buckets.min().item()} to {buckets.max().item()}" if buckets.numel() else "")
+        )
+    chunk_size = validation.whole_number(chunk_size, "chunk_size")
+    if q[-2] % chunk_size:
+        raise ValueError(
+            f"chunk_size ({chunk_size}) must divide n ({q[-2]}): the sorted positions are cut "
+            f"into chunks of one size"
+        )
+    return queries, values, buckets, chunk_size
+
+
+def _checked_window_inputs(queries, keys, values, radius, causal) -> tuple[int, bool]:
+    named = {"queries": queries, "keys": keys, "values": values}
+    for name, value in named.items():
+        validation.dense_tensor(value, name, "(..., n, d)")
+    validation.same_float_dtype(named)
+    q, k, v = (tuple(t.shape) for t in (queries, keys, values))
+    if len(q) < 2 or q[:-1] != k[:-1] or k[:-1] != v[:-1] or q[-1] != k[-1] or 0 in q + v:
+        raise ValueError(
+            f"queries {q}, keys {k} and values {v} must be (..., n, d), (..., n, d) and "
+            f"(..., n, d_v): one position each, the same leading axes, sizes of at least 1"
+        )
+    return validation.whole_number(radius, "radius", minimum=0), validation.flag(causal, "causal")
 
 
 if __name__ == "__main__":

@@ -235,7 +235,9 @@ def test_the_model_and_task_refuse_bad_input():
     model, tokens = RecallModel(16, "rope"), torch.zeros(2, 5, dtype=torch.long)
     with pytest.raises(ValueError, match=r"answers must have the shape of tokens \(2, 5\)"):
         recall_accuracy(model, tokens, tokens[:, :4])
-    with pytest.raises(ValueError, match="model must be a RecallModel, got NoneType"):
+    with pytest.raises(
+        ValueError, match="model must be a RecallModel or a LowRankRecallModel, got NoneType"
+    ):
         recall_accuracy(None, tokens, tokens)
 
 
