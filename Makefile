@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models induction-models vision-models readme-figure clean
+.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models low-rank-models induction-models vision-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
@@ -44,6 +44,7 @@ help:
 	@echo "              (on a GPU if there is one; hours on a 2-core CPU; see data/README.md)"
 	@echo "make translation-bleu  BLEU of every stored translation model on the held-out test set"
 	@echo "make long-context-models  retrain chapter 11's three small models (about 15 s)"
+	@echo "make low-rank-models  retrain chapter 11's exact-attention and Linformer models (about 1 minute)"
 	@echo "make induction-models  retrain chapter 13's attention-only models (about 25 minutes)"
 	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
 	@echo "make readme-figure  redraw the figure shown in README.md"
@@ -186,6 +187,11 @@ translation-models: setup
 # helpers.long_context.Recipe (about 15 s on one core).
 long-context-models: setup
 	$(PY) -m helpers.long_context
+
+# Chapter 11's bidirectional recall models, exact attention and Linformer with k = 32, 16, 8
+# and 4 projected positions, with helpers.long_context.LOW_RANK_RECIPE (one thread).
+low-rank-models: setup
+	$(PY) -m helpers.long_context --low-rank
 
 # Chapter 13's one-layer and two-layer attention-only models, their logs and snapshots, and the
 # two-layer model with each other way of giving positions, with helpers.induction.Recipe.

@@ -11,18 +11,21 @@
 import argparse
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
 from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
 from helpers.contexts import one_torch_thread
+from helpers.efficient import peak_bytes
 from helpers.masks import causal_mask
 from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
 
@@ -815,6 +818,41 @@ def _with_one_back(chunks: torch.Tensor) -> torch.Tensor:
     return torch.cat([chunks, chunks.roll(1, dims=-3)], dim=-2)
 
 
+# ---------------------------------------------------------------------------------------------
+# The cost table, counted: the matrix products and the memory of one head at each length.
+
+
+def attention_costs(n: int, d: int = 64, window: int = 64, projected: int = 64) -> dict:
+    """{kind: {"flops": the operations of its matrix products, "bytes": the largest memory its
+    tensors hold at once}} for one head of n positions, d wide, on seeded inputs: "exact"
+    (softmax over all n keys), "window" (window_attention, radius window), "linear"
+    (linear_attention), "Linformer" (linformer_attention with k = projected) and "LSH"
+    (lsh_attention, one round, chunks of `window` positions, n / window buckets). Counts, not
+    times: the same on every machine. The sort of LSH, n log n comparisons, is not a matrix
+    product, and is not counted."""
+    n, d, window, projected = _checked_cost_sizes(n, d, window, projected)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, d, generator=generator) for _ in range(3))  # (1, n, d)
+    E, F_ = (torch.randn(projected, n, generator=generator) / math.sqrt(n) for _ in range(2))
+    buckets = lsh_buckets(q, max(2, 2 * (n // (2 * window))), generator)  # (1, n)
+    runs = {
+        "exact": lambda: torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v,
+        "window": lambda: _window_attention(q, k, v, window, False),
+        "linear": lambda: linear_attention(q, k, v),
+        "Linformer": lambda: _linformer_attention(q, k, v, E, F_),
+        "LSH": lambda: _lsh_attention(q, v, buckets[..., None, :], window),
+    }
+    return {
+        kind: {"flops": _matmul_flops(run), "bytes": peak_bytes(run)} for kind, run in runs.items()
+    }
+
+
+def _matmul_flops(run: Callable[[], object]) -> int:
+    with FlopCounterMode(display=False) as counter:
+        run()
+    return counter.get_total_flops()
+
+
 def main() -> None:
     """python -m helpers.long_context: retrain chapter 11's three models and save them;
     with --low-rank, the exact and Linformer models instead."""
@@ -1036,6 +1074,23 @@ def _checked_window_inputs(queries, keys, values, radius, causal) -> tuple[int, 
             f"(..., n, d_v): one position each, the same leading axes, sizes of at least 1"
         )
     return validation.whole_number(radius, "radius", minimum=0), validation.flag(causal, "causal")
+
+
+def _checked_cost_sizes(n, d, window, projected) -> tuple[int, int, int, int]:
+    n, d = validation.whole_number(n, "n"), validation.whole_number(d, "d")
+    window = validation.whole_number(window, "window")
+    projected = validation.whole_number(projected, "projected")
+    if n % window or projected > n:
+        raise ValueError(
+            f"n ({n}) must be a multiple of window ({window}), the chunk of LSH, and at least "
+            f"projected ({projected}), Linformer's k"
+        )
+    if n * n > 2**26 or n * d > 2**26:
+        raise ValueError(
+            f"n = {n} and d = {d} would make exact attention's {n} x {n} scores or the inputs "
+            f"larger than 2^26 numbers: these counts are for n up to 8,192"
+        )
+    return n, d, window, projected
 
 
 if __name__ == "__main__":

@@ -8,13 +8,23 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from helpers.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from helpers.long_context import (
+    PROJECTIONS,
+    SAVED_LOW_RANK_MODELS,
     LowRankRecallModel,
     LowRankSelfAttention,
+    RecallTask,
+    Recipe,
+    attention_costs,
+    extrapolation_batches,
     linformer_attention,
+    load_low_rank_models,
     local_mask,
     lsh_attention,
     lsh_buckets,
+    recall_accuracy,
+    train_low_rank_model,
     window_attention,
 )
 from helpers.masks import causal_mask
@@ -310,3 +320,59 @@ def test_window_attention_scores_only_three_blocks_per_block():
         return counter.get_total_flops()
 
     assert flops(512) == 2 * flops(256) == 4 * flops(128)
+
+
+def test_the_counted_costs_grow_as_the_table_says():
+    small, large = attention_costs(512), attention_costs(1024)
+    assert large["exact"]["flops"] == 4 * small["exact"]["flops"]
+    assert large["exact"]["bytes"] == 4 * small["exact"]["bytes"]
+    for kind in ("window", "linear", "Linformer", "LSH"):
+        assert large[kind]["flops"] == 2 * small[kind]["flops"], kind
+        assert 1.9 < large[kind]["bytes"] / small[kind]["bytes"] < 2.1, kind
+    assert all(large[kind]["bytes"] < large["exact"]["bytes"] for kind in large if kind != "exact")
+
+
+@pytest.mark.parametrize(
+    ("sizes", "words"),
+    [
+        ({"n": 100}, "multiple of window"),
+        ({"n": 64, "projected": 128}, "at least projected"),
+        ({"n": 16384}, "2\\^26"),
+        ({"n": 0}, "whole number >= 1"),
+    ],
+)
+def test_the_cost_counts_refuse_sizes_they_cannot_count(sizes, words):
+    with pytest.raises(ValueError, match=words):
+        attention_costs(**sizes)
+
+
+def test_the_saved_low_rank_models_lose_accuracy_as_k_shrinks():
+    saved = load_low_rank_models()
+    assert set(saved["models"]) == set(PROJECTIONS)
+    tokens, answers = extrapolation_batches(saved["task"], (1,), num=256)[64]
+    accuracy = {
+        k: recall_accuracy(m, tokens, answers)["accuracy"] for k, m in saved["models"].items()
+    }
+    assert accuracy[None] > 0.9 and accuracy[32] > 0.9 and accuracy[4] < 0.8
+    assert accuracy[32] > accuracy[16] > accuracy[8] > accuracy[4]
+
+
+def test_a_low_rank_checkpoint_of_other_projections_is_refused(tmp_path):
+    keys = ("projections", "weights", "recipe", "task", "loss", "seconds")
+    saved = load_checkpoint(SAVED_LOW_RANK_MODELS, keys, "")
+    save_checkpoint(tmp_path / "x.pt", {**saved, "projections": [None, 32]})
+    with pytest.raises(CheckpointError, match="one model, loss and time for each of"):
+        load_low_rank_models(tmp_path / "x.pt")
+    swapped = {**saved, "weights": saved["weights"][::-1]}
+    save_checkpoint(tmp_path / "y.pt", swapped)
+    with pytest.raises(CheckpointError):
+        load_low_rank_models(tmp_path / "y.pt")
+
+
+def test_training_a_low_rank_model_is_repeatable():
+    recipe = Recipe(steps=5, task=RecallTask(train_length=16))
+    first, second = (train_low_rank_model(4, recipe)["model"] for _ in range(2))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True)
+    )
