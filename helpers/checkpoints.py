@@ -649,6 +649,10 @@ def load_checkpoint(path: str | Path, keys: tuple[str, ...], remake: str) -> dic
     checksum_kind = _kind(checksum_path(path), "cannot read")
     if checksum_kind == "other":
         raise CheckpointError(f"{path}: its checksum file {checksum_path(path)} {NOT_REGULAR}")
+    if checksum_kind == "folder":
+        raise CheckpointError(
+            f"{path}: {checksum_path(path).name} is a folder, not its checksum file: {fix}"
+        )
     if checksum_kind != "file":
         raise CheckpointError(f"{path} has no checksum file {checksum_path(path).name}: {fix}")
     try:
@@ -746,6 +750,16 @@ def load_weights(model: torch.nn.Module, weights: dict, path: str | Path) -> Non
     misfit = weights_misfit(model, weights)
     if misfit:
         raise CheckpointError(f"{path}: {misfit}")
+    for key, target in model.state_dict().items():  # a float64 1e39 would load as inf
+        value = weights[key]
+        if value.is_floating_point() and target.is_floating_point() and value.numel():
+            largest = value.detach().abs().max().item()
+            if largest > torch.finfo(target.dtype).max:
+                raise CheckpointError(
+                    f"{path}: its weight {key} holds numbers up to {largest:.3g}, beyond "
+                    f"{target.dtype}'s largest, {torch.finfo(target.dtype).max:.3g}, which the "
+                    f"model's weights are"
+                )
     model.load_state_dict(weights)
 
 

@@ -1,6 +1,7 @@
 """The settings a helper computes under, each set for a with block and put back after it,
 whatever happens inside: one torch thread, a model in evaluation mode, torch's global random
-numbers left as they were, and float32 with gradients on for training."""
+numbers left as they were, float32 with gradients on for training, and torch as a fresh
+session has it (no inference mode, autocast or other default device) for what is shown."""
 
 import contextlib
 from collections.abc import Iterator
@@ -58,3 +59,26 @@ def trainable_float32() -> Iterator[None]:
             yield
     finally:
         torch.set_default_dtype(dtype)
+
+
+@contextlib.contextmanager
+def plain_torch() -> Iterator[None]:
+    """Torch inside the block as a fresh session has it, whatever the caller entered: no
+    inference mode, no cpu autocast, and new tensors made on the cpu (where a default device,
+    meta say, was set). An explorer or a checker computes what it shows the same way in any
+    cell; without this, a caller's autocast would turn its float32 into bfloat16."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.inference_mode(False))
+        stack.enter_context(torch.autocast("cpu", enabled=False))
+        if _default_device_set():
+            stack.enter_context(torch.device("cpu"))
+        yield
+
+
+def _default_device_set() -> bool:
+    """Whether torch.set_default_device or a `with torch.device(...)` block chose a device
+    (either pushes a DeviceContext on torch's function-mode stack)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    return any(isinstance(mode, DeviceContext) for mode in _get_current_function_mode_stack())

@@ -694,8 +694,14 @@ def load_translator(
     saved = load_checkpoint(path, keys, "make translation-models")
     config, history = saved["config"], saved["history"]
     known = {f.name for f in fields(GPTConfig)}
-    if not isinstance(config, dict) or set(config) - known:
+    if not isinstance(config, dict):
         raise CheckpointError(f"{path}: its config is not a GPT's: {config!r:.200}")
+    unknown = sorted(map(repr, set(config) - known))
+    if unknown:
+        raise CheckpointError(
+            f"{path}: its config is not a GPT's: it holds {', '.join(unknown):.200}, which "
+            f"GPTConfig has no field for"
+        )
     required = [f.name for f in fields(GPTConfig) if f.default is MISSING]
     lacking = [name for name in required if name not in config]
     if lacking:

@@ -145,7 +145,7 @@ class GPTBlock(nn.Module):
         left as it was."""
         if not validation.flag(check_input, "check_input"):
             return self._pass(x, mask, cache)
-        self._check_input(x, cache)
+        self._check_input(x, mask, cache)
         held = (cache.keys, cache.values) if isinstance(cache, KeyValueCache) else None
         weights = self.attention.attention.attention_weights
         y = self._pass(x, mask, cache)
@@ -175,7 +175,7 @@ class GPTBlock(nn.Module):
             f"{largest:.3g}) multiply them"
         )
 
-    def _check_input(self, x: object, cache: object) -> None:
+    def _check_input(self, x: object, mask: object, cache: object) -> None:
         """x: (B, n, d_model), B and n >= 1, in the block's dtype on its device (under autocast
         too: its attention takes its weights' dtype), every number finite, small enough for
         one pass (check_forward_size)."""
@@ -200,6 +200,13 @@ class GPTBlock(nn.Module):
             raise ValueError(
                 "x holds NaN or inf: the residual stream a block reads is finite (attention "
                 "would spread a NaN to every later position)"
+            )
+        if mask is None and x.shape[1] > 1:
+            raise ValueError(
+                f"mask is None for {x.shape[1]} positions: with no mask every position would "
+                f"read the ones after it, and the block is causal; pass an (n, cached + n) "
+                f"boolean mask, causal_mask({x.shape[1]}) without a cache. None is for a single "
+                f"new position only"
             )
 
 
@@ -231,11 +238,19 @@ class GPT(nn.Module):
         check_ids_name(name)
         start = validation.whole_number(start, "start (positions already cached)", minimum=0)
         if validation.dense_tensor(ids, name, "(B, T)").dim() == 2:  # sized before it is read
-            if start + ids.shape[1] > self.config.context_length:
+            context = self.config.context_length
+            if start + ids.shape[1] > context and start:
                 raise ValueError(
-                    f"{name}: {shown_count(start + ids.shape[1])} positions do not fit in the "
-                    f"context of {self.config.context_length}: keep the last "
-                    f"{self.config.context_length}"
+                    f"{name}: the caches hold {shown_count(start)} positions already, and "
+                    f"{shown_count(start + ids.shape[1])} positions do not fit in the context "
+                    f"of {context}: "
+                    f"a cache cannot drop its oldest positions, so start again from new caches "
+                    f"with the last {context} tokens at most"
+                )
+            if start + ids.shape[1] > context:
+                raise ValueError(
+                    f"{name}: {shown_count(ids.shape[1])} positions do not fit in the context of "
+                    f"{context}: keep the last {context}"
                 )
             check_forward_size(self.config, ids.shape[0], ids.shape[1], start + ids.shape[1], name)
         validation.token_ids(ids, name, self.config.vocab_size, "(B, T)")
@@ -500,6 +515,8 @@ def check_forward_size(
         f"residual stream, d_model {config.d_model:,}": config.d_model,
         f"attention weights, {config.num_heads} heads x {keys_shown}": config.num_heads * keys,
     }
+    if config.attention_only:  # no feed-forward layer is built, whatever d_ff says
+        del widths[f"feed-forward's hidden layer, d_ff {config.d_ff:,}"]
     widest_tensor, widest = max(widths.items(), key=lambda item: item[1])
     numbers = rows * positions * widest
     if numbers > LARGEST_ACTIVATION:

@@ -80,7 +80,9 @@ def _distinct(
     batch: int, n: int, vocab_size: int, generator: torch.Generator | None
 ) -> torch.Tensor:
     device = None if generator is None else generator.device
-    order = torch.rand(batch, vocab_size, generator=generator, device=device).argsort(-1)
+    order = torch.rand(
+        batch, vocab_size, generator=generator, device=device, dtype=torch.float32
+    ).argsort(-1)  # float32 whatever the default dtype: the same draw in every session
     return order[:, :n]  # (batch, n)
 
 
@@ -334,6 +336,12 @@ def placement_map(
         raise ValueError(
             f"the model's vocabulary ({model.config.vocab_size} tokens) is smaller than its "
             f"context ({n}): a placed repeat needs every other token different"
+        )
+    if lengths is PLACEMENT_LENGTHS and 2 * PLACEMENT_LENGTHS[-1] > n:
+        raise ValueError(
+            f"the default lengths, PLACEMENT_LENGTHS {PLACEMENT_LENGTHS}, need a context of at "
+            f"least {2 * PLACEMENT_LENGTHS[-1]}, and this model's is {n}: pass lengths= with "
+            f"block lengths that fit twice in it, 2 to {n // 2}"
         )
     lengths = _check_lengths(lengths, n)
     rows = validation.whole_number(rows, "rows")
@@ -613,8 +621,8 @@ def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
         recipe.shortest_block, recipe.longest_block + 1, (batch, 1), generator=generator
     )
     slots = n - 2 * lengths + 2  # (batch, 1): start + gap <= n - 2 length is two cuts of slots
-    first = (torch.rand(batch, 1, generator=generator) * slots).long()
-    second = (torch.rand(batch, 1, generator=generator) * (slots - 1)).long()
+    first = (torch.rand(batch, 1, generator=generator, dtype=torch.float32) * slots).long()
+    second = (torch.rand(batch, 1, generator=generator, dtype=torch.float32) * (slots - 1)).long()
     second = second + (second >= first)  # another slot than the first, every pair alike
     starts = torch.minimum(first, second)  # (batch, 1)
     gaps = torch.maximum(first, second) - starts - 1  # (batch, 1)

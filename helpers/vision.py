@@ -431,8 +431,15 @@ PEN_RADIUS = 2.5  # drawing-grid cells: strokes 5 wide, near the digits' ink (me
 MOST_STROKE_POINTS = 20_000  # points (and strokes) in one drawing: more is no hand's drawing
 _PIECE = 2.0  # drawing-grid cells: segments are cut into pieces this long, each inked locally
 _CHUNK_CELLS = 2**22  # cells of the pieces' windows rasterise_strokes examines at a time
-MOST_PEN_CELLS = 2**19  # cells examined in all (pieces x window cells): about a second's work;
-# with the default pen, about 8,600 cells of stroke, some 90 times across the 96-cell pad
+MOST_PEN_CELLS = 2**19  # cells round a drawing's pieces (pieces x window cells), a stroke being
+# as many pieces as _PIECE cells fit in its length, however many points the pad sent along it
+# (one every 0.25 cells), and a dot or a stroke shorter than that one piece: with the default
+# pen (11 x 11 cells round a piece), 4,332 pieces, about 8,600 cells of stroke, some 90 times
+# across the 96-cell pad (about 0.04 s on one thread). A single dot whose window holds more
+# is refused as too wide a pen.
+MOST_PEN_WORK = 2**22  # cells examined in all, each segment apart (a segment as many pieces as
+# _PIECE cells fit in it, at least one): about 0.3 s on one thread. The default pen stays under
+# it: MOST_STROKE_POINTS segments and MOST_PEN_CELLS of length make 2.9 M cells at most.
 
 
 def check_strokes(strokes: object, size: int) -> list[list[tuple[float, float]]]:
@@ -519,14 +526,33 @@ def rasterise_strokes(
             f"{widest:g}"
         )
     a, b = _stroke_segments(strokes)  # (segments, 2) each: (x, y)
-    pieces = ((b - a).norm(dim=-1) / _PIECE).ceil().clamp(min=1).long()  # (segments,)
-    if int(pieces.sum()) * window**2 > MOST_PEN_CELLS:
-        length = (b - a).norm(dim=-1).sum().item()
+    lengths = (b - a).norm(dim=-1)  # (segments,)
+    drawn = [max(len(stroke) - 1, 1) for stroke in strokes if stroke]  # segments of each stroke
+    stroke_of = torch.repeat_interleave(
+        torch.arange(len(drawn)), torch.tensor(drawn, dtype=torch.long)
+    )
+    stroke_lengths = torch.zeros(len(drawn), dtype=torch.float64).index_add_(0, stroke_of, lengths)
+    budget = MOST_PEN_CELLS // window**2  # pieces of _PIECE cells of stroke, a dot one
+    drawn_pieces = int((stroke_lengths / _PIECE).ceil().clamp(min=1).sum())
+    if drawn_pieces > budget:
         raise ValueError(
-            f"the strokes are {length:,.0f} cells long in all, in {len(a):,} segments and dots "
-            f"(each inked as at least one piece of {_PIECE:g} cells), more than a redraw can ink "
-            f"in about a second: with pen_radius {pen_radius:g}, at most about "
-            f"{MOST_PEN_CELLS // window**2:,} pieces; draw fewer or shorter strokes"
+            f"the strokes are {lengths.sum().item():,.0f} cells long in all, in "
+            f"{len(a):,} segments and dots of {len(drawn):,} stroke{'s' * (len(drawn) != 1)}: "
+            f"{drawn_pieces:,} pieces "
+            f"of {_PIECE:g} cells of stroke (a dot, or a stroke shorter than that, one piece), "
+            f"more than a redraw inks quickly: with pen_radius {pen_radius:g}, at most "
+            f"{budget:,} pieces, about {budget * _PIECE:,.0f} cells of stroke; draw fewer or "
+            "shorter strokes"
+        )
+    pieces = (lengths / _PIECE).ceil().clamp(min=1).long()  # (segments,): each inked apart
+    work = int(pieces.sum()) * window**2
+    if work > MOST_PEN_WORK:  # many points close together, with a wide pen
+        raise ValueError(
+            f"the strokes hold {len(a):,} segments and dots, and each is inked apart (a segment "
+            f"longer than {_PIECE:g} cells once per {_PIECE:g} cells of it) over the {window} x "
+            f"{window} cells round it that pen_radius {pen_radius:g} can reach: {work:,} cells "
+            f"in all, more than the {MOST_PEN_WORK:,} a redraw examines quickly; draw with "
+            "fewer points, further apart, or with a smaller pen"
         )
     starts, ends = _stroke_pieces(a, b, pieces)  # (n, 2) each
     offsets = torch.arange(-reach, reach + 1, dtype=torch.float64)
@@ -627,9 +653,17 @@ def _check_images(images: object, patch_size: object) -> tuple[torch.Tensor, int
     if images.dim() != 4:
         raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
     patch_size = validation.whole_number(patch_size, "patch_size")
+    channels = images.shape[1]
     _check_size(  # a patch of no channels holds no numbers, but its size still must fit torch's
-        max(images.shape[1], 1) * patch_size**2, f"a patch of size {validation.shown(patch_size)}"
+        patch_size**2, f"a patch of size {validation.shown(patch_size)}"
     )
+    if channels * patch_size**2 > LARGEST_TENSOR:  # the channels make it large
+        raise ValueError(
+            f"a patch of C x p x p = {channels:,} channels x {patch_size} x {patch_size} pixels "
+            f"would hold {channels * patch_size**2:,} numbers, more than 2^28 = "
+            f"{LARGEST_TENSOR:,} (1 GiB of float32): images of fewer channels (C, the second "
+            "size of (B, C, H, W)), or a smaller patch_size, were meant"
+        )
     height, width = images.shape[-2:]
     if height % patch_size or width % patch_size:
         raise ValueError(

@@ -193,12 +193,18 @@ def float64_copy(model: nn.Module) -> nn.Module:
 
 def _rebuilt(model: nn.Module) -> nn.Module:
     """The model built again from its sizes, with its weights and buffers: an error where its
-    sizes do not build the modules it has, or their settings (grid, max_len, ...) were changed."""
+    sizes do not build the modules it has, their settings (grid, max_len, ...) were changed, or
+    a forward hook is on it, which the copy would not run."""
     if not isinstance(model, MODEL_KINDS):
         raise TypeError(
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
             f"{type(model).__name__}"
         )
+    _refuse_hooks(
+        model,
+        "the evaluations and explorers compute on a float64 copy rebuilt from the model's sizes "
+        "and weights, which neither a hook nor a replaced forward would follow",
+    )
     sizes = getattr(model, "sizes", None)
     expected = sorted(inspect.signature(type(model)).parameters)
     if not isinstance(sizes, dict) or sorted(sizes, key=str) != expected:
@@ -209,9 +215,25 @@ def _rebuilt(model: nn.Module) -> nn.Module:
         )
     with keeping_random_state():
         twin = type(model)(**sizes)
+    held, built = model.state_dict().keys(), twin.state_dict().keys()
+    if held != built:  # a module replaced, added or deleted, or sizes that build other modules
+        missing = [key for key in built if key not in held]
+        unexpected = [key for key in held if key not in built]
+        found = "; ".join(
+            text
+            for keys, text in [
+                (missing, f"it lacks {_names(missing)}"),
+                (unexpected, f"it has {_names(unexpected)}, which they do not build"),
+            ]
+            if keys
+        )
+        raise ValueError(
+            f"the model's weights are not those its sizes {sizes} build: {found} (was a module "
+            "replaced, added or deleted, or model.sizes changed?): build the model again"
+        )
     try:
         twin.load_state_dict(model.state_dict())
-    except RuntimeError:
+    except RuntimeError:  # the same names, other shapes
         raise ValueError(
             f"the model's weights do not fit its sizes {sizes} (was model.sizes changed?): "
             "build the model again"
@@ -233,6 +255,55 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f" has {what}): was model.sizes or a module changed? build the model again"
         )
     return twin
+
+
+def _names(keys: list[str], most: int = 4) -> str:
+    """Weight names as an error lists them: the first `most`, then how many more."""
+    shown = ", ".join(keys[:most])
+    return shown if len(keys) <= most else f"{shown} and {len(keys) - most} more"
+
+
+def _refuse_hooks(model: nn.Module, why: str) -> None:
+    """An error naming each module of model that has a forward hook or forward pre-hook (by its
+    path, e.g. head or blocks.0.self_attention), or a forward of its own set on the instance,
+    saying why (`why`) and how to undo it."""
+    replaced = [
+        name or "the model itself" for name, m in model.named_modules() if "forward" in vars(m)
+    ]
+    if replaced:
+        listed = ", ".join(replaced[:4]) + (
+            f" and {len(replaced) - 4} more" if len(replaced) > 4 else ""
+        )
+        raise ValueError(
+            f"the model's forward is replaced on {listed} (module.forward = ...): {why}; "
+            f"delete the replacement (del module.forward) to use the class's own, or build the "
+            f"model again"
+        )
+    hooked = [
+        (name or "the model itself", kinds)
+        for name, module in model.named_modules()
+        if (
+            kinds := [
+                kind
+                for kind, hooks in [
+                    ("forward pre-hook", module._forward_pre_hooks),
+                    ("forward hook", module._forward_hooks),
+                ]
+                if hooks
+            ]
+        )
+    ]
+    if hooked:
+        where = "; ".join(f"{name} ({' and '.join(kinds)})" for name, kinds in hooked[:4])
+        more = f"; and {len(hooked) - 4} more modules" if len(hooked) > 4 else ""
+        one = len(hooked) == 1 and len(hooked[0][1]) == 1
+        raise ValueError(
+            f"the model has {'a hook' if one else 'hooks'} on {where}{more}: {why}; remove "
+            f"{'it' if one else 'each'} with the handle's .remove() (handle = "
+            "module.register_forward_hook(...)), or, for one that pruning or spectral_norm "
+            "added, with torch.nn.utils.prune.remove(module, 'weight') or "
+            "torch.nn.utils.remove_spectral_norm(module); then pass the model again"
+        )
 
 
 def _copy_buffers(model: nn.Module, twin: nn.Module) -> None:
@@ -695,8 +766,22 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
 @torch.no_grad()
 def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
-    after it (a row that never writes <eos> holds cells + 1 digits)."""
-    _rebuilt(check_model(model, CanvasReader))  # names a grid or max_len changed by hand
+    after it (a row that never writes <eos> holds cells + 1 digits). A model with a forward hook
+    or pre-hook is refused, as evaluate_reader refuses it."""
+    check_model(model, CanvasReader)
+    _refuse_hooks(  # evaluate_reader reads through a float64 copy, which has none
+        model,
+        "read_canvas refuses it as evaluate_reader and the explorers do, so that they all read "
+        "alike: they read through a float64 copy rebuilt from the model's sizes and weights, "
+        "which neither a hook nor a replaced forward would follow",
+    )
+    _rebuilt(model)  # names a grid or max_len changed by hand
+    return _read(model, images)
+
+
+@torch.no_grad()
+def _read(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
+    """read_canvas on a model it (or float64_copy) took."""
     _check_images(model, images)
     work = len(images) * model._reading_work()
     if work > MOST_READING_WORK:
@@ -734,7 +819,7 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     layer = _check_layer(layer, len(model.decoder))
     images = canvases.images.double()
     inputs, targets = reader_sequences(canvases)
-    exact = (read_canvas(model, images) == targets).all(1)  # (B,)
+    exact = (_read(model, images) == targets).all(1)  # (B,): the copy, checked above
     model(images, inputs)
     weights = model.decoder[layer].cross_attention.attention_weights.mean(1)  # (B, L, 36)
     cells, counts = reading_order(canvases)

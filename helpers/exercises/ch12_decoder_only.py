@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from helpers import gpt
 from helpers.decoder_only import build_sequences, loss_targets, prefix_lm_mask, training_loss
 from helpers.exercises.framework import (
     LOWER_PRECISIONS,
@@ -290,6 +291,11 @@ def _ways_of_computing(logits: torch.Tensor, top_p: float) -> dict:
             "softmax over its own tokens, softmax(dim=-1) of the (B, V) logits, and each row "
             "gets its own nucleus"
         ] = _kept_only(logits, _kept_by_order(over_everything, top_p).view_as(logits))
+        ways[
+            "one softmax over the whole batch, flattened, then each row sorted and summed: "
+            "each row's probabilities are the softmax over its own tokens, softmax(dim=-1) of "
+            "the (B, V) logits, so that each row sums to 1 before its nucleus is cut"
+        ] = _kept_only(logits, _kept_by_order(over_everything.view_as(logits), top_p))
         ways[
             "row 0's nucleus is used for every row: each row has its own probabilities, so its "
             "own nucleus; sort and sum every row (dim=-1), and scatter each row's keep mask "
@@ -622,7 +628,12 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
             failures,
             atol=atol,
             mistakes=wrong,
-            forbidden={"helpers.gpt.next_token_probabilities": next_token_probabilities},
+            forbidden={
+                "helpers.gpt.next_token_probabilities": next_token_probabilities,
+                "helpers.gpt._nucleus": gpt._nucleus,
+                "the checker's own top-p filter": _nucleus,
+                "the checker's own nucleus": _kept_by_order,
+            },
             names=("logits", "top_p"),
         )
         got, expected = answers.get("got"), reference(logits, top_p)
@@ -720,7 +731,7 @@ _LEAK = (
 )
 
 
-SENTENCE_SIZE = 12  # the last prefix-mask case's size, longer than the others'
+SENTENCE_SIZE = 24  # the last prefix-mask case's size, longer than the others'
 
 
 def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
@@ -732,9 +743,9 @@ def prefix_mask_cases() -> list[tuple[str, torch.Tensor, int]]:
         ("one row, prompt length 3, size 5", torch.tensor([3]), 5),
         ("size 1, prompt lengths 0 and 1", torch.tensor([0, 1]), 1),
         (
-            f"prompt lengths 7, 12, 0 and 4, size {SENTENCE_SIZE} (a sentence's length, longer "
+            f"prompt lengths 7, 24, 0 and 13, size {SENTENCE_SIZE} (a sentence's length, longer "
             f"than the cases before)",
-            torch.tensor([7, 12, 0, 4]),
+            torch.tensor([7, 24, 0, 13]),
             SENTENCE_SIZE,
         ),
     ]
@@ -885,6 +896,11 @@ def _name_the_shape(failures: list, got: object, batch: int) -> None:
             " (no batch dimension: each row has its own prompt length, so one (size, size) "
             "mask per row, (B, size, size))"
         )
+    elif got.dim() == 3 and got.shape[-1] == batch and got.shape[0] == got.shape[1] != batch:
+        failures[-1] += (
+            " (the batch axis is last: (size, size, B); the mask is (B, size, size), one "
+            "(size, size) mask per row, the batch first)"
+        )
     elif got.dim() == 3 and got.shape[0] == 1 and batch > 1:
         failures[-1] += (
             " (one mask for the whole batch: each row has its own prompt length, so one "
@@ -923,7 +939,10 @@ def check_prefix_lm_mask(learner_mask: Callable) -> bool:
             failures,
             atol=0.0,
             mistakes=wrong_only(mistakes, prefix_lm_mask(prompt_lengths, size)),
-            forbidden={"helpers.decoder_only.prefix_lm_mask": prefix_lm_mask},
+            forbidden={
+                "helpers.decoder_only.prefix_lm_mask": prefix_lm_mask,
+                "the checker's own prefix mask": _prefix_mask_with,
+            },
             names=("prompt_lengths", "size"),
         )
         got = answers.get("got")
@@ -1154,10 +1173,32 @@ def _answer_mistakes(logits, sequences, separator_id) -> dict:
     ] = -chosen[scored].mean()
     if separator_id != 8000:
         hard_wired = loss_targets(sequences, 8000, "answer").flatten()
-        mistakes[_fixed_separator(8000, separator_id)] = F.cross_entropy(
-            logits.flatten(0, 1), hard_wired, ignore_index=PAD_ID
-        )
+        fixed = F.cross_entropy(logits.flatten(0, 1), hard_wired, ignore_index=PAD_ID)
+        if fixed.isfinite():  # NaN where no 8000 is found: a NaN answer may have other causes
+            mistakes[_fixed_separator(8000, separator_id)] = fixed
     return mistakes
+
+
+OVERFLOW = (
+    "exp(logits) overflows the dtype (float32's largest number is about e^88.7) and inf / inf "
+    "is NaN: take log_softmax (or F.cross_entropy), which subtracts each row's largest logit "
+    "before exponentiating"
+)
+
+
+def _name_a_nan(failures: list, nan_failures: list, cases: int) -> None:
+    """Where the answer is NaN in the case of large logits alone (every other case gives a
+    number), it exponentiates them; where it is NaN in every case, it most likely scores no
+    position at all: name either."""
+    if len(nan_failures) == 1 and nan_failures[0][0].startswith("logits about 95"):
+        name, index = nan_failures[0]
+        failures[index] = f"{name}: NaN at index () ({OVERFLOW})"
+    elif len(nan_failures) == cases:
+        for name, index in nan_failures:
+            failures[index] = (
+                f"{name}: NaN at index () (NaN in every case: a mean over no position at all is "
+                f"0 / 0; does any position count as after <sep>?)"
+            )
 
 
 def _fixed_separator(fixed: int, separator_id: int) -> str:
@@ -1231,8 +1272,8 @@ def answer_loss_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
         case(
             "row 0's first French token has a logit 110 below its position's largest: its "
             "probability, e^-110, is 0 in float32, its log-probability about -110; three rows "
-            "of different lengths, padded; <sep> = 9",
-            [(3, 4), (5, 3), (1, 2)],
+            "of different lengths, padded, one answer of 12 tokens; <sep> = 9",
+            [(3, 4), (5, 11), (1, 2)],
             9,
             gap=110.0,
         ),
@@ -1256,6 +1297,7 @@ def check_answer_loss(learner_loss: Callable) -> bool:
     were."""
     failures, passed, answers_in_time = [], 0, TimedAnswers(learner_loss)
     outcomes = []  # (name, separator_id, index of its failure or None)
+    nan_failures = []  # (name, index of its failure) where the answer is NaN
     for name, logits, sequences, separator_id in answer_loss_cases():
         seen = {}
 
@@ -1292,6 +1334,9 @@ def check_answer_loss(learner_loss: Callable) -> bool:
             failures[-1] += " (one number: the mean over every scored position of the batch)"
         if len(failures) > before and failures[-1].startswith(f"{name}: the values are right"):
             _name_an_unscored_position(failures, seen.get("gradient"), sequences, separator_id)
+        if len(failures) > before and failures[-1].startswith(f"{name}: NaN at index ()"):
+            nan_failures.append((name, len(failures) - 1))
+    _name_a_nan(failures, nan_failures, len(outcomes))
     _name_a_fixed_separator(failures, outcomes)
     return report(failures, passed)
 

@@ -69,7 +69,13 @@ def _stripe(weights: torch.Tensor, offset: int) -> torch.Tensor:
 
 DEFAULT_DIMS = (
     "torch.diagonal's default dims are 0 and 1, here the leading dims: pass dim1=-2, dim2=-1 "
-    "for the diagonal of each (n, n) matrix"
+    "for the diagonal of each (n, n) matrix; an index such as weights[{key}] reads the first "
+    "two axes too: write weights[..., {key}] to read the last two"
+)
+FIRST_AXES_INDEXED = (
+    "the weights have leading dims here, {leading}: an index such as weights[{key}] reads "
+    "the first two axes, the leading ones; index the last two, weights[..., {key}], so that "
+    "any leading dims work"
 )
 NOTHING_BEFORE_THE_QUERY = (
     "every score is 0, as if the weights read lay above the diagonal, on keys after the query, "
@@ -222,11 +228,15 @@ def _name_a_key_after_the_query(failures: list, seen: dict, key: Callable, text:
     )
 
 
-def _name_the_leading_dims_used_as_the_matrix(failures: list, seen: dict, weights):
+def _name_the_leading_dims_used_as_the_matrix(failures: list, seen: dict, weights, key: str):
     """Name DEFAULT_DIMS after a shape failure no mistake named, where the answer's shape is
     what a diagonal over the leading dims gives: as many axes as the leading dims, the last
-    one the n keys."""
+    one the n keys; name FIRST_AXES_INDEXED after an IndexError where there are leading dims.
+    key: the query's and key's index in the exercise, "t, t - 1" say."""
     got, leading, n = seen.get("got"), weights.shape[:-2], weights.shape[-1]
+    if leading and ": your function raised IndexError: " in failures[-1]:
+        failures[-1] += f" ({FIRST_AXES_INDEXED.format(leading=tuple(leading), key=key)})"
+        return
     if (
         failures[-1].endswith(f", expected {tuple(leading)}")
         and isinstance(got, torch.Tensor)
@@ -235,7 +245,7 @@ def _name_the_leading_dims_used_as_the_matrix(failures: list, seen: dict, weight
     ):
         failures[-1] += (
             f" (its last axis has the n = {n} keys of each matrix, not the leading dims: "
-            f"{DEFAULT_DIMS})"
+            f"{DEFAULT_DIMS.format(key=key)})"
         )
 
 
@@ -297,6 +307,13 @@ INDUCTION_HINT = (
 # 1. The previous-token score
 
 
+def _column_major(weights: torch.Tensor) -> torch.Tensor:
+    """The same weights, stored with each (n, n) matrix's columns contiguous: an answer that
+    reads the storage as if it were laid out row by row (as_strided, view on a transpose)
+    reads other numbers."""
+    return weights.transpose(-2, -1).contiguous().transpose(-2, -1)
+
+
 def previous_token_cases() -> list[tuple[str, torch.Tensor]]:
     """(name, weights (..., n, n)) for every case the checker runs."""
     generator = torch.Generator().manual_seed(130)
@@ -309,7 +326,10 @@ def previous_token_cases() -> list[tuple[str, torch.Tensor]]:
         ),
         ("float64, (heads=2, n=7, n=7)", _causal_weights(generator, 2, n=7, dtype=torch.float64)),
         ("(B=3, heads=1, n=5, n=5), no stripe", _causal_weights(generator, 3, 1, n=5)),
-        ("(B=2, n=16, n=16): a longer sequence", _causal_weights(generator, 2, n=16, stripe=1)),
+        (
+            "(B=2, n=16, n=16): a longer sequence, stored column by column (not contiguous)",
+            _column_major(_causal_weights(generator, 2, n=16, stripe=1)),
+        ),
     ]
 
 
@@ -398,7 +418,7 @@ def check_previous_token_score(learner_score: Callable) -> bool:
                 "query t reads key t - 1, for the n - 1 queries t = 1..n-1",
             )
             _name_a_key_after_the_query(failures, seen, lambda t: t - 1, "key t - 1")
-            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
+            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights, "t, t - 1")
             _name_a_mean_not_taken(failures, seen, weights, weights.shape[-1] - 1)
     return report(failures, passed)
 
@@ -419,7 +439,11 @@ def induction_cases() -> list[tuple[str, torch.Tensor, int]]:
         ("length 2 (n = 4): the copy's queries t = 2, 3 on keys 1, 2", weights(3, length=2), 2),
         ("float64, (heads=2, n=12, n=12), length 6", weights(2, length=6, dtype=torch.float64), 6),
         ("(B=1, heads=4, n=6, n=6), length 3", weights(1, 4, length=3), 3),
-        ("(B=2, n=18, n=18), length 9: a longer block", weights(2, length=9), 9),
+        (
+            "(B=2, n=18, n=18), length 9: a longer block, stored column by column (not contiguous)",
+            _column_major(weights(2, length=9)),
+            9,
+        ),
     ]
 
 
@@ -530,7 +554,7 @@ def check_induction_score(learner_score: Callable) -> bool:
             _name_a_key_after_the_query(
                 failures, seen, lambda t, length=length: t - length + 1, "key t - length + 1"
             )
-            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights)
+            _name_the_leading_dims_used_as_the_matrix(failures, seen, weights, "t, t - length + 1")
             _name_a_mean_not_taken(failures, seen, weights, length)
     return report(failures, passed)
 

@@ -977,6 +977,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
                 "sum over patches of weight * (r*p + (p-1)/2, c*p + (p-1)/2), over the total weight"
             ),
             mistakes=wrong_only({**_centroid_mistakes(weights, grid_size, p), **kept}, right),
+            forbidden={"the checker's own attention_centroid": attention_centroid},
             names=("weights",),
         )
         _advise(

@@ -22,6 +22,8 @@ from torch.nn.modules import module as module_hooks
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from helpers.contexts import plain_torch
+
 
 class OperationsWatcher(TorchDispatchMode):
     """A dispatch mode that watches the operations a learner's function runs. torch imports its
@@ -79,10 +81,10 @@ def exercise_checker(check: Callable) -> Callable:
                 try:
                     with _time_limit(ANSWER_TIME_LIMIT_SECONDS):
                         return function(*inputs, **named)
-                except NotImplementedError:
+                except NotImplementedError as error:
                     name = f"`{getattr(function, '__name__', 'your function')}`"
-                    if name not in not_written:
-                        not_written.append(name)
+                    if not error.args and name not in not_written:  # the your-turn cell's bare
+                        not_written.append(name)  # raise; torch's own say what they lack
                     raise
                 except AnswerTimedOut as stopped:
                     stopped.name = getattr(function, "__name__", "your function")
@@ -106,15 +108,17 @@ def exercise_checker(check: Callable) -> Callable:
         answers = tuple(watched(a) if callable(a) else a for a in answers)
         _PROBED.clear()
         printed = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(printed):
+        try:  # the caller's inference mode, autocast or device would change the cases
+            with contextlib.redirect_stdout(printed), plain_torch():
                 verdict = check(*answers, **options)
         except AnswerTimedOut as stopped:
             print(
                 f"Not yet: `{stopped.name}` did not return within "
                 f"{ANSWER_TIME_LIMIT_SECONDS:g} s on one case, where the reference takes "
                 f"milliseconds: look for a loop that never ends, or one that runs over every "
-                f"entry of a tensor (the other cases were not run)."
+                f"entry of a tensor, or a call that is slow the first time it runs (a large "
+                f"import, torch.use_deterministic_algorithms) and that the answer does not "
+                f"need (the other cases were not run)."
             )
             return Verdict(False)
         finally:
@@ -272,6 +276,16 @@ def _time_limit(seconds: float):
         _limits_running.active = False
 
 
+def _importing(frame) -> bool:
+    """Whether a module is being imported somewhere in the stack below frame: stopped there,
+    the import would leave the module half-made in sys.modules for the rest of the session."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def _interval_timer(seconds: float):
     """Past the limit, AnswerTimedOut is raised by the timer and then at every line the answer's
@@ -281,19 +295,21 @@ def _interval_timer(seconds: float):
     def stop_every_line(frame, event, arg):
         if not expired or frame.f_code.co_filename.startswith(EXERCISES):
             return None
-        if event == "line":
+        if event == "line" and not _importing(frame):
             raise AnswerTimedOut
         return stop_every_line
 
     def stop(signum, frame):
         nonlocal expired
+        importing = _importing(frame)
         if not expired:
             expired = True
             sys.settrace(stop_every_line)  # the frames the answer calls from now on
             while frame is not None and not frame.f_code.co_filename.startswith(EXERCISES):
                 frame.f_trace, frame.f_trace_lines = stop_every_line, True  # and those running
                 frame = frame.f_back
-        raise AnswerTimedOut
+        if not importing:  # an import stopped halfway leaves its module half-made
+            raise AnswerTimedOut
 
     previous = signal.signal(signal.SIGALRM, stop)
     previous_trace = sys.gettrace()
@@ -491,14 +507,30 @@ def _has_own_memory(x: object) -> bool:
     )
 
 
+def _version_and_storage(x: object) -> tuple | None:
+    """A tensor's version counter (which each in-place operation bumps) and the address of its
+    storage (which `.data =` and set_() replace without a bump); None for anything else."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    return x._version, x.untyped_storage().data_ptr()
+
+
 def _changed_in_place(
     args: tuple, inputs: tuple, versions: list, names: tuple, written: set = frozenset()
 ) -> str | None:
     for index, (arg, given, version) in enumerate(zip(args, inputs, versions, strict=True)):
         if not isinstance(given, torch.Tensor):
             continue
+        if not _same_tensor(given.detach(), arg) or index in written:
+            pass  # named below, with the other in-place changes
+        elif given.untyped_storage().data_ptr() != version[1]:
+            return (
+                f"replaces the storage of its input `{_argument_name(names, index)}` "
+                f"({_argument_name(names, index)}.data = ..., or set_()): the caller's tensor "
+                f"would no longer hold the memory it was given; work on a copy instead"
+            )
         changed = not _same_tensor(given.detach(), arg)
-        if changed or given._version != version or index in written:
+        if changed or given._version != version[0] or index in written:
             name = _argument_name(names, index)
             how = (
                 "changes its input `{}` in place"
@@ -688,17 +720,26 @@ def run_case(
     are right too. names: the arguments' names, for the messages.
     """
     inputs, leaves = _learner_inputs(args)
-    versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
+    versions = [_version_and_storage(x) for x in inputs]
     inputs_autograd, leaves_autograd = _autograd_state(inputs), _autograd_state(leaves)
     writes = WritesToInputs(inputs)
+    called: list = []
     try:
         with recording_calls(forbidden or {}) as called, writes:
             got = function(*inputs)
-    except Refused as refusal:
-        failures.append(f"{name}: {refusal}")
+    except Refused as refusal:  # a forbidden call is the cause, where one was made
+        said = str(refusal)
+        if called and called[0] != PROFILE_SWITCHED:
+            said = f"calls {called[0]}, which this exercise asks you to write yourself"
+        failures.append(f"{name}: {said}")
         return False
     except (Exception, SystemExit) as error:  # the learner's code may fail in any way
-        failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
+        if called and called[0] != PROFILE_SWITCHED:  # named first: it may be why it raised
+            failures.append(
+                f"{name}: calls {called[0]}, which this exercise asks you to write yourself"
+            )
+        else:
+            failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
         return False
     problem = (
         _changed_in_place(args, inputs, versions, names, writes.written)
@@ -799,7 +840,7 @@ def _changed_on_other_inputs(function: Callable, args: tuple, names: tuple) -> s
         if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs):
             return None
         before = _autograd_state(inputs)
-        versions = [x._version if isinstance(x, torch.Tensor) else None for x in inputs]
+        versions = [_version_and_storage(x) for x in inputs]
         writes = WritesToInputs(inputs)
         try:
             with writes:
@@ -1043,8 +1084,9 @@ def _default_dtype_left(was: torch.dtype, now: torch.dtype) -> str:
 def _random_generator_left(was: torch.Tensor, now: torch.Tensor) -> str:
     return (
         "reseeds or draws from torch's global random generator (torch.manual_seed, "
-        "torch.rand, torch.randn, ...): every later random number would change, and this "
-        "function needs no randomness"
+        "torch.rand, torch.randn, ..., or building a model: its layers draw their first "
+        "weights from it; copy.deepcopy(model) copies one without drawing): every later random "
+        "number would change, and this function needs no randomness"
     )
 
 
@@ -1094,6 +1136,137 @@ TORCH_GLOBAL_SETTINGS = (
     ),
     (torch.get_num_threads, torch.set_num_threads, _thread_count_left),
 )
+
+
+def _autocast() -> tuple:
+    return torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+
+def _autocast_left(was: tuple, now: tuple) -> str:
+    if now[0] != was[0]:
+        return (
+            f"leaves torch's cpu autocast switched {'on' if now[0] else 'off'} for all of torch "
+            f"(torch.set_autocast_enabled): every later nn.Linear and matrix product of the "
+            f'caller would run in another dtype; use `with torch.autocast("cpu"):`, which puts '
+            f"it back at its end, or no autocast"
+        )
+    return (
+        f"leaves torch's cpu autocast dtype {now[1]} (torch.set_autocast_dtype; it was "
+        f'{was[1]}): a later `with torch.autocast("cpu"):` of the caller would compute in it; '
+        f"pass dtype= to torch.autocast instead"
+    )
+
+
+def _default_device() -> torch.device | None:
+    """The device torch.set_default_device chose (None: none, so the cpu), read without
+    torch.get_default_device, which makes a tensor there to find its index."""
+    context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    return None if context is None else context.device
+
+
+def _default_device_left(was: torch.device | None, now: torch.device | None) -> str | None:
+    """None where the device is the same (the cpu set as the default where none was): put
+    back without a word."""
+    was, now = was or torch.device("cpu"), now or torch.device("cpu")
+    if was == now:
+        return None
+    return (
+        f"leaves torch's default device {now} (torch.set_default_device; it was {was}): every "
+        f"later tensor and layer the caller makes would be made there; pass device= to the "
+        f"tensors you make instead"
+    )
+
+
+# torch's fp32_precision settings, parents before their children (a parent's is the children's
+# default); torch.set_float32_matmul_precision sets some of them, and
+# torch.get_float32_matmul_precision raises once they disagree
+FP32_PRECISION_SETTINGS = (
+    "backends",
+    "backends.mkldnn",
+    "backends.mkldnn.matmul",
+    "backends.mkldnn.conv",
+    "backends.mkldnn.rnn",
+    "backends.cuda.matmul",
+    "backends.cudnn",
+    "backends.cudnn.conv",
+    "backends.cudnn.rnn",
+)
+
+
+def _fp32_precision_holder(name: str) -> object | None:
+    holder = torch
+    for part in name.split("."):
+        holder = getattr(holder, part, None)
+    return holder if hasattr(holder, "fp32_precision") else None
+
+
+def _matmul_precision() -> tuple:
+    """torch.get_float32_matmul_precision() (None where it raises: the legacy and the new
+    settings were mixed), then every fp32_precision setting torch has."""
+    try:
+        legacy = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        legacy = None
+    return (("the legacy getter", legacy),) + tuple(
+        (name, _fp32_precision_holder(name).fp32_precision)
+        for name in FP32_PRECISION_SETTINGS
+        if _fp32_precision_holder(name) is not None
+    )
+
+
+def _put_back_matmul_precision(settings: tuple) -> None:
+    (_, legacy), *each = settings
+    if legacy is not None:
+        torch.set_float32_matmul_precision(legacy)  # sets some of the others, put back next
+    for name, precision in each:
+        _fp32_precision_holder(name).fp32_precision = precision
+
+
+def _matmul_precision_left(was: tuple, now: tuple) -> str:
+    changed = (
+        ", ".join(
+            f"torch.{name}.fp32_precision {new!r} (it was {old!r})"
+            for (name, old), (_, new) in zip(was[1:], now[1:], strict=True)
+            if old != new
+        )
+        or f"torch.get_float32_matmul_precision() {now[0][1]!r} (it was {was[0][1]!r})"
+    )
+    return (
+        f"leaves torch's float32 precision changed: {changed} (torch.set_float32_matmul_precision "
+        f"or the fp32_precision settings): every later float32 matrix product of the caller may "
+        f"lose digits; leave it to the caller"
+    )
+
+
+def _flushes_denormals() -> bool:
+    """Whether the cpu flushes numbers below float32's smallest normal one to 0
+    (torch.set_flush_denormal, which has no getter)."""
+    return torch.tensor([1e-40], dtype=torch.float32, device="cpu").mul(2).item() == 0
+
+
+def _flush_denormal_left(was: bool, now: bool) -> str:
+    return (
+        f"leaves the cpu's flushing of denormal numbers {'on' if now else 'off'} "
+        f"(torch.set_flush_denormal): every later tiny number of the caller would change; "
+        f"leave it to the caller"
+    )
+
+
+# Checked and put back as TORCH_GLOBAL_SETTINGS are, but not named in the prompts: settings an
+# answer has no reason to touch, whose change would reach every later computation of the caller
+RARER_TORCH_GLOBAL_SETTINGS = (
+    (_default_device, torch.set_default_device, _default_device_left),
+    (
+        _autocast,
+        lambda mode: (
+            torch.set_autocast_enabled("cpu", mode[0]),
+            torch.set_autocast_dtype("cpu", mode[1]),
+        ),
+        _autocast_left,
+    ),
+    (_matmul_precision, _put_back_matmul_precision, _matmul_precision_left),
+    (_flushes_denormals, torch.set_flush_denormal, _flush_denormal_left),
+)
 # What the prompts of chapters 12 to 14 say the answers leave as they were: one name for each
 # entry of TORCH_GLOBAL_SETTINGS, and the module hooks
 TORCH_GLOBAL_SETTINGS_NAMED = (
@@ -1115,19 +1288,28 @@ def _torch_left_as_it_was():
     gradients off, and so their check; the default dtype; the global random generator,
     reseeded or drawn from, though none of these functions needs randomness; anomaly
     detection; the deterministic-algorithms setting; the thread count), or a hook on every
-    module. Each is put back first."""
-    settings = [(read(), read, restore, left) for read, restore, left in TORCH_GLOBAL_SETTINGS]
+    module, or a torch mode entered and never left. Each is put back first."""
+    settings = [
+        (read(), read, restore, left)
+        for read, restore, left in TORCH_GLOBAL_SETTINGS + RARER_TORCH_GLOBAL_SETTINGS
+    ]
     hooks = {kind: set(getattr(module_hooks, kind)) for kind in GLOBAL_MODULE_HOOKS}
     full_backward_hooks = module_hooks._global_is_full_backward_hook
+    modes = _mode_stack_depths()
     problem = None
     try:
         yield
     finally:
         for was, read, restore, left in settings:
-            now = read()
+            try:
+                now = read()
+            except Exception:  # a setting torch can no longer read: put it back all the same
+                now = None
             if not _same_setting(was, now):
                 restore(was)
                 problem = problem or left(was, now)
+        modes_left = _modes_left(modes)  # after the settings: set_default_device leaves its own
+        problem = problem or modes_left
         for kind, before in hooks.items():
             registered = getattr(module_hooks, kind)
             for key in set(registered) - before:
@@ -1138,6 +1320,39 @@ def _torch_left_as_it_was():
         module_hooks._global_is_full_backward_hook = full_backward_hooks
         if problem is not None:
             raise Refused(problem)  # in place of the answer
+
+
+def _mode_stack_depths() -> tuple:
+    """How many torch function modes and dispatch modes are entered now, and the innermost
+    saved-tensors hooks (torch.autograd.graph.saved_tensors_hooks)."""
+    return (
+        torch._C._len_torch_function_stack(),
+        torch._C._len_torch_dispatch_stack(),
+        torch._C._autograd._top_saved_tensors_default_hooks(False),
+    )
+
+
+def _modes_left(depths: tuple) -> str | None:
+    """Pop the torch modes entered since depths were read and never left (a `with` block's
+    __enter__ called without its __exit__), and say so; None where there are none."""
+    function_depth, dispatch_depth, saved_hooks = depths
+    left = []
+    while torch._C._len_torch_function_stack() > function_depth:
+        left.append(type(torch._C._pop_torch_function_stack()).__name__)
+    while torch._C._len_torch_dispatch_stack() > dispatch_depth:
+        left.append(type(torch._C._pop_torch_dispatch_stack()).__name__)
+    while (top := torch._C._autograd._top_saved_tensors_default_hooks(False)) is not None and (
+        saved_hooks is None or top[0] is not saved_hooks[0]
+    ):
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+        left.append("saved_tensors_hooks")
+    if not left:
+        return None
+    return (
+        f"leaves {', '.join(left)} entered, a torch mode whose __enter__ ran without its "
+        f"__exit__ (torch.device(...).__enter__(), say): every later torch call of the caller "
+        f"would go through it; use a `with` block, which leaves it at its end"
+    )
 
 
 def _refuse_a_non_tensor(got: object) -> None:

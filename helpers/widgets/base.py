@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from traitlets import Any, Float, Int, TraitError, Unicode, validate
 
-from helpers.contexts import one_torch_thread
+from helpers.contexts import one_torch_thread, plain_torch
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.validation import shown
 
@@ -102,7 +102,7 @@ class Explorer:
             raise ValueError(f"largest must be a finite number, got {largest!r:.80}")
 
     def update(self) -> None:
-        with one_torch_thread():
+        with one_torch_thread(), plain_torch():
             try:
                 values = self.values()
                 unset = [
@@ -165,7 +165,7 @@ class Explorer:
             return
         self._following = True
         try:
-            with one_torch_thread():
+            with one_torch_thread(), plain_torch():
                 self.follow(change["owner"])
         finally:
             self._following = False

@@ -628,7 +628,7 @@ def _index(value: object, name: str, model: str, config) -> int:
         where = "the model has" if name == "layer" else "each layer has"
         raise ValueError(
             f"{name} {validation.shown(value)} is out of range for the {model} model: {where} "
-            f"{count} {name}s, 0..{count - 1}"
+            f"{count} {name}{'s' * (count != 1)}, 0..{count - 1}"
         )
     return value
 

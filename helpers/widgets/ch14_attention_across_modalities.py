@@ -116,7 +116,7 @@ class CanvasExplorer(Explorer):
         finder, reader = _checked_models(
             vision_models.load_vision_models() if models is None else models
         )
-        self.finder, self.reader = float64_copy(finder), float64_copy(reader)
+        self.finder, self.reader = _copied(finder, "finder"), _copied(reader, "reader")
         self.canvases = finder_test_set(TEST_CANVASES)[0]
         self._first_images = first_test_images()
         self._readings = {}
@@ -692,6 +692,15 @@ def _checked_models(models: object, names: tuple = ("finder", "reader")) -> tupl
     return tuple(models[name] for name in names)
 
 
+def _copied(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    """float64_copy(model), the explorer's own, its refusal (a hook on the model, a module
+    replaced, sizes changed, ...) naming which of the models it is."""
+    try:
+        return float64_copy(model)
+    except ValueError as error:
+        raise ValueError(f"models[{name!r}]: {error}") from None
+
+
 # Draw digits: the pad (js/pad.js) and its explorer
 
 PAD_SIZE = SIDE * DRAWING_SCALE  # drawing-grid cells across the pad: 96, 4 per canvas pixel
@@ -722,7 +731,7 @@ class DrawingExplorer(DirectExplorer):
         vit, reader = _checked_models(
             vision_models.load_vision_models() if models is None else models, ("vit", "reader")
         )
-        self.vit, self.reader = float64_copy(vit), float64_copy(reader)
+        self.vit, self.reader = _copied(vit, "vit"), _copied(reader, "reader")
         self.strokes = _kept_strokes(strokes)
         super().__init__(DrawingPadWidget(), {})
 
