@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
 from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
-from helpers.contexts import one_torch_thread
+from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.efficient import peak_bytes
 from helpers.masks import causal_mask
 from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
@@ -205,7 +205,7 @@ def train_recall_model(position: str, recipe: Recipe = Recipe(), progress: bool 
     _check_position(position)
     progress = validation.flag(progress, "progress")
     task = recipe.task
-    with one_torch_thread():
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
         torch.manual_seed(recipe.seed)
         model = RecallModel(task.vocab_size, position, recipe.d_model, recipe.num_heads)
         return _trained(model, recipe, position, progress)
@@ -225,6 +225,11 @@ def _trained(model: nn.Module, recipe: Recipe, label: str, progress: bool) -> di
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+        if not math.isfinite(losses[-1]):
+            raise ValueError(
+                f"training ({label}) diverged: the loss is {losses[-1]} at step {step}; train "
+                f"with a smaller lr than {recipe.lr:g}"
+            )
         if step % 50 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     return {"model": model.eval(), "loss": losses, "seconds": time.perf_counter() - start}
@@ -271,6 +276,7 @@ def recall_accuracy(
         raise ValueError(
             f"model must be a RecallModel or a LowRankRecallModel, got {type(model).__name__}"
         )
+    _check_scored_as_built(model)
     validation.token_ids(tokens, "tokens", model.vocab_size)
     validation.token_ids(answers, "answers", model.vocab_size)
     if answers.shape != tokens.shape:
@@ -283,6 +289,11 @@ def recall_accuracy(
     device = model.embedding.weight.device
     with torch.no_grad():
         logits = _float64_copy(model)(tokens.to(device))
+    if not logits.isfinite().all():
+        raise ValueError(
+            "the model's logits hold NaN or inf (its weights do, or overflow): it has no "
+            "answer to count"
+        )
     correct = int((logits.argmax(-1) == answers.to(device)).sum())
     return {"correct": correct, "total": answers.numel(), "accuracy": correct / answers.numel()}
 
@@ -465,6 +476,19 @@ def _at_least_float32(*tensors: torch.Tensor) -> list[torch.Tensor]:
     return [t.float() if t.element_size() < 4 else t for t in tensors]
 
 
+def _refuse_softmax_overflow(result: torch.Tensor, inputs: dict, what: str) -> torch.Tensor:
+    """result, unless it holds inf or NaN where every input is finite: then the scores
+    q . k / sqrt(d) overflowed (and softmax made NaN of them)."""
+    if result.isfinite().all() or not all(t.isfinite().all() for t in inputs.values()):
+        return result
+    largest = ", ".join(f"{name} {t.abs().max().item():.3g}" for name, t in inputs.items())
+    raise ValueError(
+        f"{what} overflows {result.dtype} for these inputs (largest magnitudes: {largest}): "
+        f"the scores q . k / sqrt(d) grow with the product of the queries and keys; scale them "
+        f"down, or compute in float64"
+    )
+
+
 def _refuse_overflow(result: torch.Tensor, inputs: dict) -> torch.Tensor:
     """result, unless it holds inf or NaN where every input is finite: then phi(q) . phi(k)
     overflowed (elu(x) + 1 grows like x, so q and k near 1e20 give 1e40, beyond float32)."""
@@ -547,7 +571,10 @@ def window_attention(
     (..., n, d_v); the scores are (..., n / b, b, 3b): the cost grows like n times the window,
     not n^2."""
     radius, causal = _checked_window_inputs(queries, keys, values, radius, causal)
-    return _window_attention(queries, keys, values, radius, causal)
+    dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
+    queries, keys, values = _at_least_float32(queries, keys, values)
+    output = _window_attention(queries, keys, values, radius, causal)
+    return _refuse_softmax_overflow(output, named, "window_attention").to(dtype)
 
 
 def _window_attention(queries, keys, values, radius, causal):
@@ -590,7 +617,10 @@ def linformer_attention(
     (..., n, d), (..., n, d), (..., n, d_v) -> (..., n, d_v); the weights are (..., n, k), so
     the cost grows like n k. Not causal: every projected key mixes every position."""
     _check_linformer_inputs(queries, keys, values, key_projection, value_projection)
-    return _linformer_attention(queries, keys, values, key_projection, value_projection)
+    dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
+    wide = _at_least_float32(queries, keys, values, key_projection, value_projection)
+    output = _linformer_attention(*wide)
+    return _refuse_softmax_overflow(output, named, "linformer_attention").to(dtype)
 
 
 def _linformer_attention(queries, keys, values, key_projection, value_projection):
@@ -652,6 +682,10 @@ class LowRankRecallModel(nn.Module):
     ):
         super().__init__()
         self.vocab_size = validation.whole_number(vocab_size, "vocab_size")
+        d_model, num_heads, length, projected = _checked_low_rank_sizes(
+            d_model, num_heads, length, projected
+        )
+        validation.layer_weights(self.vocab_size, d_model, "vocab_size and d_model")
         self.embedding = nn.Embedding(self.vocab_size, d_model)
         self.attention = LowRankSelfAttention(d_model, num_heads, length, projected)
         self.output = nn.Linear(d_model, self.vocab_size)
@@ -681,7 +715,7 @@ def train_low_rank_model(
         raise ValueError(f"recipe must be a Recipe, got {type(recipe).__name__}")
     progress = validation.flag(progress, "progress")
     task = recipe.task
-    with one_torch_thread():
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
         torch.manual_seed(recipe.seed)
         model = LowRankRecallModel(
             task.vocab_size, task.train_length, projected, recipe.d_model, recipe.num_heads
@@ -723,11 +757,28 @@ def load_low_rank_models(path: str | Path = SAVED_LOW_RANK_MODELS) -> dict:
         raise CheckpointError(
             f"{path}: it should hold one model, loss and time for each of {PROJECTIONS}"
         )
+    for name, low in (("loss", 0.0), ("seconds", 0.0)):
+        for value in saved[name]:
+            numbers = value if name == "loss" else [value]
+            if not isinstance(numbers, list) or not all(
+                isinstance(x, float) and math.isfinite(x) and x >= low for x in numbers
+            ):
+                raise CheckpointError(
+                    f"{path}: its {name} should be {'lists of' if name == 'loss' else ''} "
+                    f"finite numbers >= 0, one {'list ' if name == 'loss' else ''}per model; "
+                    f"{REMAKE_LOW_RANK} writes it again"
+                )
     task, models = recipe.task, {}
     for projected, weights in zip(PROJECTIONS, saved["weights"], strict=True):
-        model = LowRankRecallModel(
-            task.vocab_size, task.train_length, projected, recipe.d_model, recipe.num_heads
-        )
+        try:
+            model = LowRankRecallModel(
+                task.vocab_size, task.train_length, projected, recipe.d_model, recipe.num_heads
+            )
+        except ValueError as problem:
+            raise CheckpointError(
+                f"{path}: its recipe does not build the model for k = {projected} ({problem}); "
+                f"{REMAKE_LOW_RANK} writes it again"
+            ) from None
         _load_weights(path, model, weights, f"projected {projected}")
         models[projected] = model.eval()
     return {
@@ -752,7 +803,8 @@ def lsh_buckets(
     angle, the likelier they share one."""
     num_buckets = _check_lsh_hashing(vectors, num_buckets, generator)
     rotation = torch.randn(vectors.shape[-1], num_buckets // 2, generator=generator)
-    rotated = vectors @ rotation.to(vectors)  # (..., n, num_buckets // 2)
+    (wide,) = _at_least_float32(vectors)  # float16 would overflow to inf, and lose the angle
+    rotated = wide @ rotation.to(wide)  # (..., n, num_buckets // 2)
     return torch.cat([rotated, -rotated], dim=-1).argmax(dim=-1)
 
 
@@ -769,7 +821,10 @@ def lsh_attention(
     (..., n, d_v); the scores are (..., rounds, n / c, c, 2c): the cost grows like n c, plus
     n log n for the sort."""
     queries, values, buckets, chunk_size = _checked_lsh_inputs(queries, values, buckets, chunk_size)
-    return _lsh_attention(queries, values, buckets, chunk_size)
+    dtype, named = values.dtype, {"queries": queries, "values": values}
+    wide_queries, wide_values = _at_least_float32(queries, values)
+    output = _lsh_attention(wide_queries, wide_values, buckets, chunk_size)
+    return _refuse_softmax_overflow(output, named, "lsh_attention").to(dtype)
 
 
 def _lsh_attention(queries, values, buckets, chunk_size):
@@ -800,6 +855,27 @@ def _lsh_attention(queries, values, buckets, chunk_size):
     output = output.gather(-2, unsort.expand_as(output))
     share = torch.softmax(mass.gather(-2, unsort), dim=-3)  # (..., rounds, n, 1)
     return (share * output).sum(dim=-3)  # (..., n, d_v)
+
+
+def lsh_pairs(buckets: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """(..., n, n) bool: the (query, key) pairs lsh_attention scores in at least one round of
+    buckets (n,), one round, or (..., rounds, n): the same bucket, in the query's chunk or the
+    one before it, and not the query itself unless it has no other key in that round. An n x n
+    picture of what lsh_attention computes without ever making it. Without the queries to
+    compare with, a 2-d (r, n) is r rounds of one sequence: a batch of B sequences hashed once
+    each is (B, 1, n)."""
+    buckets, chunk_size = _checked_lsh_buckets(buckets, chunk_size)
+    n = buckets.shape[-1]
+    order = (buckets * n + torch.arange(n, device=buckets.device)).argsort(dim=-1)
+    chunk = order.argsort(dim=-1) // chunk_size  # (..., rounds, n): each position's chunk
+    chunks = n // chunk_size
+    same_chunk = chunk[..., :, None] == chunk[..., None, :]  # (..., rounds, n, n)
+    one_back = chunk[..., :, None] == (chunk[..., None, :] + 1) % chunks
+    near = same_chunk | one_back if chunks > 1 else same_chunk
+    allowed = near & (buckets[..., :, None] == buckets[..., None, :])
+    itself = torch.eye(n, dtype=torch.bool, device=buckets.device)
+    others = allowed & ~itself
+    return torch.where(others.any(dim=-1, keepdim=True), others, itself).any(dim=-3)
 
 
 def _sorted_in_chunks(x: torch.Tensor, order: torch.Tensor, chunk_size: int) -> torch.Tensor:
@@ -988,6 +1064,13 @@ def _check_linformer_inputs(queries, keys, values, key_projection, value_project
             f"key_projection {e} and value_projection {f} must both be (k, n) with n = "
             f"{k[-2]}, the keys' length, and k >= 1"
         )
+    lead = math.prod(q[:-2])
+    largest = max(lead * q[-2] * e[0], lead * e[0] * max(q[-1], v[-1]), lead * q[-2] * v[-1])
+    if largest > MOST_SCORES:
+        raise ValueError(
+            f"linformer_attention would make a tensor of {largest:,} numbers for queries {q} "
+            f"and k = {e[0]}, more than 2^28: use fewer positions, a smaller k or fewer rows"
+        )
 
 
 def _check_lsh_hashing(vectors, num_buckets, generator) -> int:
@@ -1059,6 +1142,14 @@ def _checked_lsh_inputs(queries, values, buckets, chunk_size) -> tuple:
             f"chunk_size ({chunk_size}) must divide n ({q[-2]}): the sorted positions are cut "
             f"into chunks of one size"
         )
+    rounds = buckets.shape[-2]
+    scored = math.prod(q[:-2]) * rounds * q[-2] * 2 * chunk_size * max(rounds, q[-1], v[-1])
+    if scored > MOST_SCORES:
+        raise ValueError(
+            f"lsh_attention would hold {scored:,} numbers for queries {q}, {rounds} "
+            f"round{'s' * (rounds != 1)} and chunks of {chunk_size}, more than 2^28: use fewer "
+            f"rounds, smaller chunks or fewer positions"
+        )
     return queries, values, buckets, chunk_size
 
 
@@ -1073,7 +1164,18 @@ def _checked_window_inputs(queries, keys, values, radius, causal) -> tuple[int, 
             f"queries {q}, keys {k} and values {v} must be (..., n, d), (..., n, d) and "
             f"(..., n, d_v): one position each, the same leading axes, sizes of at least 1"
         )
-    return validation.whole_number(radius, "radius", minimum=0), validation.flag(causal, "causal")
+    radius = min(validation.whole_number(radius, "radius", minimum=0), q[-2])  # n: every key
+    block = max(radius, 1)
+    scored = math.prod(q[:-2]) * (-(-q[-2] // block) * block) * 3 * block
+    if scored > MOST_SCORES:
+        raise ValueError(
+            f"window_attention would score {scored:,} query-key pairs for queries {q} and "
+            f"radius {radius}, more than 2^28: use a smaller radius, or fewer positions"
+        )
+    return radius, validation.flag(causal, "causal")
+
+
+MOST_SCORES = 2**28  # score entries one call may hold (1 GiB of float32)
 
 
 def _checked_cost_sizes(n, d, window, projected) -> tuple[int, int, int, int]:
@@ -1085,12 +1187,60 @@ def _checked_cost_sizes(n, d, window, projected) -> tuple[int, int, int, int]:
             f"n ({n}) must be a multiple of window ({window}), the chunk of LSH, and at least "
             f"projected ({projected}), Linformer's k"
         )
-    if n * n > 2**26 or n * d > 2**26:
+    if n * n > 2**26 or n * d > 2**26 or d * d > 2**26:
         raise ValueError(
-            f"n = {n} and d = {d} would make exact attention's {n} x {n} scores or the inputs "
-            f"larger than 2^26 numbers: these counts are for n up to 8,192"
+            f"n = {n} and d = {d} would make exact attention's {n} x {n} scores, the inputs or "
+            f"linear attention's d x d summary larger than 2^26 numbers: these counts are for n "
+            f"and d up to 8,192"
         )
     return n, d, window, projected
+
+
+def _checked_lsh_buckets(buckets, chunk_size) -> tuple[torch.Tensor, int]:
+    validation.dense_tensor(buckets, "buckets", "(n,) or (..., rounds, n)")
+    if buckets.dtype != torch.int64:
+        raise ValueError(
+            f"buckets must be int64 bucket ids, as lsh_buckets makes, got {buckets.dtype}"
+        )
+    if buckets.dim() == 0:
+        raise ValueError("buckets must be (n,) or (..., rounds, n) bucket ids, got a single id")
+    buckets = buckets[None] if buckets.dim() == 1 else buckets  # (n,): one round
+    if 0 in buckets.shape or buckets.min() < 0 or buckets.max() > MOST_BUCKET_ID:
+        raise ValueError(
+            f"buckets must hold at least one round of at least one id, each 0..2^31 - 1, got "
+            f"shape {tuple(buckets.shape)}"
+        )
+    n = buckets.shape[-1]
+    if buckets.numel() * n > 2**28:
+        raise ValueError(
+            f"buckets {tuple(buckets.shape)} would make {buckets.numel() * n:,} pairs, more than "
+            f"2^28: this n x n picture is for small n (lsh_attention itself never makes it)"
+        )
+    chunk_size = validation.whole_number(chunk_size, "chunk_size")
+    if n % chunk_size:
+        raise ValueError(
+            f"chunk_size ({chunk_size}) must divide n ({n}): the sorted positions are cut into "
+            f"chunks of one size"
+        )
+    return buckets, chunk_size
+
+
+def _check_scored_as_built(model: nn.Module) -> None:
+    """recall_accuracy scores a float64 copy built as the class itself, which a subclass's
+    forward, a forward set on a module or a forward hook would not follow: refuse them."""
+    if type(model) not in (RecallModel, LowRankRecallModel):
+        raise ValueError(
+            f"model is a {type(model).__name__}, a subclass: recall_accuracy scores a float64 "
+            f"copy built as {type(model).__mro__[1].__name__} itself, which its own forward "
+            f"would not change; score the model yourself, or pass a plain one"
+        )
+    for name, module in model.named_modules():
+        if "forward" in vars(module) or module._forward_hooks or module._forward_pre_hooks:
+            raise ValueError(
+                f"{name or 'the model'} has a forward of its own or a forward hook: "
+                f"recall_accuracy scores a float64 copy built from the class and the weights, "
+                f"which neither would follow; remove it (del module.forward, handle.remove())"
+            )
 
 
 if __name__ == "__main__":

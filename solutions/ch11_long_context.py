@@ -1,6 +1,7 @@
 """Chapter 11's exercises, solved as a learner would: RoPE in the "rotate half" layout, causal
-attention with ALiBi for queries that are the last positions, and causal linear attention
-computed chunk by chunk with a carried state."""
+attention with ALiBi for queries that are the last positions, causal linear attention
+computed chunk by chunk with a carried state, Linformer's attention over projected keys and
+values, and one round of LSH attention in sorted chunks."""
 
 import math
 
@@ -57,3 +58,43 @@ def chunked_linear_attention(queries, keys, values, chunk_size):
         state = state + k.transpose(-2, -1) @ v  # add this chunk's phi(k) v^T
         normaliser = normaliser + k.sum(dim=-2)
     return torch.cat(outputs, dim=-2)  # (..., n, d_v)
+
+
+def low_rank_attention(queries, keys, values, key_projection, value_projection):
+    """queries (..., n_q, d), keys (..., n, d), values (..., n, d_v), projections (k, n) ->
+    (..., n_q, d_v): softmax attention over the k projected keys and values."""
+    projected_keys = key_projection @ keys  # (..., k, d)
+    projected_values = value_projection @ values  # (..., k, d_v)
+    scores = queries @ projected_keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
+    return torch.softmax(scores, dim=-1) @ projected_values  # (..., n_q, k) @ (..., k, d_v)
+
+
+def lsh_attention_round(queries, values, buckets, chunk_size):
+    """queries (..., n, d), values (..., n, d_v), buckets (..., n) -> (..., n, d_v): sort by
+    bucket then position, attend within each chunk and the one before, put the outputs back."""
+    n, d = queries.shape[-2:]
+    chunks = n // chunk_size
+    keys = queries / queries.norm(dim=-1, keepdim=True)  # shared: each key is its unit query
+    order = (buckets * n + torch.arange(n)).argsort(dim=-1)  # (..., n): by bucket, then position
+
+    def in_chunks(x):  # (..., n, e) -> (..., chunks, c, e), in sorted order
+        x = x.gather(-2, order[..., None].expand(*order.shape, x.shape[-1]))
+        return x.unflatten(-2, (chunks, chunk_size))
+
+    def with_the_chunk_before(x):  # (..., chunks, c, e) -> (..., chunks, 2c, e)
+        return x if chunks == 1 else torch.cat([x, x.roll(1, dims=-3)], dim=-2)
+
+    q = in_chunks(queries)  # (..., chunks, c, d)
+    k = with_the_chunk_before(in_chunks(keys))  # (..., chunks, 2c, d)
+    v = with_the_chunk_before(in_chunks(values))  # (..., chunks, 2c, d_v)
+    query_bucket = in_chunks(buckets[..., None])  # (..., chunks, c, 1)
+    key_bucket = with_the_chunk_before(query_bucket).transpose(-2, -1)  # (..., chunks, 1, 2c)
+    query_at = in_chunks(torch.arange(n).expand_as(buckets)[..., None])  # positions, (.., c, 1)
+    key_at = with_the_chunk_before(query_at).transpose(-2, -1)  # (..., chunks, 1, 2c)
+    others = (query_bucket == key_bucket) & (query_at != key_at)  # (..., chunks, c, 2c)
+    allowed = torch.where(others.any(dim=-1, keepdim=True), others, query_at == key_at)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., chunks, c, 2c)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    output = (weights @ v).flatten(-3, -2)  # (..., n, d_v), in sorted order
+    back = order.argsort(dim=-1)[..., None].expand_as(output)  # each position's sorted index
+    return output.gather(-2, back)

@@ -10,13 +10,19 @@ import torch.nn.functional as F
 from helpers.exercises import (
     check_alibi_attention,
     check_chunked_linear_attention,
+    check_linformer_attention,
+    check_lsh_attention_round,
     check_rope_half_split,
 )
 from helpers.long_context import linear_attention
+from helpers.long_context import linformer_attention as helpers_linformer_attention
+from helpers.long_context import lsh_attention as helpers_lsh_attention
 from helpers.positional import alibi_bias, apply_rope
 from solutions.ch11_long_context import (
     alibi_attention,
     chunked_linear_attention,
+    low_rank_attention,
+    lsh_attention_round,
     rope_half_split,
     slopes_for,
 )
@@ -522,3 +528,228 @@ def chunks_of_one_position_at_a_time(queries, keys, values, chunk_size):
 def test_a_loop_over_single_positions_is_accepted(run_checker):
     verdict, out = run_checker(check_chunked_linear_attention, chunks_of_one_position_at_a_time)
     assert verdict is True and out.startswith("Correct"), out
+
+
+# Linformer's attention and one round of LSH attention
+
+
+def linformer_swapping_the_projections(queries, keys, values, key_projection, value_projection):
+    return low_rank_attention(queries, keys, values, value_projection, key_projection)
+
+
+def linformer_unscaled(queries, keys, values, key_projection, value_projection):
+    scores = queries @ (key_projection @ keys).mT  # BUG: no / sqrt(d)
+    return torch.softmax(scores, -1) @ (value_projection @ values)
+
+
+def linformer_scaled_by_k(queries, keys, values, key_projection, value_projection):
+    scores = queries @ (key_projection @ keys).mT / math.sqrt(key_projection.shape[0])
+    return torch.softmax(scores, -1) @ (value_projection @ values)
+
+
+def linformer_softmax_over_queries(queries, keys, values, key_projection, value_projection):
+    scores = queries @ (key_projection @ keys).mT / math.sqrt(queries.shape[-1])
+    return torch.softmax(scores, -2) @ (value_projection @ values)
+
+
+def linformer_with_the_helper(queries, keys, values, key_projection, value_projection):
+    return helpers_linformer_attention(queries, keys, values, key_projection, value_projection)
+
+
+def linformer_by_einsum(queries, keys, values, key_projection, value_projection):
+    projected_keys = torch.einsum("kn,...nd->...kd", key_projection, keys)
+    projected_values = torch.einsum("kn,...nd->...kd", value_projection, values)
+    scores = torch.einsum("...qd,...kd->...qk", queries, projected_keys) / queries.shape[-1] ** 0.5
+    return torch.einsum("...qk,...kd->...qd", scores.softmax(-1), projected_values)
+
+
+def linformer_in_float64_by_hand(queries, keys, values, key_projection, value_projection):
+    """The projections, then a softmax written out, in float64."""
+    projected_keys = (key_projection.double() @ keys.double()).mT
+    scores = queries.double() @ projected_keys / math.sqrt(queries.shape[-1])
+    weights = (scores - scores.amax(-1, keepdim=True)).exp()
+    weights = weights / weights.sum(-1, keepdim=True)
+    return (weights @ (value_projection.double() @ values.double())).to(values.dtype)
+
+
+def _lsh_chunks(queries, values, buckets, chunk_size, look=1, unit=True, unsort=True, ties=1):
+    """A learner's sorted-chunk round that may look at another chunk, skip the unit keys,
+    forget to put the outputs back or sort ties backwards."""
+    n, d = queries.shape[-2:]
+    chunks = n // chunk_size
+    keys = queries / queries.norm(dim=-1, keepdim=True) if unit else queries
+    tie = torch.arange(n) if ties == 1 else n - 1 - torch.arange(n)
+    order = (buckets * n + tie).argsort(dim=-1)
+
+    def in_chunks(x):
+        x = x.gather(-2, order[..., None].expand(*order.shape, x.shape[-1]))
+        return x.unflatten(-2, (chunks, chunk_size))
+
+    def near(x):
+        if chunks == 1 or look == 0:
+            return x
+        return torch.cat([x, x.roll(look, dims=-3)], dim=-2)
+
+    q, k, v = in_chunks(queries), near(in_chunks(keys)), near(in_chunks(values))
+    qb = in_chunks(buckets[..., None])
+    kb = near(qb).mT
+    qp = in_chunks(torch.arange(n).expand_as(buckets)[..., None])
+    kp = near(qp).mT
+    others = (qb == kb) & (qp != kp)
+    allowed = torch.where(others.any(-1, keepdim=True), others, qp == kp)
+    scores = (q @ k.mT / math.sqrt(d)).masked_fill(~allowed, float("-inf"))
+    out = (scores.softmax(-1) @ v).flatten(-3, -2)
+    if not unsort:
+        return out
+    return out.gather(-2, order.argsort(-1)[..., None].expand_as(out))
+
+
+def lsh_own_chunk_only(queries, values, buckets, chunk_size):
+    return _lsh_chunks(queries, values, buckets, chunk_size, look=0)
+
+
+def lsh_looking_ahead(queries, values, buckets, chunk_size):
+    return _lsh_chunks(queries, values, buckets, chunk_size, look=-1)
+
+
+def lsh_keys_not_unit(queries, values, buckets, chunk_size):
+    return _lsh_chunks(queries, values, buckets, chunk_size, unit=False)
+
+
+def lsh_left_sorted(queries, values, buckets, chunk_size):
+    return _lsh_chunks(queries, values, buckets, chunk_size, unsort=False)
+
+
+def lsh_ties_backwards(queries, values, buckets, chunk_size):
+    return _lsh_chunks(queries, values, buckets, chunk_size, ties=-1)
+
+
+def lsh_through_the_square_mask(queries, values, buckets, chunk_size):
+    """Right values, through the chapter's n x n mask: not in chunks."""
+    n = queries.shape[-2]
+    keys = queries / queries.norm(dim=-1, keepdim=True)
+    chunk = (buckets * n + torch.arange(n)).argsort(-1).argsort(-1) // chunk_size
+    chunks = n // chunk_size
+    near = (chunk[..., :, None] == chunk[..., None, :]) | (
+        chunk[..., :, None] == (chunk[..., None, :] + 1) % chunks
+    )
+    allowed = near & (buckets[..., :, None] == buckets[..., None, :])
+    others = allowed & ~torch.eye(n, dtype=torch.bool)
+    allowed = torch.where(others.any(-1, keepdim=True), others, torch.eye(n, dtype=torch.bool))
+    scores = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ values
+
+
+def lsh_with_the_helper(queries, values, buckets, chunk_size):
+    return helpers_lsh_attention(queries, values, buckets, chunk_size)
+
+
+def lsh_one_chunk_at_a_time(queries, values, buckets, chunk_size):
+    """A loop over the chunks of the sorted order, each against its own and the one before."""
+    n, d = queries.shape[-2:]
+    flat_q = queries.reshape(-1, n, d)
+    flat_v = values.reshape(-1, n, values.shape[-1])
+    flat_b = buckets.reshape(-1, n)
+    out = torch.zeros_like(flat_v)
+    for row in range(len(flat_q)):
+        keys = flat_q[row] / flat_q[row].norm(dim=-1, keepdim=True)
+        order = sorted(range(n), key=lambda p: (int(flat_b[row, p]), p))
+        cut = [order[s : s + chunk_size] for s in range(0, n, chunk_size)]
+        for c, members in enumerate(cut):
+            reach = members + (cut[c - 1] if len(cut) > 1 else [])
+            for i in members:
+                found = [j for j in reach if j != i and flat_b[row, j] == flat_b[row, i]] or [i]
+                scores = keys[found] @ flat_q[row, i] / math.sqrt(d)
+                out[row, i] = scores.softmax(0) @ flat_v[row, found]
+    return out.reshape(values.shape)
+
+
+CHECKERS.update(
+    {
+        "linformer attention": (check_linformer_attention, low_rank_attention),
+        "lsh attention round": (check_lsh_attention_round, lsh_attention_round),
+    }
+)
+WRONG += [
+    ("linformer attention", linformer_swapping_the_projections, "E and F are swapped"),
+    ("linformer attention", linformer_unscaled, "not divided by sqrt(d)"),
+    ("linformer attention", linformer_scaled_by_k, "divided by sqrt(k)"),
+    ("linformer attention", linformer_softmax_over_queries, "the softmax runs over the queries"),
+    (
+        "linformer attention",
+        linformer_with_the_helper,
+        "calls helpers.long_context.linformer_attention",
+    ),
+    ("lsh attention round", lsh_own_chunk_only, "each chunk reads only itself"),
+    ("lsh attention round", lsh_looking_ahead, "reads the chunk AFTER it"),
+    ("lsh attention round", lsh_keys_not_unit, "the keys are the queries themselves"),
+    ("lsh attention round", lsh_left_sorted, "left in sorted order"),
+    ("lsh attention round", lsh_ties_backwards, "sorted backwards"),
+    ("lsh attention round", lsh_through_the_square_mask, "builds a matrix of every query and key"),
+    ("lsh attention round", lsh_with_the_helper, "calls helpers.long_context.lsh_attention"),
+]
+RIGHT_LOW_RANK_AND_HASHED = [
+    ("linformer attention", linformer_by_einsum),
+    ("linformer attention", linformer_in_float64_by_hand),
+    ("lsh attention round", lsh_one_chunk_at_a_time),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer"),
+    RIGHT_LOW_RANK_AND_HASHED,
+    ids=[a.__name__ for _, a in RIGHT_LOW_RANK_AND_HASHED],
+)
+def test_a_linformer_or_lsh_answer_written_another_way_is_accepted(exercise, answer, run_checker):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    assert verdict is True and out.startswith("Correct"), out
+
+
+def test_the_square_mask_is_refused_only_where_there_is_more_than_one_chunk(run_checker):
+    verdict, out = run_checker(check_lsh_attention_round, lsh_through_the_square_mask)
+    assert out.startswith("Not yet: 4 of 5"), out
+
+
+def linformer_leaving_gradients_off(queries, keys, values, key_projection, value_projection):
+    torch.set_grad_enabled(False)  # BUG: for the whole session
+    return low_rank_attention(queries, keys, values, key_projection, value_projection)
+
+
+def linformer_through_dot_product_attention(
+    queries, keys, values, key_projection, value_projection
+):
+    from helpers.attention import DotProductAttention
+
+    return DotProductAttention()(queries, key_projection @ keys, value_projection @ values)
+
+
+def lsh_with_unit_queries(queries, values, buckets, chunk_size):
+    unit = queries / queries.norm(dim=-1, keepdim=True)
+    return (
+        lsh_attention_round(unit, values, buckets, chunk_size)
+        if False
+        else _lsh_chunks(unit, values, buckets, chunk_size)
+    )
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "words"),
+    [
+        ("linformer attention", linformer_leaving_gradients_off, "leaves gradients switched off"),
+        (
+            "linformer attention",
+            linformer_through_dot_product_attention,
+            "calls helpers' DotProductAttention",
+        ),
+        ("lsh attention round", lsh_looking_ahead, "reads the chunk AFTER it"),
+        ("lsh attention round", lsh_with_unit_queries, "the queries are made unit length too"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_linformer_or_lsh_mistake_of_a_hostile_pass_is_named_in_every_case(
+    exercise, answer, words, run_checker
+):
+    verdict, out = run_checker(CHECKERS[exercise][0], answer)
+    failures = out.splitlines()[1:]
+    assert verdict is False and failures and all(words in line for line in failures), out
+    assert torch.is_grad_enabled()

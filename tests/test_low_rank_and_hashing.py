@@ -23,6 +23,7 @@ from helpers.long_context import (
     local_mask,
     lsh_attention,
     lsh_buckets,
+    lsh_pairs,
     recall_accuracy,
     train_low_rank_model,
     window_attention,
@@ -376,3 +377,140 @@ def test_training_a_low_rank_model_is_repeatable():
         torch.equal(a, b)
         for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True)
     )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    chunks=st.integers(1, 4),
+    chunk_size=st.integers(1, 4),
+    rounds=st.integers(1, 3),
+)
+def test_lsh_pairs_are_the_keys_whose_weight_lsh_attention_uses(seed, chunks, chunk_size, rounds):
+    generator = torch.Generator().manual_seed(seed)
+    n = chunks * chunk_size
+    queries = torch.randn(n, 3, generator=generator, dtype=torch.float64, requires_grad=True)
+    buckets = torch.stack([lsh_buckets(queries.detach(), 4, generator) for _ in range(rounds)])
+    values = torch.eye(n, dtype=torch.float64)  # output i, j: the weight query i puts on key j
+    weights = lsh_attention(queries.detach(), values, buckets, chunk_size)
+    assert torch.equal(lsh_pairs(buckets, chunk_size), weights > 0)
+
+
+def test_lsh_pairs_refuse_what_they_cannot_picture():
+    with pytest.raises(ValueError, match="must divide n"):
+        lsh_pairs(torch.zeros(6, dtype=torch.int64), 4)
+    with pytest.raises(ValueError, match="int64"):
+        lsh_pairs(torch.zeros(6), 3)
+    with pytest.raises(ValueError, match="2\\^28"):
+        lsh_pairs(torch.zeros(2, 2**14, dtype=torch.int64), 4)
+
+
+# What a hostile pass over these helpers and their checkers found, each held
+
+
+def test_a_window_wider_than_the_sequence_is_the_whole_sequence():
+    q = torch.randn(8, 4, dtype=torch.float64)
+    assert torch.allclose(window_attention(q, q, q, 10**30), exact_attention(q, q, q), atol=1e-12)
+
+
+def test_a_positive_multiple_keeps_its_bucket_in_float16():
+    x = torch.tensor([[1.0, 3.0, -3.0, 3.0]], dtype=torch.float16)
+    seeded = [lsh_buckets(v, 8, torch.Generator().manual_seed(0)) for v in (x, 8192 * x)]
+    assert torch.equal(*seeded)
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: LowRankRecallModel(16, 8, 4, d_model="32"), "d_model must be a whole number"),
+        (lambda: LowRankRecallModel(2**40, 8, 4), "more than 2\\^28"),
+        (lambda: lsh_pairs(torch.tensor(3), 1), "a single id"),
+        (
+            lambda: lsh_attention(
+                torch.randn(1, 4).expand(2**20, 4),
+                torch.randn(1, 4).expand(2**20, 4),
+                torch.zeros(2**20, dtype=torch.int64),
+                2**10,
+            ),
+            "more than 2\\^28",
+        ),
+        (
+            lambda: linformer_attention(
+                *(torch.randn(1, 4).expand(2**20, 4),) * 3,
+                torch.randn(512, 1).expand(512, 2**20),
+                torch.randn(512, 1).expand(512, 2**20),
+            ),
+            "more than 2\\^28",
+        ),
+    ],
+)
+def test_sizes_nobody_can_allocate_are_refused_by_name(make, words):
+    with pytest.raises(ValueError, match=words):
+        make()
+
+
+def test_sixteen_bit_attention_is_computed_wide_enough_not_to_overflow():
+    h = torch.full((4, 4), 200.0, dtype=torch.float16)
+    for out in (
+        window_attention(h, h, h, 1),
+        linformer_attention(
+            h, h, h, torch.eye(4, dtype=torch.float16), torch.eye(4, dtype=torch.float16)
+        ),
+    ):
+        assert out.dtype == torch.float16 and out.isfinite().all()
+
+
+def test_training_leaves_the_callers_grad_mode_and_random_numbers_alone():
+    recipe = Recipe(steps=3, task=RecallTask(train_length=8))
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        trained = train_low_rank_model(4, recipe)
+    assert len(trained["loss"]) == 3 and torch.equal(torch.rand(3), expected)
+    with pytest.raises(ValueError, match="diverged"):
+        train_low_rank_model(None, Recipe(steps=50, lr=1e30, task=RecallTask(train_length=8)))
+
+
+def test_recall_accuracy_refuses_what_its_float64_copy_would_not_follow():
+    model = load_low_rank_models()["models"][8]
+    tokens, answers = extrapolation_batches(RecallTask(train_length=64), (1,), num=2)[64]
+
+    class Mine(LowRankRecallModel):
+        pass
+
+    mine = Mine(16, 64, 8)
+    with pytest.raises(ValueError, match="a subclass"):
+        recall_accuracy(mine, tokens, answers)
+    handle = model.output.register_forward_hook(lambda m, i, o: o * 0)
+    with pytest.raises(ValueError, match="forward hook"):
+        recall_accuracy(model, tokens, answers)
+    handle.remove()
+    broken = LowRankRecallModel(16, 64, 8)
+    with torch.no_grad():
+        broken.output.weight.fill_(float("inf"))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        recall_accuracy(broken, tokens, answers)
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda saved: saved["weights"][2].__setitem__(
+                "attention.E", saved["weights"][2]["attention.E"].double() * 1e40
+            ),
+            "beyond torch.float32's largest",
+        ),
+        (lambda saved: saved.__setitem__("loss", ["a"] * 5), "its loss should be"),
+        (lambda saved: saved.__setitem__("seconds", [-1.0] * 5), "its seconds should be"),
+        (lambda saved: saved["task"].__setitem__("train_length", 16), "does not build the model"),
+    ],
+)
+def test_a_damaged_low_rank_checkpoint_is_refused_by_name(edit, words, tmp_path):
+    keys = ("projections", "weights", "recipe", "task", "loss", "seconds")
+    saved = load_checkpoint(SAVED_LOW_RANK_MODELS, keys, "")
+    edit(saved)
+    save_checkpoint(tmp_path / "x.pt", saved)
+    with pytest.raises(CheckpointError, match=words):
+        load_low_rank_models(tmp_path / "x.pt")

@@ -11,23 +11,39 @@ from helpers.exercises.framework import (
     SCALED_BY_VALUE_WIDTH,
     OperationsWatcher,
     Refused,
+    TimedAnswers,
     exercise_checker,
+    lower_precision_mistakes,
     name_a_partial_last_block,
+    named_together,
     not_a_multiple,
     recording_calls,
     report,
     run_case,
     whole_blocks_only,
+    wrong_only,
 )
 from helpers.long_context import (
+    _linformer_attention,
+    _lsh_attention,
     elu_feature_map,
     linear_attention,
     linear_attention_quadratic,
     linear_attention_weights,
+    linformer_attention,
+    lsh_attention,
+    lsh_buckets,
+    lsh_pairs,
 )
 from helpers.positional import alibi_bias, alibi_slopes, apply_rope
 
-__all__ = ["check_alibi_attention", "check_chunked_linear_attention", "check_rope_half_split"]
+__all__ = [
+    "check_alibi_attention",
+    "check_chunked_linear_attention",
+    "check_linformer_attention",
+    "check_lsh_attention_round",
+    "check_rope_half_split",
+]
 
 
 def _interleaving(d: int) -> torch.Tensor:
@@ -442,4 +458,286 @@ def check_chunked_linear_attention(learner_chunked: Callable) -> bool:
                 failures, name, answers.get("got"), n, chunk_size, "chunk", _SHORT_CHUNK
             )
         passed += ok
+    return report(failures, passed)
+
+
+# 4. Linformer's attention over projected keys and values
+
+
+def _linformer(queries, keys, values, key_projection, value_projection, scale=None, dim=-1):
+    """Linformer's attention, or one of its typical mistakes: another scale, or the softmax
+    over another axis."""
+    scale = math.sqrt(queries.shape[-1]) if scale is None else scale
+    scores = queries @ (key_projection @ keys).transpose(-2, -1) / scale  # (..., n_q, k)
+    return torch.softmax(scores, dim=dim) @ (value_projection @ values)
+
+
+@exercise_checker
+def check_linformer_attention(learner_attention: Callable) -> bool:
+    """learner_attention(queries, keys, values, key_projection, value_projection) ->
+    (..., n_q, d_v): queries (..., n_q, d), keys (..., n, d), values (..., n, d_v) and the
+    projections E = key_projection and F = value_projection, both (k, n). Softmax attention
+    over the k projected keys E K and values F V: softmax(Q (E K)^T / sqrt(d)) (F V), d the
+    width of the queries and keys. Cases: (n_q, n, d, d_v, k) = (12, 12, 4, 3, 4), leading dims
+    (2, 3) with (10, 10, 4, 5, 3), (5, 8, 4, 2, 8) (five queries over eight keys, k = n) and
+    float64 (6, 6, 3, 3, 2). The inputs are left as they were. Without helpers.long_context's
+    linformer_attention, torch's scaled_dot_product_attention or helpers' DotProductAttention."""
+    generator = torch.Generator().manual_seed(14)
+    cases = [
+        ("n = 12, d = 4, d_v = 3, k = 4", (), 12, 12, 4, 3, 4, torch.float32),
+        ("(B=2, heads=3), n = 10, d = 4, d_v = 5, k = 3", (2, 3), 10, 10, 4, 5, 3, torch.float32),
+        ("5 queries over 8 keys, d = 4, d_v = 2, k = n = 8", (), 5, 8, 4, 2, 8, torch.float32),
+        ("float64, n = 6, d = d_v = 3, k = 2", (), 6, 6, 3, 3, 2, torch.float64),
+    ]
+    failures, passed, answers = [], 0, TimedAnswers(learner_attention)
+    for name, leading, n_q, n, d, d_v, k, dtype in cases:
+
+        def drawn(*shape, dtype=dtype):
+            return torch.randn(*shape, generator=generator, dtype=torch.float64).to(dtype)
+
+        queries, keys, values = (
+            drawn(*leading, n_q, d),
+            drawn(*leading, n, d),
+            drawn(*leading, n, d_v),
+        )
+        E, F_ = drawn(k, n) / math.sqrt(n), drawn(k, n) / math.sqrt(n)
+        args = (queries, keys, values, E, F_)
+        mistakes = {
+            "E and F are swapped: the keys are projected by key_projection (E K) and the values "
+            "by value_projection (F V)": _linformer(queries, keys, values, F_, E),
+            "the scores are not divided by sqrt(d)": _linformer(*args, scale=1.0),
+            "the scores are divided by sqrt(k), the number of projected positions: the scale is "
+            "sqrt(d), the width of the queries and keys": _linformer(*args, scale=math.sqrt(k)),
+            SCALED_BY_VALUE_WIDTH: _linformer(*args, scale=math.sqrt(d_v)),
+            "the softmax runs over the queries (dim=-2): each query's weights over the k "
+            "projected keys sum to 1 (dim=-1)": _linformer(*args, dim=-2),
+            **lower_precision_mistakes(
+                lambda q, rest=args[1:]: _linformer(q, *(t.to(q.dtype) for t in rest)),
+                queries,
+                "inputs",
+            ),
+        }
+        passed += run_case(
+            name,
+            answers,
+            args,
+            _linformer,
+            failures,
+            atol=1e-5 if dtype == torch.float32 else 1e-12,
+            hint="softmax(Q (E K)^T / sqrt(d)) (F V), E = key_projection and F = value_projection",
+            mistakes=wrong_only(mistakes, _linformer(*args)),
+            forbidden={
+                "helpers.long_context.linformer_attention": linformer_attention,
+                "helpers.long_context._linformer_attention": _linformer_attention,
+                "torch's scaled_dot_product_attention": F.scaled_dot_product_attention,
+                "helpers' DotProductAttention": DotProductAttention.forward,
+            },
+            names=("queries", "keys", "values", "key_projection", "value_projection"),
+        )
+    return report(failures, passed)
+
+
+# 5. One round of LSH attention, in sorted chunks
+
+
+def _lsh_round(
+    queries,
+    values,
+    buckets,
+    chunk_size,
+    unit_keys=True,
+    look="back",
+    wrap=True,
+    itself="alone",
+    same_bucket=True,
+    scale=None,
+    unsorted=True,
+    ties="position",
+    unit_queries=False,
+    unit_values=False,
+):
+    """One round of LSH attention through an (n, n) mask, or one of its typical mistakes: keys
+    not made unit length, a chunk that looks at no other chunk, or at the one after it, or
+    back without wrapping round to the last; a query that always or never reads itself; no
+    bucket test; another scale; the output left in sorted order; ties sorted backwards."""
+    n, d = queries.shape[-2:]
+    keys = queries / queries.norm(dim=-1, keepdim=True) if unit_keys else queries
+    queries = queries / queries.norm(dim=-1, keepdim=True) if unit_queries else queries
+    values = values / values.norm(dim=-1, keepdim=True) if unit_values else values
+    positions = torch.arange(n)
+    tie_order = positions if ties == "position" else n - 1 - positions
+    order = (buckets * n + tie_order).argsort(dim=-1)  # (..., n)
+    chunk = order.argsort(dim=-1) // chunk_size  # (..., n): each position's chunk
+    chunks = n // chunk_size
+    near = chunk[..., :, None] == chunk[..., None, :]  # (..., q, k)
+    if chunks > 1 and look != "own":
+        step = 1 if look == "back" else -1
+        other = chunk[..., None, :] + step  # the query's chunk is the key's plus step
+        near = near | (chunk[..., :, None] == (other % chunks if wrap else other))
+    allowed = near & (buckets[..., :, None] == buckets[..., None, :]) if same_bucket else near
+    diagonal = torch.eye(n, dtype=torch.bool)
+    if itself == "alone":
+        others = allowed & ~diagonal
+        allowed = torch.where(others.any(dim=-1, keepdim=True), others, diagonal)
+    elif itself == "never":
+        allowed = allowed & ~diagonal
+    scale = math.sqrt(d) if scale is None else scale
+    scores = (queries @ keys.transpose(-2, -1) / scale).masked_fill(~allowed, float("-inf"))
+    output = torch.softmax(scores, dim=-1) @ values  # (..., n, d_v)
+    if unsorted == "by the order":  # sorted, then "put back" by the order itself
+        index = order[..., None].expand_as(output)
+        output = output.gather(-2, index).gather(-2, index)
+    elif not unsorted:
+        output = output.gather(-2, order[..., None].expand_as(output))
+    return output
+
+
+class _WholeSquare(OperationsWatcher):
+    """Records the first torch operation inside it that returns an (..., n, n) tensor: the
+    matrix of every query and key that sorted chunks never make."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n, self.seen = n, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.seen is None and isinstance(out, torch.Tensor) and out.dim() >= 2:
+            if list(out.shape[-2:]) == [self.n, self.n]:
+                self.seen = (func.overloadpacket.__name__, tuple(out.shape))
+        return out
+
+
+_FORBIDDEN_LSH = {
+    "helpers.long_context.lsh_attention": lsh_attention,
+    "helpers.long_context._lsh_attention": _lsh_attention,
+    "helpers.long_context.lsh_pairs": lsh_pairs,
+}
+
+
+def _sorted_chunks_only(learner_lsh: Callable, judge_memory: bool) -> Callable:
+    """The learner's function, refused by name if it calls helpers' LSH attention or (where
+    judge_memory) builds an (..., n, n) tensor."""
+
+    def learner(queries, values, buckets, chunk_size):
+        with recording_calls(_FORBIDDEN_LSH) as called, _WholeSquare(queries.shape[-2]) as square:
+            answer = learner_lsh(queries, values, buckets, chunk_size)
+        if called:
+            raise Refused(f"calls {called[0]}, which this exercise asks you to write yourself")
+        if judge_memory and square.seen:
+            operation, shape = square.seen
+            raise Refused(
+                f"builds a matrix of every query and key, shape {shape} (torch's "
+                f"aten.{operation}): that is the n x n mask the chapter draws, whose cost grows "
+                f"like n^2; sort the positions, cut them into chunks, and score each chunk "
+                f"against itself and the chunk before it, (..., n / c, c, 2c) scores"
+            )
+        return answer
+
+    return learner
+
+
+def lsh_round_cases() -> list[tuple]:
+    """(name, queries (..., n, d), values (..., n, d_v), buckets (..., n), chunk_size)."""
+    generator = torch.Generator().manual_seed(15)
+
+    def case(name, leading, n, d, d_v, chunk_size, num_buckets, dtype=torch.float32, ids=None):
+        queries = torch.randn(*leading, n, d, generator=generator, dtype=torch.float64)
+        values = torch.randn(*leading, n, d_v, generator=generator, dtype=torch.float64)
+        if ids is None:
+            ids = lsh_buckets(queries, num_buckets, generator)
+        return name, queries.to(dtype), values.to(dtype), ids, chunk_size
+
+    return [
+        case("n = 16, chunks of 4, 4 buckets", (), 16, 4, 3, 4, 4),
+        case("(B=2), n = 12, chunks of 3, 2 buckets, d_v = 2", (2,), 12, 4, 2, 3, 2),
+        case(
+            "n = 8, chunks of 2, one query alone in its bucket (it reads itself)",
+            (),
+            8,
+            3,
+            3,
+            2,
+            0,
+            ids=torch.tensor([1, 0, 1, 1, 2, 1, 1, 1]),
+        ),
+        case("float64, n = 12, chunks of 4, 6 buckets", (), 12, 5, 4, 4, 6, torch.float64),
+        case("n = 6, one chunk of 6, 2 buckets", (), 6, 4, 3, 6, 2),
+    ]
+
+
+@exercise_checker
+def check_lsh_attention_round(learner_lsh: Callable) -> bool:
+    """learner_lsh(queries, values, buckets, chunk_size) -> (..., n, d_v): one round of
+    Reformer's LSH attention. queries (..., n, d), each key the query made unit length; values
+    (..., n, d_v); buckets (..., n) int64; chunk_size divides n. Sort the positions by bucket,
+    then by position; cut the sorted order into chunks of chunk_size; each query attends to
+    the keys of its own bucket in its own chunk and the chunk before it (the first chunk looks
+    back to the last; a single chunk only to itself), but not to itself unless it has no other
+    such key; scores q.k / sqrt(d); softmax; weighted sum; each output back at its query's
+    position. Refused: an (..., n, n) tensor where there is more than one chunk (sorted chunks
+    never make one), and helpers.long_context's lsh_attention and lsh_pairs. The inputs are
+    left as they were."""
+    failures, passed, timed = [], 0, TimedAnswers(learner_lsh)
+    for name, queries, values, buckets, chunk_size in lsh_round_cases():
+        args = (queries, values, buckets, chunk_size)
+        n = queries.shape[-2]
+        mistakes = {
+            "the keys are the queries themselves: Reformer's keys are the queries made unit "
+            "length, q / |q|": _lsh_round(*args, unit_keys=False),
+            "each chunk reads only itself: it also reads the chunk before it (a pair that the "
+            "sort puts on either side of a chunk border stays together)": _lsh_round(
+                *args, look="own"
+            ),
+            "the first chunk reads no chunk before it: it looks back to the last chunk, "
+            "(chunk - 1) % chunks, as Reformer wraps round": _lsh_round(*args, wrap=False),
+            "each chunk reads the chunk AFTER it: it reads the one before it": _lsh_round(
+                *args, look="ahead"
+            ),
+            "a query reads its own key even when it has others: it reads itself only when "
+            "no other key of its bucket is in reach": _lsh_round(*args, itself="always"),
+            "a query alone in its bucket reads nothing (NaN): it reads itself when it has no "
+            "other key": _lsh_round(*args, itself="never"),
+            "every key in reach is read, whatever its bucket: only the keys of the query's own "
+            "bucket": _lsh_round(*args, same_bucket=False),
+            "the scores are not divided by sqrt(d)": _lsh_round(*args, scale=1.0),
+            "the outputs are left in sorted order: put each back at its query's position "
+            "(scatter by the sort order, or gather by its inverse, order.argsort())": _lsh_round(
+                *args, unsorted=False
+            ),
+            "within a bucket the positions are sorted backwards (or in no set order): sort by "
+            "bucket, then by position (bucket * n + position, or a stable sort)": _lsh_round(
+                *args, ties="reversed"
+            ),
+            "the queries are made unit length too: only the keys are (each key is its query "
+            "divided by its length); the scores are q . k / sqrt(d) with the query as it "
+            "came": _lsh_round(*args, unit_queries=True),
+            "the values are made unit length: only the keys are; the outputs weigh the values "
+            "as they came": _lsh_round(*args, unit_values=True),
+            "the outputs are put back by the sort order itself (gather by order): the sorted "
+            "output at index i belongs to position order[i], so scatter it there, or gather "
+            "by the inverse permutation, order.argsort()": _lsh_round(
+                *args, unsorted="by the order"
+            ),
+            "the scores are divided by sqrt(chunk_size): the scale is sqrt(d), the width of the "
+            "queries and keys": _lsh_round(*args, scale=math.sqrt(chunk_size)),
+            SCALED_BY_VALUE_WIDTH: _lsh_round(*args, scale=math.sqrt(values.shape[-1])),
+            **lower_precision_mistakes(
+                lambda q, v=values, rest=args[2:]: _lsh_round(q, v.to(q.dtype), *rest),
+                queries,
+                "inputs",
+            ),
+        }
+        learner = _sorted_chunks_only(timed, judge_memory=chunk_size < n)
+        passed += run_case(
+            name,
+            learner,
+            args,
+            _lsh_round,
+            failures,
+            atol=1e-5 if queries.dtype == torch.float32 else 1e-12,
+            hint="each query reads the keys of its bucket in its chunk and the one before",
+            mistakes=wrong_only(named_together(mistakes), _lsh_round(*args)),
+            names=("queries", "values", "buckets", "chunk_size"),
+        )
     return report(failures, passed)
