@@ -4,6 +4,7 @@ numbers left as they were, float32 with gradients on for training, and torch as 
 session has it (no inference mode, autocast or other default device) for what is shown."""
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -64,21 +65,27 @@ def trainable_float32() -> Iterator[None]:
 @contextlib.contextmanager
 def plain_torch() -> Iterator[None]:
     """Torch inside the block as a fresh session has it, whatever the caller entered: no
-    inference mode, no cpu autocast, and new tensors made on the cpu (where a default device,
-    meta say, was set). An explorer or a checker computes what it shows the same way in any
-    cell; without this, a caller's autocast would turn its float32 into bfloat16."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.inference_mode(False))
-        stack.enter_context(torch.autocast("cpu", enabled=False))
-        if _default_device_set():
-            stack.enter_context(torch.device("cpu"))
-        yield
+    inference mode, no cpu autocast, and no default device (tensors are made on the cpu,
+    where torch.set_default_device chose meta, say); the caller's are put back after it. An
+    explorer or a checker computes what it shows the same way in any cell; without this, a
+    caller's autocast would turn its float32 into bfloat16."""
+    chosen = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    if chosen is not None:
+        torch.set_default_device(None)
+    try:
+        with torch.inference_mode(False), torch.autocast("cpu", enabled=False):
+            yield
+    finally:
+        if chosen is not None:
+            torch.set_default_device(chosen.device)
 
 
-def _default_device_set() -> bool:
-    """Whether torch.set_default_device or a `with torch.device(...)` block chose a device
-    (either pushes a DeviceContext on torch's function-mode stack)."""
-    from torch.overrides import _get_current_function_mode_stack
-    from torch.utils._device import DeviceContext
+def plainly(function):
+    """function run under plain_torch(): a public method of an explorer, say."""
 
-    return any(isinstance(mode, DeviceContext) for mode in _get_current_function_mode_stack())
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        with plain_torch():
+            return function(*args, **kwargs)
+
+    return run

@@ -28,6 +28,7 @@ from helpers.checkpoints import (
     savable_path,
     save_checkpoint,
 )
+from helpers.contexts import keeping_random_state, plain_torch, plainly, trainable_float32
 from helpers.gpt import (
     GPT,
     LARGEST_ACTIVATION,
@@ -306,6 +307,7 @@ def prefix_lm_mask(prompt_lengths: torch.Tensor, size: int) -> torch.Tensor:
     return causal_mask(size, prompt_lengths.device)[None] | both_in_prompt
 
 
+@plainly  # ids on the cpu, whatever default device the caller set
 def text_prompt(tokenizer: Tokenizer, separator_id: int, text: str, task: str) -> torch.Tensor:
     """(1, P) ids: "translate" -> <bos> English <sep>; "continue" -> <bos> English (the start
     of a sentence for a model that learned to write English)."""
@@ -730,7 +732,9 @@ def load_translator(
         raise CheckpointError(
             f"{path}: its separator_id does not fit its config ({error})"
         ) from None
-    with torch.random.fork_rng(devices=[]):  # initial weights, overwritten: not the caller's
+    # initial weights, overwritten: drawn from a random state not the caller's, in float32 with
+    # gradients, on the cpu, whatever default dtype, device or inference mode the caller set
+    with keeping_random_state(), plain_torch(), trainable_float32():
         model = DecoderOnlyTranslator(config, separator_id)
     weights = float_weights(saved["weights"], path)
     if TIED_COPY in weights:

@@ -634,6 +634,12 @@ def sentence_ids(tokenizer, sentence: str) -> torch.Tensor:
         )
     if len(sentence) > MAX_CHARACTERS:
         raise ValueError(f"at most {MAX_CHARACTERS} characters, got {len(sentence)}")
+    marks = re.findall(r"<(?:sep|bos|eos|pad|unk)>", sentence)  # the models' own tokens
+    if marks:
+        raise ValueError(
+            f"{marks[0]} is one of the model's own marks, not text: the model places it itself "
+            f"where it belongs; type the sentence alone"
+        )
     unknown = sorted({c for c in sentence if c != " " and tokenizer.token_to_id(c) is None})
     if unknown:
         shown = ", ".join(_named_character(c) for c in unknown[:5])

@@ -39,7 +39,7 @@ from helpers.checkpoints import (
     savable_path,
     save_checkpoint,
 )
-from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
+from helpers.contexts import keeping_random_state, one_torch_thread, plainly, trainable_float32
 from helpers.masks import causal_mask
 from helpers.positional import sinusoidal_encoding
 from helpers.transformer import DecoderBlock, EncoderBlock
@@ -182,6 +182,7 @@ def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
     return model
 
 
+@plainly  # on the cpu, in float32/64 as built, whatever the caller set
 def float64_copy(model: nn.Module) -> nn.Module:
     """A float64 copy in eval mode (of a model check_model took): sums in float64 give the same
     numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes,
@@ -439,6 +440,7 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
+@plainly
 def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dict:
     """How spread the class token's attention is: {"entropy": (layers, heads) float64, the mean
     over images of the entropy (nats) of the class token's row over its keys (itself and the 4
@@ -454,6 +456,7 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
 
 
 @torch.no_grad()
+@plainly
 def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
     """{"accuracy": the share of `digits` (e.g. the test split) the model names right}."""
     check_model(model, VisionTransformer)
@@ -527,6 +530,7 @@ def same_cell_mask(grid: int = GRID) -> torch.Tensor:
     return cell_of[:, None] == cell_of[None, :]
 
 
+@plainly
 def finder_questions(canvases: Canvases, generator: torch.Generator | None = None) -> tuple:
     """(words (B,), cells (B,)): for each canvas one of its digits, chosen at random, and the
     cell that holds it. The canvases must hold distinct labels, so each word has one answer."""
@@ -545,6 +549,7 @@ def finder_questions(canvases: Canvases, generator: torch.Generator | None = Non
 
 
 @torch.no_grad()
+@plainly
 def evaluate_finder(
     model: DigitFinder, canvases: Canvases, words: torch.Tensor, cells: torch.Tensor
 ) -> dict:
@@ -764,6 +769,7 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
+@plainly
 def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """Greedy decoding: (B, 1, 24, 24) -> (B, cells + 1) tokens, the digits then <eos>, <pad>
     after it (a row that never writes <eos> holds cells + 1 digits). A model with a forward hook
@@ -807,6 +813,7 @@ def _read(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
+@plainly
 def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) -> dict:
     """{"exact_match": the share of canvases read exactly (greedy: every digit in order, then
     <eos>), "attention_share": the mean over canvases of the mean over their digits of the
@@ -1086,6 +1093,7 @@ def train_reader(recipe: ReaderRecipe = ReaderRecipe(), progress: bool = False) 
 TEST_CANVASES = 1000  # canvases of test digits each measurement uses
 
 
+@plainly
 def finder_test_set(count: int = TEST_CANVASES, seed: int = 1) -> tuple:
     """(canvases, words, cells): canvases of 3 distinct TEST digits, the word asked of each and
     the cell that holds it; the same on every call. make_canvases bounds the count."""
@@ -1094,6 +1102,7 @@ def finder_test_set(count: int = TEST_CANVASES, seed: int = 1) -> tuple:
     return (canvases, *finder_questions(canvases, generator))
 
 
+@plainly
 def reader_test_set(
     count: int = TEST_CANVASES, seed: int = 2, recipe: ReaderRecipe = ReaderRecipe()
 ) -> Canvases:
@@ -1126,6 +1135,7 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipes: dict | None = None)
     return {name: result["seconds"] for name, result in results.items()}
 
 
+@plainly
 def load_vision_models(path: str | Path = SAVED_MODELS) -> dict:
     """The saved models (checksum verified, weights_only=True): {"vit": VisionTransformer,
     "finder": DigitFinder, "reader": CanvasReader} in eval mode, built in float32 and ready to

@@ -195,7 +195,7 @@ def test_a_translation_prompt_ends_with_sep_and_a_continuation_prompt_does_not(
         ("", "translate", "type an English sentence"),
         ("   ", "continue", "type an English sentence"),
         (" ".join(["word"] * 13), "translate", "at most 12 words"),
-        ("I like <sep> cats", "translate", "never seen these characters"),
+        ("I like <sep> cats", "translate", "<sep> is one of the model.s own marks"),
         ("bad \ud800 text", "translate", "lone surrogate"),
         (None, "translate", "text"),
     ],

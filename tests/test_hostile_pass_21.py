@@ -40,7 +40,7 @@ def previous_token_score(weights):
         (lambda: torch.set_default_device("cuda"), "default device cuda"),
         (
             lambda: torch.set_float32_matmul_precision("medium"),
-            "fp32_precision 'bf16' (it was 'none')",
+            "matrix products 'bf16' (it was 'ieee')",
         ),
         (lambda: torch.set_flush_denormal(True), "flushing of denormal numbers on"),
     ],
@@ -261,3 +261,87 @@ def test_a_vision_model_with_a_forward_of_its_own_is_refused():
     with pytest.raises(ValueError, match="forward is replaced on head"):
         vit_attention_entropy(vit, torch.zeros(1, 1, 28, 28))
     del vit.head.forward
+
+
+# What the twenty-third pass found
+
+
+def test_a_dispatch_mode_left_entered_is_named_and_popped(run_checker):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def answer(weights):
+        FlopCounterMode(display=False).__enter__()
+        return previous_token_score(weights)
+
+    verdict, out = run_checker(check_previous_token_score, answer)
+    assert not verdict and "FlopCounterMode entered" in out, out
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda: torch.set_float32_matmul_precision("highest"),
+        lambda: setattr(torch.backends.mkldnn.matmul, "fp32_precision", "ieee"),
+        lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", False),
+    ],
+)
+def test_a_precision_setting_that_changes_nothing_on_the_cpu_passes(change, run_checker):
+    def answer(weights):
+        change()
+        return previous_token_score(weights)
+
+    verdict, out = run_checker(check_previous_token_score, answer)
+    assert verdict, out
+    assert torch.backends.mkldnn.matmul.fp32_precision == "none"
+
+
+@pytest.mark.parametrize("backend", ["mkldnn"])
+def test_a_backend_switched_off_is_refused_and_switched_back_on(backend, run_checker):
+    def answer(weights):
+        getattr(torch.backends, backend).enabled = False
+        return previous_token_score(weights)
+
+    verdict, out = run_checker(check_previous_token_score, answer)
+    assert not verdict and f"torch.backends.{backend}.enabled False" in out, out
+    assert getattr(torch.backends, backend).enabled
+
+
+def test_the_checker_keeps_the_callers_default_device_whatever_the_answer_sets(run_checker):
+    torch.set_default_device("meta")
+    try:
+
+        def answer(weights):
+            torch.set_default_device(None)
+            return previous_token_score(weights)
+
+        verdict, out = run_checker(check_previous_token_score, answer)
+        assert verdict, out
+        assert torch.zeros(1).device.type == "meta"
+    finally:
+        torch.set_default_device(None)
+
+
+def test_a_checker_runs_under_cprofile(run_checker):
+    import cProfile
+
+    profile = cProfile.Profile()
+    verdict = profile.runcall(check_previous_token_score, previous_token_score)
+    assert verdict
+
+
+def test_a_long_error_message_is_cut(run_checker):
+    def answer(weights):
+        raise ValueError("x" * 5000)
+
+    verdict, out = run_checker(check_previous_token_score, answer)
+    assert not verdict and "(5,000 characters)" in out and len(out) < 6 * 700, len(out)
+
+
+def test_the_translator_loads_as_float32_on_the_cpu_whatever_the_caller_set():
+    torch.set_default_dtype(torch.float64)
+    try:
+        model, _ = decoder_only.load_translator()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert next(model.parameters()).dtype == torch.float32

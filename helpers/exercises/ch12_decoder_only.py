@@ -1197,7 +1197,9 @@ def _name_a_nan(failures: list, nan_failures: list, cases: int) -> None:
         for name, index in nan_failures:
             failures[index] = (
                 f"{name}: NaN at index () (NaN in every case: a mean over no position at all is "
-                f"0 / 0; does any position count as after <sep>?)"
+                f"0 / 0, and a NaN or inf, such as a -inf logit, times a 0 of a mask stays NaN; "
+                f"check that some position is scored, and select the scored positions rather "
+                f"than multiplying by a mask)"
             )
 
 

@@ -31,6 +31,7 @@ from helpers.exercises.framework import (
     TimedAnswers,
     exercise_checker,
     lower_precision_mistakes,
+    named_together,
     recording_calls,
     register_checker_hook,
     report,
@@ -1403,7 +1404,9 @@ def check_logits_with_head_zeroed(learner_logits: Callable) -> bool:
             failures,
             atol=1e-4,
             hint=f"the logits with head {head} of layer {layer} zeroed",
-            mistakes=wrong_only(_head_zeroed_mistakes(model, ids, layer, head), right),
+            mistakes=wrong_only(
+                named_together(_head_zeroed_mistakes(model, ids, layer, head)), right
+            ),
             forbidden=forbidden,
             names=("ids",),
         )

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.modules import module as module_hooks
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import _pop_mode as _pop_dispatch_mode
 
 from helpers.contexts import plain_torch
 
@@ -277,9 +278,10 @@ def _time_limit(seconds: float):
 
 
 def _importing(frame) -> bool:
-    """Whether a module is being imported somewhere in the stack below frame: stopped there,
-    the import would leave the module half-made in sys.modules for the rest of the session."""
-    while frame is not None:
+    """Whether the answer is importing a module (between frame and the checker's own frames):
+    stopped there, the import would leave the module half-made in sys.modules for the rest of
+    the session. An import around the checker itself does not count."""
+    while frame is not None and not frame.f_code.co_filename.startswith(EXERCISES):
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
         frame = frame.f_back
@@ -295,7 +297,9 @@ def _interval_timer(seconds: float):
     def stop_every_line(frame, event, arg):
         if not expired or frame.f_code.co_filename.startswith(EXERCISES):
             return None
-        if event == "line" and not _importing(frame):
+        if _importing(frame):  # an import's own lines run at full speed, untraced
+            return None
+        if event == "line":
             raise AnswerTimedOut
         return stop_every_line
 
@@ -442,7 +446,10 @@ def recording_calls(forbidden: dict[str, Callable]):
     finally:
         if sys.getprofile() is not profile:
             seen.insert(0, PROFILE_SWITCHED)
-        sys.setprofile(previous)
+        if previous is not None and not callable(previous) and hasattr(previous, "enable"):
+            previous.enable()  # cProfile's Profile (%prun): its own hook, not a function
+        else:
+            sys.setprofile(previous)
 
 
 PROFILE_SWITCHED = "sys.setprofile"  # an answer that switched off the watch recording_calls keeps
@@ -739,7 +746,9 @@ def run_case(
                 f"{name}: calls {called[0]}, which this exercise asks you to write yourself"
             )
         else:
-            failures.append(f"{name}: your function raised {type(error).__name__}: {error}")
+            said = str(error)
+            said = said if len(said) <= 400 else f"{said[:400]}... ({len(said):,} characters)"
+            failures.append(f"{name}: your function raised {type(error).__name__}: {said}")
         return False
     problem = (
         _changed_in_place(args, inputs, versions, names, writes.written)
@@ -1186,11 +1195,8 @@ FP32_PRECISION_SETTINGS = (
     "backends.mkldnn.matmul",
     "backends.mkldnn.conv",
     "backends.mkldnn.rnn",
-    "backends.cuda.matmul",
-    "backends.cudnn",
-    "backends.cudnn.conv",
-    "backends.cudnn.rnn",
-)
+)  # the cpu's (the gpu's, cuda and cudnn, change nothing here, and put back by their new
+# names they leave the legacy allow_tf32 flags unreadable)
 
 
 def _fp32_precision_holder(name: str) -> object | None:
@@ -1200,6 +1206,29 @@ def _fp32_precision_holder(name: str) -> object | None:
     return holder if hasattr(holder, "fp32_precision") else None
 
 
+class _Precisions(tuple):
+    """((name, fp32_precision) for each setting, the legacy getter's first): equal to another
+    where the precision the cpu's matrix products, convolutions and recurrent layers get is the
+    same ('none' takes the parent's; at the top it is 'ieee', full float32), whatever the
+    settings' spelling or the gpu's."""
+
+    def effective(self) -> tuple:
+        settings = dict(self[1:])
+
+        def of(name: str) -> str:
+            own = settings.get(name, "none")
+            if own != "none" or "." not in name:
+                return "ieee" if own == "none" else own
+            return of(name.rsplit(".", 1)[0])
+
+        return tuple(of(f"backends.mkldnn.{part}") for part in ("matmul", "conv", "rnn"))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Precisions) and self.effective() == other.effective()
+
+    __hash__ = tuple.__hash__
+
+
 def _matmul_precision() -> tuple:
     """torch.get_float32_matmul_precision() (None where it raises: the legacy and the new
     settings were mixed), then every fp32_precision setting torch has."""
@@ -1207,10 +1236,13 @@ def _matmul_precision() -> tuple:
         legacy = torch.get_float32_matmul_precision()
     except RuntimeError:
         legacy = None
-    return (("the legacy getter", legacy),) + tuple(
-        (name, _fp32_precision_holder(name).fp32_precision)
-        for name in FP32_PRECISION_SETTINGS
-        if _fp32_precision_holder(name) is not None
+    return _Precisions(
+        (("the legacy getter", legacy),)
+        + tuple(
+            (name, _fp32_precision_holder(name).fp32_precision)
+            for name in FP32_PRECISION_SETTINGS
+            if _fp32_precision_holder(name) is not None
+        )
     )
 
 
@@ -1222,19 +1254,17 @@ def _put_back_matmul_precision(settings: tuple) -> None:
         _fp32_precision_holder(name).fp32_precision = precision
 
 
-def _matmul_precision_left(was: tuple, now: tuple) -> str:
-    changed = (
-        ", ".join(
-            f"torch.{name}.fp32_precision {new!r} (it was {old!r})"
-            for (name, old), (_, new) in zip(was[1:], now[1:], strict=True)
-            if old != new
-        )
-        or f"torch.get_float32_matmul_precision() {now[0][1]!r} (it was {was[0][1]!r})"
+def _matmul_precision_left(was: "_Precisions", now: "_Precisions") -> str:
+    parts = ("matrix products", "convolutions", "recurrent layers")
+    changed = ", ".join(
+        f"{part} {new!r} (it was {old!r})"
+        for part, old, new in zip(parts, was.effective(), now.effective(), strict=True)
+        if old != new
     )
     return (
-        f"leaves torch's float32 precision changed: {changed} (torch.set_float32_matmul_precision "
-        f"or the fp32_precision settings): every later float32 matrix product of the caller may "
-        f"lose digits; leave it to the caller"
+        f"leaves the cpu's float32 precision changed for {changed} "
+        f"(torch.set_float32_matmul_precision or the fp32_precision settings): every later "
+        f"float32 computation of the caller there may lose digits; leave it to the caller"
     )
 
 
@@ -1266,6 +1296,23 @@ RARER_TORCH_GLOBAL_SETTINGS = (
     ),
     (_matmul_precision, _put_back_matmul_precision, _matmul_precision_left),
     (_flushes_denormals, torch.set_flush_denormal, _flush_denormal_left),
+    (
+        lambda: torch.backends.opt_einsum.enabled,
+        lambda enabled: setattr(torch.backends.opt_einsum, "enabled", enabled),
+        lambda was, now: (
+            f"leaves torch.backends.opt_einsum.enabled {now} (it was {was}): every later "
+            f"einsum of the caller would contract in another order; leave it to the caller"
+        ),
+    ),
+    (
+        lambda: torch.backends.mkldnn.enabled,
+        lambda enabled: setattr(torch.backends.mkldnn, "enabled", enabled),
+        lambda was, now: (
+            f"leaves torch.backends.mkldnn.enabled {now} (it was {was}): every later "
+            f"convolution and matrix product of the caller would run another way; leave it to "
+            f"the caller"
+        ),
+    ),
 )
 # What the prompts of chapters 12 to 14 say the answers leave as they were: one name for each
 # entry of TORCH_GLOBAL_SETTINGS, and the module hooks
@@ -1297,8 +1344,12 @@ def _torch_left_as_it_was():
     full_backward_hooks = module_hooks._global_is_full_backward_hook
     modes = _mode_stack_depths()
     problem = None
+    timed_out = False
     try:
         yield
+    except AnswerTimedOut:
+        timed_out = True  # the time limit is what to say; the settings are put back all the same
+        raise
     finally:
         for was, read, restore, left in settings:
             try:
@@ -1308,6 +1359,8 @@ def _torch_left_as_it_was():
             if not _same_setting(was, now):
                 restore(was)
                 problem = problem or left(was, now)
+            elif isinstance(was, _Precisions) and tuple(was) != tuple(now):
+                restore(was)  # spelt otherwise, the same precision: put back without a word
         modes_left = _modes_left(modes)  # after the settings: set_default_device leaves its own
         problem = problem or modes_left
         for kind, before in hooks.items():
@@ -1318,7 +1371,7 @@ def _torch_left_as_it_was():
                 for extra in ("_always_called", "_with_kwargs"):
                     getattr(module_hooks, f"{kind}{extra}", {}).pop(key, None)
         module_hooks._global_is_full_backward_hook = full_backward_hooks
-        if problem is not None:
+        if problem is not None and not timed_out:
             raise Refused(problem)  # in place of the answer
 
 
@@ -1340,7 +1393,7 @@ def _modes_left(depths: tuple) -> str | None:
     while torch._C._len_torch_function_stack() > function_depth:
         left.append(type(torch._C._pop_torch_function_stack()).__name__)
     while torch._C._len_torch_dispatch_stack() > dispatch_depth:
-        left.append(type(torch._C._pop_torch_dispatch_stack()).__name__)
+        left.append(type(_pop_dispatch_mode()).__name__)
     while (top := torch._C._autograd._top_saved_tensors_default_hooks(False)) is not None and (
         saved_hooks is None or top[0] is not saved_hooks[0]
     ):

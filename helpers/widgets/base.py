@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from traitlets import Any, Float, Int, TraitError, Unicode, validate
 
-from helpers.contexts import one_torch_thread, plain_torch
+from helpers.contexts import one_torch_thread, plain_torch, plainly
 from helpers.plotting import TokenHeatmap, draw_heatmap
 from helpers.validation import shown
 
@@ -40,6 +40,15 @@ class Explorer:
     background. A subclass lists its changing artists as ``dynamic_artists`` and calls
     ``redraw_background()`` when something static changes (an axis limit, say).
     """
+
+    def __init_subclass__(cls, **kwargs):
+        """Each subclass's constructor and draw() run under plain_torch(): the numbers an
+        explorer shows come out the same in any cell, whatever inference mode, autocast or
+        default device the caller set."""
+        super().__init_subclass__(**kwargs)
+        for name in ("__init__", "draw"):
+            if name in cls.__dict__:
+                setattr(cls, name, plainly(cls.__dict__[name]))
 
     def __init__(
         self, controls: dict, figure: Figure, dynamic_artists: list, rows: list | None = None

@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.transforms import Bbox
 
 from helpers import validation
-from helpers.contexts import evaluating
+from helpers.contexts import evaluating, plainly
 from helpers.decoder_only import (
     DecoderOnlyTranslator,
     load_tokenizer_with_separator,
@@ -223,6 +223,7 @@ class DecoderOnlyExplorer(Explorer):
         ax.set_xlabel("prompt tokens (keys)", labelpad=55)
         self._attention_ax = ax
 
+    @plainly
     def reading(self, task: str, prompt: str) -> dict:
         """What the sampling controls do not change: the prompt's ids and tokens, the logits
         after it, each layer's attention of its last position, (layers, heads, P), and the
@@ -270,6 +271,7 @@ class DecoderOnlyExplorer(Explorer):
             )
         return self._reading[key]
 
+    @plainly
     def samples(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
         """SAMPLES seeded continuations of the prompt: for a translation up to twice as many
         tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence.
@@ -304,6 +306,7 @@ class DecoderOnlyExplorer(Explorer):
             _remember(self._samples, key, written, REMEMBERED_SAMPLES)
         return self._samples[key]
 
+    @plainly
     def draw(self, prompt, task, temperature, top_k, top_p, seed, layer, head) -> None:
         layer, head = self._check_view(task, layer, head)
         top_k = None if isinstance(top_k, str) and top_k == "off" else top_k

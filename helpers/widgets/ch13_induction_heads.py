@@ -19,6 +19,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from helpers import validation
+from helpers.contexts import plainly
 from helpers.gpt import GPT
 from helpers.induction import (
     LARGEST_ID,
@@ -291,6 +292,7 @@ class InductionExplorer(Explorer):
 
     # The numbers, each from helpers
 
+    @plainly
     def snapshot(self, model: str, step: int) -> GPT:
         """The model's weights at that step in a float64 copy in eval mode: the caller's own
         (the explorer keeps the one it reads, which a change to this one leaves alone)."""
@@ -307,6 +309,7 @@ class InductionExplorer(Explorer):
             self._snapshots[key] = exact
         return self._snapshots[key]
 
+    @plainly
     def sequence_ids(
         self,
         sequence: str,
@@ -332,6 +335,7 @@ class InductionExplorer(Explorer):
             return placed_repeats(1, context, start, length, vocab_size, generator)
         return parse_tokens(tokens, vocab_size, context)
 
+    @plainly
     def reading(self, model: str, step: int, ids: torch.Tensor) -> dict:
         """What the layer and head do not change: every head's attention (layers, heads, n, n),
         the loss of predicting each token from the ones before it (n - 1,), and, where a block

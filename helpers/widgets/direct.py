@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import AutoLocator
 
 from helpers import validation
+from helpers.contexts import plainly
 from helpers.validation import shown
 from helpers.widgets.base import one_torch_thread, settings_repr
 
@@ -76,6 +77,15 @@ class DirectExplorer:
 
     ``explorer.widget`` is the live view; showing the explorer draws its current view as a
     static picture, for a reader without a live kernel."""
+
+    def __init_subclass__(cls, **kwargs):
+        """Each subclass's own methods run under plain_torch(), as an Explorer's do: the
+        numbers come out the same in any cell, whatever inference mode, autocast or default
+        device the caller set."""
+        super().__init_subclass__(**kwargs)
+        for name in ("__init__", "draw", "accept", "compute"):
+            if name in cls.__dict__:
+                setattr(cls, name, plainly(cls.__dict__[name]))
 
     def __init__(self, live: DirectWidget, controls: dict):
         self.live = live
