@@ -108,7 +108,8 @@ def test_a_hooked_vit_is_refused_naming_the_module_why_and_how(tiny, digits, whe
         calls[evaluation]()
     message = str(refused.value)
     assert "float64 copy rebuilt from the model's sizes" in message, message
-    assert "nor a replaced forward would follow" in message and "handle's .remove()" in message, message
+    assert "nor a replaced forward would follow" in message, message
+    assert "handle's .remove()" in message, message
     handle.remove()
     calls[evaluation]()  # without the hook: computed again
 
