@@ -66,18 +66,29 @@ def trainable_float32() -> Iterator[None]:
 def plain_torch() -> Iterator[None]:
     """Torch inside the block as a fresh session has it, whatever the caller entered: no
     inference mode, no cpu autocast, and no default device (tensors are made on the cpu,
-    where torch.set_default_device chose meta, say); the caller's are put back after it. An
-    explorer or a checker computes what it shows the same way in any cell; without this, a
-    caller's autocast would turn its float32 into bfloat16."""
+    where torch.set_default_device or a `with torch.device(...)` block chose meta, say); the
+    caller's are put back after it. An explorer or a checker computes what it shows the same
+    way in any cell; without this, a caller's autocast would turn its float32 into bfloat16."""
+    from torch.utils._device import DeviceContext
+
+    stack = [
+        torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())
+    ]
+    stack.reverse()  # bottom first
+    kept = [mode for mode in stack if not isinstance(mode, DeviceContext)]
     chosen = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
-    if chosen is not None:
-        torch.set_default_device(None)
+    torch._GLOBAL_DEVICE_CONTEXT.device_context = None  # set aside, not left: it is off the stack
+    for mode in kept:
+        torch._C._push_on_torch_function_stack(mode)
     try:
         with torch.inference_mode(False), torch.autocast("cpu", enabled=False):
             yield
     finally:
-        if chosen is not None:
-            torch.set_default_device(chosen.device)
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for mode in stack:
+            torch._C._push_on_torch_function_stack(mode)
+        torch._GLOBAL_DEVICE_CONTEXT.device_context = chosen
 
 
 def plainly(function):

@@ -37,6 +37,7 @@ from helpers.contexts import (
     evaluating,
     keeping_random_state,
     one_torch_thread,
+    plainly,
     trainable_float32,
 )
 from helpers.gpt import GPT, POSITIONS, GPTConfig, check_forward_size
@@ -833,6 +834,7 @@ def train_and_save_positions(
     return {position: result["seconds"] for position, result in results.items()}
 
 
+@plainly
 def load_position_models(path: str | Path = SAVED_POSITION_MODELS) -> dict[str, GPT]:
     """The two-layer models train_and_save_positions saved, by the way they give positions
     ("learned", "sinusoidal"), in eval mode (checksum verified, weights_only=True)."""
@@ -858,6 +860,7 @@ def load_position_models(path: str | Path = SAVED_POSITION_MODELS) -> dict[str, 
     return models
 
 
+@plainly
 def load_training(path: str | Path = SAVED_MODELS) -> dict:
     """Everything the saved file holds (checksum verified, weights_only=True): {"recipe":
     Recipe, "models": {name: GPT in eval mode}, "logs", "snapshots"}."""
@@ -895,6 +898,7 @@ def load_training(path: str | Path = SAVED_MODELS) -> dict:
     }
 
 
+@plainly
 def load_models(path: str | Path = SAVED_MODELS) -> dict[str, GPT]:
     """The shipped attention-only GPTs by name, "one-layer" and "two-layer", in eval mode."""
     return load_training(path)["models"]

@@ -20,6 +20,7 @@ import torch
 
 from helpers import validation
 from helpers.checkpoints import NOT_REGULAR, as_path, shown_path
+from helpers.contexts import plainly
 from helpers.positional import sinusoidal_encoding
 
 DIGITS = Path(__file__).parents[1] / "data" / "digits.csv.gz"
@@ -45,6 +46,7 @@ class Digits:
         return len(self.labels)
 
 
+@plainly
 def load_digits(path: str | Path = DIGITS) -> tuple[Digits, Digits]:
     """(train, test): the 1,797 digits, split once by a fixed permutation (seed 0) into 1,438
     training and 359 test images. Each row of the file is 64 pixels (0..16) and the label."""
@@ -284,6 +286,7 @@ class Canvases:
         return len(self.digits)
 
 
+@plainly
 def make_canvases(
     source: Digits,
     count: int,
@@ -501,6 +504,7 @@ def _grid_size(size: object) -> int:
     return size
 
 
+@plainly
 def rasterise_strokes(
     strokes: object, size: int = 3 * PIXELS * DRAWING_SCALE, pen_radius: float = PEN_RADIUS
 ) -> torch.Tensor:
@@ -602,6 +606,7 @@ def _stroke_pieces(
     return a[segment] + k[:, None] * step, a[segment] + (k[:, None] + 1) * step
 
 
+@plainly
 def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor:
     """(1, 1, H / block, W / block) float64: the inked cells of a bool bitmap (H, W) counted in
     block x block squares, 0..block² (0..16 for 4 x 4), as sklearn's digits were made from

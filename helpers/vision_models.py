@@ -743,6 +743,7 @@ def finite_logits(logits: torch.Tensor, model: nn.Module) -> torch.Tensor:
     )
 
 
+@plainly
 def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(cells, counts): cells (B, cells) lists each canvas's filled cells in reading order
     first (the rest after them), counts (B,) how many are filled."""
@@ -753,6 +754,7 @@ def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     return key.argsort(1), filled.sum(1)
 
 
+@plainly
 def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets), each (B, cells + 1): inputs <bos> then the digits in reading order,
     targets the digits then <eos>; both padded with <pad>. Teacher forcing feeds inputs and

@@ -345,3 +345,34 @@ def test_the_translator_loads_as_float32_on_the_cpu_whatever_the_caller_set():
     finally:
         torch.set_default_dtype(torch.float32)
     assert next(model.parameters()).dtype == torch.float32
+
+
+# What the twenty-fourth pass found
+
+
+def test_a_checker_inside_the_callers_device_block_passes_a_right_answer(run_checker):
+    with torch.device("meta"):
+        verdict, out = run_checker(check_previous_token_score, previous_token_score)
+        assert torch.empty(1).device.type == "meta"  # the caller's block, as it was
+    assert verdict, out
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_default_device_and_a_device_block_are_both_kept(run_checker):
+    torch.set_default_device("meta")
+    try:
+        with torch.device("cpu"):
+            verdict, out = run_checker(check_previous_token_score, previous_token_score)
+            assert torch.empty(1).device.type == "cpu"
+        assert torch.empty(1).device.type == "meta"
+    finally:
+        torch.set_default_device(None)
+    assert verdict, out
+
+
+def test_the_loaders_build_on_the_cpu_inside_a_device_block():
+    with torch.device("meta"):
+        model, _ = decoder_only.load_translator()
+        models = induction.load_position_models()
+    assert model.tokens.weight.device.type == "cpu"
+    assert all(m.tokens.weight.device.type == "cpu" for m in models.values())

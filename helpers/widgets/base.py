@@ -1,6 +1,7 @@
 """What every explorer shares: the Explorer base class (controls, a figure redrawn in place,
 its PNG), one_torch_thread, and the small pieces more than one chapter's explorer uses."""
 
+import inspect
 import io
 import itertools
 import math
@@ -42,13 +43,13 @@ class Explorer:
     """
 
     def __init_subclass__(cls, **kwargs):
-        """Each subclass's constructor and draw() run under plain_torch(): the numbers an
-        explorer shows come out the same in any cell, whatever inference mode, autocast or
+        """Each subclass's constructor and public methods run under plain_torch(): the numbers
+        an explorer shows come out the same in any cell, whatever inference mode, autocast or
         default device the caller set."""
         super().__init_subclass__(**kwargs)
-        for name in ("__init__", "draw"):
-            if name in cls.__dict__:
-                setattr(cls, name, plainly(cls.__dict__[name]))
+        for name, member in list(cls.__dict__.items()):
+            if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
+                setattr(cls, name, plainly(member))
 
     def __init__(
         self, controls: dict, figure: Figure, dynamic_artists: list, rows: list | None = None

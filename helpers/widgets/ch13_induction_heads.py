@@ -504,6 +504,7 @@ class InductionExplorer(Explorer):
         self.show_error(self._log_ax, problem)
 
 
+@plainly
 def parse_tokens(text: str, vocab_size: int, context_length: int) -> torch.Tensor:
     """Typed token numbers (separated by spaces or commas) as (1, n) int64 ids, or a
     ValueError that says what to type instead."""

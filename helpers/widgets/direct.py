@@ -12,6 +12,7 @@ The front-end code is the files in js/, joined and handed to anywidget as text: 
 fetched from a CDN and there is no build step.
 """
 
+import inspect
 import io
 import math
 import numbers
@@ -79,13 +80,13 @@ class DirectExplorer:
     static picture, for a reader without a live kernel."""
 
     def __init_subclass__(cls, **kwargs):
-        """Each subclass's own methods run under plain_torch(), as an Explorer's do: the
-        numbers come out the same in any cell, whatever inference mode, autocast or default
-        device the caller set."""
+        """Each subclass's constructor and public methods run under plain_torch(), as an
+        Explorer's do: the numbers come out the same in any cell, whatever inference mode,
+        autocast or default device the caller set."""
         super().__init_subclass__(**kwargs)
-        for name in ("__init__", "draw", "accept", "compute"):
-            if name in cls.__dict__:
-                setattr(cls, name, plainly(cls.__dict__[name]))
+        for name, member in list(cls.__dict__.items()):
+            if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
+                setattr(cls, name, plainly(member))
 
     def __init__(self, live: DirectWidget, controls: dict):
         self.live = live
