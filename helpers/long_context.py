@@ -476,30 +476,28 @@ def _at_least_float32(*tensors: torch.Tensor) -> list[torch.Tensor]:
     return [t.float() if t.element_size() < 4 else t for t in tensors]
 
 
-def _refuse_softmax_overflow(result: torch.Tensor, inputs: dict, what: str) -> torch.Tensor:
-    """result, unless it holds inf or NaN where every input is finite: then the scores
-    q . k / sqrt(d) overflowed (and softmax made NaN of them)."""
+def _refuse_overflow(
+    result: torch.Tensor,
+    inputs: dict,
+    what: str = "linear attention",
+    why: str = "phi(q) . phi(k) grows with the product of q and k; scale the queries and keys down",
+) -> torch.Tensor:
+    """result, unless it holds inf or NaN where every input is finite: then what was computed
+    overflowed (linear attention's phi(q) . phi(k): elu(x) + 1 grows like x, so q and k near
+    1e20 give 1e40, beyond float32; softmax attention's scores q . k / sqrt(d), which softmax
+    turns into NaN)."""
     if result.isfinite().all() or not all(t.isfinite().all() for t in inputs.values()):
         return result
     largest = ", ".join(f"{name} {t.abs().max().item():.3g}" for name, t in inputs.items())
     raise ValueError(
         f"{what} overflows {result.dtype} for these inputs (largest magnitudes: {largest}): "
-        f"the scores q . k / sqrt(d) grow with the product of the queries and keys; scale them "
-        f"down, or compute in float64"
+        f"{why}, or compute in float64"
     )
 
 
-def _refuse_overflow(result: torch.Tensor, inputs: dict) -> torch.Tensor:
-    """result, unless it holds inf or NaN where every input is finite: then phi(q) . phi(k)
-    overflowed (elu(x) + 1 grows like x, so q and k near 1e20 give 1e40, beyond float32)."""
-    if result.isfinite().all() or not all(t.isfinite().all() for t in inputs.values()):
-        return result
-    largest = ", ".join(f"{name} {t.abs().max().item():.3g}" for name, t in inputs.items())
-    raise ValueError(
-        f"linear attention overflows {result.dtype} for these inputs (largest magnitudes: "
-        f"{largest}): phi(q) . phi(k) grows with the product of q and k; scale the queries "
-        f"and keys down, or compute in float64"
-    )
+SCORES_OVERFLOW = (
+    "the scores q . k / sqrt(d) grow with the product of the queries and keys; scale them down"
+)
 
 
 def linear_attention_weights(
@@ -574,7 +572,7 @@ def window_attention(
     dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
     queries, keys, values = _at_least_float32(queries, keys, values)
     output = _window_attention(queries, keys, values, radius, causal)
-    return _refuse_softmax_overflow(output, named, "window_attention").to(dtype)
+    return _refuse_overflow(output, named, "window_attention", SCORES_OVERFLOW).to(dtype)
 
 
 def _window_attention(queries, keys, values, radius, causal):
@@ -620,7 +618,7 @@ def linformer_attention(
     dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
     wide = _at_least_float32(queries, keys, values, key_projection, value_projection)
     output = _linformer_attention(*wide)
-    return _refuse_softmax_overflow(output, named, "linformer_attention").to(dtype)
+    return _refuse_overflow(output, named, "linformer_attention", SCORES_OVERFLOW).to(dtype)
 
 
 def _linformer_attention(queries, keys, values, key_projection, value_projection):
@@ -824,7 +822,7 @@ def lsh_attention(
     dtype, named = values.dtype, {"queries": queries, "values": values}
     wide_queries, wide_values = _at_least_float32(queries, values)
     output = _lsh_attention(wide_queries, wide_values, buckets, chunk_size)
-    return _refuse_softmax_overflow(output, named, "lsh_attention").to(dtype)
+    return _refuse_overflow(output, named, "lsh_attention", SCORES_OVERFLOW).to(dtype)
 
 
 def _lsh_attention(queries, values, buckets, chunk_size):
