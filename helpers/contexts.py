@@ -65,10 +65,11 @@ def trainable_float32() -> Iterator[None]:
 @contextlib.contextmanager
 def plain_torch() -> Iterator[None]:
     """Torch inside the block as a fresh session has it, whatever the caller entered: no
-    inference mode, no cpu autocast, and no default device (tensors are made on the cpu,
-    where torch.set_default_device or a `with torch.device(...)` block chose meta, say); the
-    caller's are put back after it. An explorer or a checker computes what it shows the same
-    way in any cell; without this, a caller's autocast would turn its float32 into bfloat16."""
+    inference mode, no cpu autocast, float32 the default dtype (where the caller set float16,
+    say), and no default device (tensors are made on the cpu, where torch.set_default_device
+    or a `with torch.device(...)` block chose meta, say); the caller's are put back after it.
+    An explorer or a checker computes what it shows the same way in any cell; without this, a
+    caller's autocast would turn its float32 into bfloat16."""
     from torch.utils._device import DeviceContext
 
     stack = [
@@ -80,10 +81,13 @@ def plain_torch() -> Iterator[None]:
     torch._GLOBAL_DEVICE_CONTEXT.device_context = None  # set aside, not left: it is off the stack
     for mode in kept:
         torch._C._push_on_torch_function_stack(mode)
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
     try:
         with torch.inference_mode(False), torch.autocast("cpu", enabled=False):
             yield
     finally:
+        torch.set_default_dtype(dtype)
         while torch._C._len_torch_function_stack():
             torch._C._pop_torch_function_stack()
         for mode in stack:

@@ -184,7 +184,7 @@ def check_model(model: object, kind: type, name: str = "model") -> nn.Module:
 
 @plainly  # on the cpu, in float32/64 as built, whatever the caller set
 def float64_copy(model: nn.Module) -> nn.Module:
-    """A float64 copy in eval mode (of a model check_model took): sums in float64 give the same
+    """A float64 copy in eval mode (of a model check_model takes): sums in float64 give the same
     numbers on any thread count, and the model itself is left as it is. Rebuilt from its sizes,
     which must build the modules it has (the same heads in each attention, ...), with torch's
     global random numbers left as they were: the fresh weights and buffers the constructor
@@ -201,6 +201,7 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
             f"{type(model).__name__}"
         )
+    check_model(model, next(kind for kind in MODEL_KINDS if isinstance(model, kind)))
     _refuse_hooks(
         model,
         "the evaluations and explorers compute on a float64 copy rebuilt from the model's sizes "

@@ -5,6 +5,7 @@ named for another mistake's symptom, and messages that blamed the wrong thing.""
 
 import dataclasses
 import shutil
+import sys
 
 import pytest
 import torch
@@ -230,9 +231,8 @@ def test_the_time_limit_never_stops_an_import_halfway(run_checker, monkeypatch, 
         return previous_token_score(weights)
 
     verdict, out = run_checker(check_previous_token_score, answer)
-    import slow_to_import
-
-    assert slow_to_import.READY  # imported whole, though the limit passed during it
+    imported = sys.modules.get("slow_to_import")  # not imported anew here
+    assert imported is not None and imported.READY  # whole, though the limit passed during it
     assert not verdict and "did not return within" in out, out
 
 

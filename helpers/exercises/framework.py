@@ -277,10 +277,22 @@ def _time_limit(seconds: float):
         _limits_running.active = False
 
 
+OWN_TRACERS = ("profile", "stop_every_line")  # the names of the checker's hook functions
+
+
 def _importing(frame) -> bool:
     """Whether the answer is importing a module (between frame and the checker's own frames):
     stopped there, the import would leave the module half-made in sys.modules for the rest of
-    the session. An import around the checker itself does not count."""
+    the session. An import around the checker itself does not count. Where the time runs out
+    inside one of the checker's hooks, which run on top of the answer's frames, the answer's
+    frames are those below the hook."""
+    hook = frame
+    while hook is not None and not (
+        hook.f_code.co_filename == __file__ and hook.f_code.co_name in OWN_TRACERS
+    ):
+        hook = hook.f_back
+    if hook is not None:
+        frame = hook.f_back
     while frame is not None and not frame.f_code.co_filename.startswith(EXERCISES):
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True

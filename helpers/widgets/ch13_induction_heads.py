@@ -553,6 +553,7 @@ def _check_ids(ids: object, config) -> None:
         )
 
 
+@plainly
 def find_repeat(ids: torch.Tensor) -> tuple[int, int] | None:
     """(start, length) of the longest block of length >= 2 in ids (1, n) that is followed at
     once by its copy (the earliest, of blocks alike in length), or None if there is none."""

@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from helpers import validation, vision_models
+from helpers.contexts import plainly
 from helpers.vision import (
     DIGIT_WORDS,
     DRAWING_SCALE,
@@ -451,6 +452,7 @@ class CanvasExplorer(Explorer):
         self.show_error(self._image_ax, textwrap.fill(str(problem), 80))
 
 
+@plainly
 @torch.no_grad()
 def read_with_attention(reader: CanvasReader, image: torch.Tensor) -> dict:
     """What the reader writes on the canvas (1, 1, 24, 24) (greedy: the digits, then <eos>, its
@@ -505,12 +507,14 @@ def _check_choices(mode: object, word: object, token: object) -> int:
     return validation.whole_number(token, "token", minimum=0)
 
 
+@plainly
 def first_test_images() -> torch.Tensor:
     """(10, 1, 8, 8): the first test image of each digit, what a composed canvas is made of."""
     test = load_digits()[1]
     return torch.stack([test.images[(test.labels == digit).nonzero()[0, 0]] for digit in range(10)])
 
 
+@plainly
 def parse_layout(text: str) -> torch.Tensor:
     """Nine typed cells in reading order (a digit 0-9 or "." for an empty cell, separated by
     spaces) as (9,) labels, -1 where empty; or a ValueError that says what to type instead."""
@@ -533,6 +537,7 @@ def parse_layout(text: str) -> torch.Tensor:
     return digits
 
 
+@plainly
 def layout_text(digits: torch.Tensor) -> str:
     """(9,) labels in reading order, -1 where empty, as parse_layout reads them, e.g.
     "7 . . . 3 . . . 1"."""
@@ -540,6 +545,7 @@ def layout_text(digits: torch.Tensor) -> str:
     return " ".join("." if digit < 0 else str(digit) for digit in digits.tolist())
 
 
+@plainly
 def compose_canvas(digits: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """(1, 1, 24, 24) float64: images[d] (the digit d's image, (10, 1, 8, 8)) in each cell
     whose label is d, black where it is -1."""
@@ -590,6 +596,7 @@ def _check_distinct(digits: torch.Tensor) -> None:
         )
 
 
+@plainly
 def cell_mass(attention: torch.Tensor, cell: int) -> float:
     """The attention weight (36,) on the patches of one cell (helpers.vision.cell_patches)."""
     if isinstance(attention, torch.Tensor):
@@ -604,6 +611,7 @@ def cell_mass(attention: torch.Tensor, cell: int) -> float:
     return float(attention[cell_patches(cell, GRID, PATCH)].sum())
 
 
+@plainly
 def most_attended_cell(attention: torch.Tensor) -> int:
     return max(range(CELLS), key=lambda cell: cell_mass(attention, cell))
 
@@ -858,6 +866,7 @@ def _drawing_title(tokens: list, guesses: list) -> str:
     return f"the reader writes {written}; the ViT sees {named}"
 
 
+@plainly
 def drawing_figure(view: dict) -> Figure:
     """A pad's view as a matplotlib figure: the drawing on the left; on the right the 24 x 24
     canvas the models see with the reader's attention as it writes its first token, each
