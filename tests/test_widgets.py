@@ -594,7 +594,7 @@ def test_induction_explorer_draws_what_the_helpers_compute(induction_training):
     explorer = InductionExplorer(training=induction_training)
     assert explorer.values() == {
         "model": "two-layer", "step": 10, "layer": 1, "head": 1, "sequence": "repeat",
-        "seed": 0, "length": 24, "start": 0, "tokens": "5 17 42 5 17",
+        "seed": 0, "length": 24, "start": 0, "tokens": "5 9 12 5 9 12",
     }  # fmt: skip
     ids = placed_repeats(1, 48, 0, 24, 64, torch.Generator().manual_seed(0))
     logits, maps = _snapshot_reading(induction_training, "two-layer", 10, ids)
@@ -728,7 +728,7 @@ def test_induction_explorer_says_which_scores_do_not_apply_to_typed_tokens(induc
     explorer.controls["sequence"].value = "typed"  # its background was kept: no full draw
     assert bytes(explorer.image.value) == typed_view and not full_draws
     explorer.controls["tokens"].value = "1 2 3"  # fewer positions: a background of its own
-    explorer.controls["tokens"].value = "5 17 42 5 17"
+    explorer.controls["tokens"].value = "5 9 12 5 9 12"
     assert len(full_draws) == 1 and bytes(explorer.image.value) == typed_view
     explorer.controls["tokens"].value = "1 2 3"
     kept = bytes(explorer.image.value)
@@ -1067,7 +1067,8 @@ def test_canvas_explorer_steps_through_what_the_reader_writes(canvas_explorer, t
         assert [text.get_color() == "black" for text in shown] == [
             i <= token for i in range(len(written))
         ]
-        assert f"token {token + 1} of {len(written)}" in explorer._image_ax.get_title()
+        caption = explorer._image_ax.get_title()
+        assert f"read-out token {token} (of 0..{len(written) - 1})" in caption
     assert EOS not in written[:-1]
 
 

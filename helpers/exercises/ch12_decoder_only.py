@@ -666,7 +666,17 @@ def check_top_p_filter(learner_filter: Callable) -> bool:
                 failures[index] += _what_the_kept_tokens_show(got, logits, top_p, expected)
                 break
     _name_a_fixed_top_p(failures, outcomes)
+    _said_once(failures, (f"; {EVERY_TOKEN_AT_ONE}", f" ({EVERY_TOKEN_AT_ONE})"))
     return report(failures, passed)
+
+
+def _said_once(failures: list, forms: tuple) -> None:
+    """Keep a long aside, in any of its forms, in the first failure that says it and take it
+    out of the others, so that a mistake made in every case does not repeat it in every line."""
+    saying = [index for index, failure in enumerate(failures) if any(f in failure for f in forms)]
+    for index in saying[1:]:
+        for form in forms:
+            failures[index] = failures[index].replace(form, "")
 
 
 def _name_a_fixed_top_p(failures: list, outcomes: list) -> None:

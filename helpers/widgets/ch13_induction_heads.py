@@ -49,7 +49,7 @@ __all__ = ["InductionExplorer"]
 
 SEQUENCES = ("repeat", "typed")
 REPEAT_LENGTH = 24  # the default repeat: a random block of 24 tokens, then its copy
-DEFAULT_TOKENS = "5 17 42 5 17"
+DEFAULT_TOKENS = "5 9 12 5 9 12"
 MOST_LABELLED = 24  # longer sequences are labelled by position (every 4th), not by token
 LOSS_LIMITS = (8.0, 16.0, 32.0)  # the loss axis: the smallest that holds the line
 KEPT_BACKGROUNDS = 4  # a repeat's and a typed sequence's, say: switching back costs no redraw
@@ -81,7 +81,7 @@ class InductionExplorer(Explorer):
     ):
         """step: a snapshot's step (default: the last); layer: default the model's last;
         head: default the one with the highest induction score in the log's last row;
-        tokens: space-separated token numbers for sequence="typed" (default "5 17 42 5 17");
+        tokens: space-separated token numbers for sequence="typed" (default "5 9 12 5 9 12");
         start, length: where the repeat's block starts and how long it is, default 24 or half
         the context (its copy follows it at once; both must fit in the context);
         training: the dict helpers.induction.load_training() returns (default: loaded from

@@ -639,7 +639,7 @@ def _find_caption(state: dict) -> str:
 def _read_caption(state: dict) -> str:
     written, token = state["written"], state["token"]
     digits = [state["digits"][cell] for cell in state["filled_cells"]]
-    step = f"token {token + 1} of {len(written)}"
+    step = f"read-out token {token} (of 0..{len(written) - 1})"
     most = f"most attention on {_cell_name(state['answer'])}"
     if written[token] == EOS:
         read = f"after {token} of the canvas's {len(digits)} digits"
