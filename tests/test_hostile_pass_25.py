@@ -1,7 +1,8 @@
-"""What the twenty-fifth hostile pass over chapters 12-14 found, each held: a caller's default
-dtype reaching the checkers' cases and the float64 copies, chapter 14's explorer functions run
-under a caller's default device, and the time limit cutting short an import it meant to let
-finish."""
+"""What the twenty-fifth and twenty-sixth hostile passes over chapters 12-14 found, each held:
+a caller's default dtype reaching the checkers' cases and the float64 copies, chapter 14's
+explorer functions run under a caller's default device, the time limit cutting short an import
+it meant to let finish, a word the menu refuses in its own words, and probabilities that kept
+their gradient."""
 
 import contextlib
 import sys
@@ -152,3 +153,35 @@ def test_an_import_of_busy_python_finishes_though_the_limit_passes_in_the_checke
     imported = sys.modules.get("busy_to_import")  # not imported anew here
     assert imported is not None and imported.READY  # whole, though the limit passed during it
     assert not verdict and "did not return within" in out, out
+
+
+# What the twenty-sixth pass found
+
+
+@pytest.fixture(scope="module")
+def tiny_vision_models() -> dict:
+    torch.manual_seed(14)
+    return {
+        "vit": vision_models.VisionTransformer(8, 2, 1, 8),
+        "finder": vision_models.DigitFinder(8),
+        "reader": vision_models.CanvasReader(8, 2, 1, 1, 8),
+    }
+
+
+@pytest.mark.parametrize("mode", ["find", "read"])
+def test_a_word_the_menu_does_not_hold_is_a_value_error_in_either_mode(tiny_vision_models, mode):
+    from helpers.widgets import CanvasExplorer
+
+    with pytest.raises(ValueError, match=r"word must be one of \['zero', .* got 'Seven'"):
+        CanvasExplorer(mode=mode, word="Seven", models=tiny_vision_models)
+
+
+def test_the_drawing_explorers_probabilities_carry_no_gradient(tiny_vision_models):
+    from helpers.widgets import DrawingExplorer
+
+    explorer = DrawingExplorer(models=tiny_vision_models)
+    image = torch.zeros(1, 1, 24, 24, dtype=torch.float64)
+    image[0, 0, 2:6, 3] = 1.0  # a stroke in cell 0
+    cells, probabilities = explorer.naming(image)
+    assert cells == [0] and not probabilities.requires_grad
+    assert probabilities.numpy().shape == (1, 10)

@@ -82,8 +82,8 @@ class InductionExplorer(Explorer):
         """step: a snapshot's step (default: the last); layer: default the model's last;
         head: default the one with the highest induction score in the log's last row;
         tokens: space-separated token numbers for sequence="typed" (default "5 9 12 5 9 12");
-        start, length: where the repeat's block starts and how long it is, default 24 or half
-        the context (its copy follows it at once; both must fit in the context);
+        start, length: where the repeat's block starts (default 0) and how long it is (default
+        24, or half the context; its copy follows it at once, and both must fit in it);
         training: the dict helpers.induction.load_training() returns (default: loaded from
         data/)."""
         model, sequence = str(_model_name(model)), str(_sequence_name(sequence))  # not numpy's

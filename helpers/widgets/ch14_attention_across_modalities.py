@@ -502,7 +502,7 @@ def _check_choices(mode: object, word: object, token: object) -> int:
     """The token as an int, if the mode, the word and the token are ones the controls offer
     (the token's end is the read-out's, checked where the read-out is known)."""
     _one_of(mode, MODES, "mode")
-    if mode == "find":  # read mode reads every digit, whatever the word menu holds
+    if mode == "find" or word is not None:  # read mode reads every digit, the menu unset too
         _one_of(word, DIGIT_WORDS, "word")
     return validation.whole_number(token, "token", minimum=0)
 
@@ -795,6 +795,7 @@ class DrawingExplorer(DirectExplorer):
             "title": _drawing_title(tokens, guesses),
         }
 
+    @torch.no_grad()
     def naming(self, image: torch.Tensor) -> tuple[list[int], torch.Tensor]:
         """(the cells with ink, in reading order; the ViT's probabilities of the ten digits for
         each, (cells, 10))."""
