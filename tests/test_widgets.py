@@ -704,7 +704,8 @@ def test_induction_explorer_says_which_scores_do_not_apply_to_typed_tokens(induc
     from helpers.induction import previous_token_score
     from helpers.widgets import InductionExplorer
 
-    explorer = InductionExplorer(sequence="typed", training=induction_training)
+    typed = "5 17 42 5 17"  # 5 17 comes again, but not at once after itself
+    explorer = InductionExplorer(sequence="typed", tokens=typed, training=induction_training)
     state = explorer.state
     assert state["ids"] == [5, 17, 42, 5, 17] and state["length"] is None
     assert state["induction"] is None and state["second_copy_loss"] is None
@@ -728,7 +729,7 @@ def test_induction_explorer_says_which_scores_do_not_apply_to_typed_tokens(induc
     explorer.controls["sequence"].value = "typed"  # its background was kept: no full draw
     assert bytes(explorer.image.value) == typed_view and not full_draws
     explorer.controls["tokens"].value = "1 2 3"  # fewer positions: a background of its own
-    explorer.controls["tokens"].value = "5 9 12 5 9 12"
+    explorer.controls["tokens"].value = "5 17 42 5 17"
     assert len(full_draws) == 1 and bytes(explorer.image.value) == typed_view
     explorer.controls["tokens"].value = "1 2 3"
     kept = bytes(explorer.image.value)
