@@ -295,21 +295,32 @@ def _measured(
 ) -> dict:
     """measure's numbers on exact, a float64 copy, for ids and arguments already checked."""
     with _zeroing(exact, pairs):
-        logits = exact(ids)  # (B, n, vocab): GPT refuses logits that overflow
-    targets = ids[:, 1:].long()  # cross_entropy reads int64 targets only
-    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
-    # losses[:, t] is the loss of predicting ids[:, t + 1]: (B, n - 1)
-    copy = slice(start + length, start + 2 * length - 1)  # predicting copy tokens 1 .. length - 1
+        measured = _copy_measured(exact, ids, length, start)
     maps = exact.attention_maps()  # each (B, heads, n, n)
     return {
-        "first_copy_loss": losses[:, start : start + length - 1].mean().item(),
+        **measured,
+        "induction": torch.stack([_induction_score(w, length, start).mean(0) for w in maps]),
+        "previous_token": torch.stack([_previous_token_score(w).mean(0) for w in maps]),
+    }
+
+
+def _copy_measured(exact: GPT, ids: torch.Tensor, length: int, start: int) -> dict:
+    """The losses on the block and on its copy, and the copy's accuracy, the logits made only
+    at the positions that predict them (the rest would be most of the work)."""
+    read = slice(start, start + 2 * length - 1)  # the positions predicting start + 1 .. on
+    logits = exact.output(exact.features(ids)[:, read])  # (B, 2 * length - 1, vocab)
+    exact.check_finite_logits(logits)
+    targets = ids[:, start + 1 : start + 2 * length].long()  # cross_entropy reads int64 only
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    # losses[:, t] is the loss of predicting ids[:, start + t + 1]: (B, 2 * length - 1)
+    copy = slice(length, 2 * length - 1)  # predicting copy tokens 1 .. length - 1
+    return {
+        "first_copy_loss": losses[:, : length - 1].mean().item(),
         "second_copy_loss": losses[:, copy].mean().item(),
         "second_copy_accuracy": (logits[:, copy].argmax(-1) == targets[:, copy])
         .double()
         .mean()
         .item(),
-        "induction": torch.stack([_induction_score(w, length, start).mean(0) for w in maps]),
-        "previous_token": torch.stack([_previous_token_score(w).mean(0) for w in maps]),
     }
 
 
@@ -360,7 +371,7 @@ def placement_map(
     for i, length in enumerate(lengths):
         for start in range(n - 2 * length + 1):
             ids = placed_repeats(rows, n, start, length, model.config.vocab_size, generator)
-            measured = _measured(exact, ids, length, start)
+            measured = _copy_measured(exact, ids, length, start)
             for key, table in found.items():
                 table[i, start] = measured[key]
     return {"lengths": lengths, "starts": starts, **found}
