@@ -278,11 +278,15 @@ class DecoderOnlyExplorer(Explorer):
         top_k and top_p None: off."""
         _check_reading(task, prompt)
         _check_sampling(temperature, top_k, top_p, seed)
-        return list(self._sample(task, prompt, temperature, top_k, top_p, seed))  # a copy
-
-    def _sample(self, task: str, prompt: str, temperature, top_k, top_p, seed) -> list[str]:
-        key = (task, prompt, temperature, top_k, top_p, seed)
         found = self._read(task, prompt)  # first: a new reading drops the prompt's samples
+        return list(self._sample(found, task, prompt, temperature, top_k, top_p, seed))  # a copy
+
+    def _sample(
+        self, found: dict, task: str, prompt: str, temperature, top_k, top_p, seed
+    ) -> list[str]:
+        """The samples kept of the setting, or written from found, the prompt's reading that
+        _read has just given (it drops the samples of an older reading)."""
+        key = (task, prompt, temperature, top_k, top_p, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
         else:
@@ -315,7 +319,7 @@ class DecoderOnlyExplorer(Explorer):
             _check_reading(task, prompt)
             _check_sampling(temperature, top_k, top_p, seed)
             found = self._read(task, prompt)
-            written = self._sample(task, prompt, temperature, top_k, top_p, seed)
+            written = self._sample(found, task, prompt, temperature, top_k, top_p, seed)
         except ValueError as problem:
             self.show_error(self.figure.axes[0], problem)
             return
