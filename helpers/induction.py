@@ -308,7 +308,8 @@ def _copy_measured(exact: GPT, ids: torch.Tensor, length: int, start: int) -> di
     """The losses on the block and on its copy, and the copy's accuracy, the logits made only
     at the positions that predict them (the rest would be most of the work)."""
     read = slice(start, start + 2 * length - 1)  # the positions predicting start + 1 .. on
-    logits = exact.output(exact.features(ids)[:, read])  # (B, 2 * length - 1, vocab)
+    features = exact._features(ids, None, 0)  # (B, n, d_model): ids checked at the door
+    logits = exact.output(features[:, read])  # (B, 2 * length - 1, vocab)
     exact.check_finite_logits(logits)
     targets = ids[:, start + 1 : start + 2 * length].long()  # cross_entropy reads int64 only
     losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")

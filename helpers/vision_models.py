@@ -189,6 +189,14 @@ def float64_copy(model: nn.Module) -> nn.Module:
     which must build the modules it has (the same heads in each attention, ...), with torch's
     global random numbers left as they were: the fresh weights and buffers the constructor
     builds are overwritten."""
+    kind = next((kind for kind in MODEL_KINDS if isinstance(model, kind)), None)
+    if kind is not None:  # another type is named by _rebuilt
+        check_model(model, kind)
+    return _float64_copy(model)
+
+
+def _float64_copy(model: nn.Module) -> nn.Module:
+    """float64_copy of a model check_model has taken."""
     return _rebuilt(model).double().eval()
 
 
@@ -201,7 +209,6 @@ def _rebuilt(model: nn.Module) -> nn.Module:
             f"model must be one of {', '.join(k.__name__ for k in MODEL_KINDS)}, got "
             f"{type(model).__name__}"
         )
-    check_model(model, next(kind for kind in MODEL_KINDS if isinstance(model, kind)))
     _refuse_hooks(
         model,
         "the evaluations and explorers compute on a float64 copy rebuilt from the model's sizes "
@@ -446,7 +453,7 @@ def vit_attention_entropy(model: VisionTransformer, images: torch.Tensor) -> dic
     """How spread the class token's attention is: {"entropy": (layers, heads) float64, the mean
     over images of the entropy (nats) of the class token's row over its keys (itself and the 4
     patches), "uniform": ln(keys), the entropy of a uniform row, the largest possible}."""
-    model = float64_copy(check_model(model, VisionTransformer))
+    model = _float64_copy(check_model(model, VisionTransformer))
     images = _check_images(model, images, torch.float64).double()
     if not len(images):
         raise ValueError("images must hold at least one digit: the mean over none is undefined")
@@ -467,7 +474,7 @@ def evaluate_vit(model: VisionTransformer, digits: Digits) -> dict:
         len(digits), _activations(model), torch.float64, f"digits of {len(digits):,} images"
     )
     check_pixels(digits.images, "digits.images", "(N, 1, 8, 8)")  # check_digits, by parts
-    model = float64_copy(model)
+    model = _float64_copy(model)
     predicted = model(digits.images.double()).argmax(-1)  # (N,)
     return {"accuracy": (predicted == digits.labels).double().mean().item()}
 
@@ -556,7 +563,7 @@ def evaluate_finder(
 ) -> dict:
     """{"accuracy": the share of questions answered with the right cell, "attention_on_cell":
     the mean attention mass of the word's query on the 4 patches of the right cell}."""
-    model = float64_copy(check_model(model, DigitFinder))  # names a grid changed by hand
+    model = _float64_copy(check_model(model, DigitFinder))  # names a grid changed by hand
     canvases = _check_canvases(canvases, model)
     _check_distinct(canvases)
     _check_words(words, len(canvases))
@@ -822,7 +829,7 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     <eos>), "attention_share": the mean over canvases of the mean over their digits of the
     cross-attention (decoder block `layer`, averaged over heads) on the 4 patches of that
     digit's cell, as the digit is written (teacher forcing with the true digits)}."""
-    model = float64_copy(check_model(model, CanvasReader))  # names a grid changed by hand
+    model = _float64_copy(check_model(model, CanvasReader))  # names a grid changed by hand
     canvases = _check_canvases(canvases, model)
     if not (canvases.digits >= 0).any():
         raise ValueError("canvases must hold at least one digit to read: every cell is empty")

@@ -212,7 +212,7 @@ def test_evaluations_are_shares(digits, canvases):
 def test_a_perfect_reader_attention_scores_one(monkeypatch):
     """evaluate_reader's share, checked on weights put exactly on each digit's cell (by a hook
     on the model itself, not the float64 copy it evaluates)."""
-    monkeypatch.setattr(vision_models, "float64_copy", lambda model: model.double().eval())
+    monkeypatch.setattr(vision_models, "_float64_copy", lambda model: model.double().eval())
     canvases = hand_made_canvas()
     model = tiny_reader()
     masks = cell_masks()
@@ -714,7 +714,7 @@ def test_an_edited_buffer_is_evaluated_as_the_model_holds_it(
     EDITED_BUFFERS[name](edited)
     found = EVALUATIONS[evaluation](edited, digits)
     as_the_model_computes = lambda model: copy.deepcopy(model).double().eval()  # noqa: E731
-    monkeypatch.setattr(vision_models, "float64_copy", as_the_model_computes)
+    monkeypatch.setattr(vision_models, "_float64_copy", as_the_model_computes)
     assert _same_results(found, EVALUATIONS[evaluation](edited, digits))
     assert not _same_results(found, EVALUATIONS[evaluation](shipped[name], digits))  # it tells
 
