@@ -34,11 +34,13 @@ from helpers.gpt import (
     LARGEST_ACTIVATION,
     GPTConfig,
     ReadPrompt,
+    _check_read,
+    _generate,
     check_forward_size,
     check_room,
     check_sampling_size,
+    checked_sampling,
     evaluating,
-    generate,
     shown_count,
 )
 from helpers.masks import causal_mask
@@ -914,17 +916,26 @@ def sample_texts(
     check_forward_size(model.config, samples, prompt.shape[1], longest, "samples")
     if max_new_tokens:
         check_sampling_size(model.config, samples, temperature, "samples")
-    generator = torch.Generator(prompt.device).manual_seed(validation.seed(seed))
-    written = generate(
+    seed = validation.seed(seed)
+    sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size)
+    if read is not None:
+        _check_read(model, prompt.expand(samples, -1), read, use_cache=True)
+    return _sample_texts(model, tokenizer, prompt, samples, max_new_tokens, sampling, seed, read)
+
+
+def _sample_texts(model, tokenizer, prompt, samples, max_new_tokens, sampling, seed, read):
+    """sample_texts' computation, for arguments its checks have passed (sampling: as
+    gpt.checked_sampling gives it; read: current, of the prompt expanded to `samples` rows)."""
+    generator = torch.Generator(prompt.device).manual_seed(seed)
+    written = _generate(
         model,
         prompt.expand(samples, -1),
         max_new_tokens,
-        temperature,
-        top_k,
-        top_p,
+        sampling,
         generator,
-        stop_id=EOS_ID,  # no need to write on once every sample has ended
-        read=read,
+        True,
+        EOS_ID,  # no need to write on once every sample has ended
+        read,
     )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
     return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]
 

@@ -610,7 +610,7 @@ def next_token_probabilities(
     only the top_k largest kept, then only the smallest set of most likely tokens whose
     probability reaches top_p (the most likely token always stays)."""
     check_logits(logits)
-    temperature, top_k, top_p = _check_sampling(temperature, top_k, top_p, None, logits.shape[1])
+    temperature, top_k, top_p = checked_sampling(temperature, top_k, top_p, logits.shape[1])
     _check_sampled_rows(logits.shape[0], logits.shape[1], "logits")
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: take logits.argmax(-1) instead")
@@ -837,8 +837,8 @@ def generate(
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
     model.check_ids(ids)
     check_room(model.config, ids.shape[1], max_new_tokens)
-    temperature, top_k, top_p = _check_sampling(
-        temperature, top_k, top_p, generator, model.config.vocab_size
+    temperature, top_k, top_p = checked_sampling(
+        temperature, top_k, top_p, model.config.vocab_size, generator
     )
     use_cache = validation.flag(use_cache, "use_cache")
     if read is not None:
@@ -854,22 +854,22 @@ def generate(
                 f"stop_id {validation.shown(stop_id)} is outside the vocabulary of "
                 f"{model.config.vocab_size}"
             )
-    with evaluating(model):  # no dropout while writing
-        written = _generate(
-            model,
-            ids,
-            max_new_tokens,
-            (temperature, top_k, top_p),
-            generator,
-            use_cache,
-            stop_id,
-            read,
+    sampling = (temperature, top_k, top_p)
+    return _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read)
+
+
+def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
+    """generate's computation, for arguments its checks have passed (sampling: temperature,
+    top_k, top_p as checked_sampling gives them; read: current, of these ids)."""
+    with evaluating(model), torch.no_grad():  # no dropout while writing
+        written = _written(
+            model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read
         )
     missing = ids.shape[1] + max_new_tokens - written.shape[1]
     return F.pad(written, (0, missing), value=stop_id or 0)  # (B, T + max_new_tokens)
 
 
-def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
+def _written(model, ids, max_new_tokens, sampling, generator, use_cache, stop_id, read):
     temperature, top_k, top_p = sampling
     caches = model.new_caches() if use_cache else None
     written, newest = ids.clone(), ids  # newest: what the model has not read yet
@@ -912,7 +912,9 @@ def _check_sampled_rows(rows: int, vocab_size: int, name: str) -> None:
         )
 
 
-def _check_sampling(temperature, top_k, top_p, generator, vocab_size: int) -> tuple:
+def checked_sampling(temperature, top_k, top_p, vocab_size: int, generator=None) -> tuple:
+    """(temperature, top_k, top_p) as generate computes with them (top_k at most the
+    vocabulary), after checking them and the generator."""
     temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
     if top_k is not None:
         top_k = validation.whole_number(top_k, "top_k")

@@ -107,13 +107,27 @@ def test_going_back_to_a_setting_reads_and_samples_nothing_again(explorer, monke
     def never(*arguments, **options):
         raise AssertionError("computed again")
 
-    monkeypatch.setattr(module, "sample_texts", never)
+    monkeypatch.setattr(module, "_sample_texts", never)
     monkeypatch.setattr(module, "read_prompt", never)
     controls["seed"].value = 0
     controls["seed"].value = 5
     controls["task"].value = "continue"
     controls["task"].value = "translate"
     assert "error" not in explorer.state and explorer.state["samples"] == first
+
+
+def test_a_new_sample_setting_reads_the_models_weights_once(explorer, monkeypatch):
+    """The redraw checked the kept reading against the model's weights, then generate checked
+    it again: two passes over every weight's bytes for one new seed."""
+    from helpers import gpt
+
+    fingerprinted = []
+    original = gpt._weight_checksums
+    monkeypatch.setattr(
+        gpt, "_weight_checksums", lambda model: fingerprinted.append(1) or original(model)
+    )
+    explorer.controls["seed"].value = 7
+    assert "error" not in explorer.state and len(fingerprinted) == 1
 
 
 def test_samples_written_from_the_kept_reading_are_sample_texts(explorer, models):

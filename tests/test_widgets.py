@@ -1,10 +1,12 @@
 import importlib
+import io
 import pkgutil
 import re
 from pathlib import Path
 
 import ipywidgets
 import numpy as np
+import PIL.Image
 import pytest
 import torch
 
@@ -20,6 +22,24 @@ from helpers.widgets import (
     MaskedSoftmaxExplorer,
     PositionalExplorer,
 )
+from helpers.widgets.base import png_bytes
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 4), (3, 5, 4), (37, 2, 4), (2, 300, 4)])
+def test_png_bytes_is_a_png_of_exactly_the_pixels_given(shape):
+    pixels = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
+    pixels[0, 0] = (255, 0, 0, 0)  # a transparent pixel keeps its colour and its alpha
+    decoded = PIL.Image.open(io.BytesIO(png_bytes(pixels)))
+    assert decoded.mode == "RGBA" and decoded.size == (shape[1], shape[0])
+    assert np.array_equal(np.asarray(decoded), pixels)
+
+
+def test_an_explorers_png_is_its_canvas_as_drawn():
+    explorer = MaskedSoftmaxExplorer()
+    png = explorer.render_png()
+    canvas = np.asarray(explorer.figure.canvas.buffer_rgba())
+    assert np.array_equal(np.asarray(PIL.Image.open(io.BytesIO(png))), canvas)
+    assert len(png) < canvas.nbytes / 10  # compressed: a figure is mostly flat colour
 
 
 def test_kernel_regression_explorer_follows_its_sliders():

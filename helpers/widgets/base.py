@@ -2,14 +2,14 @@
 its PNG), one_torch_thread, and the small pieces more than one chapter's explorer uses."""
 
 import inspect
-import io
 import itertools
 import math
 import numbers
+import struct
+import zlib
 
 import ipywidgets as widgets
 import numpy as np
-import PIL.Image
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -160,11 +160,7 @@ class Explorer:
     def canvas_png(self) -> bytes:
         """The figure's canvas as it stands, as PNG bytes (for a subclass that redraws only
         part of it)."""
-        buffer = io.BytesIO()
-        PIL.Image.fromarray(np.asarray(self.figure.canvas.buffer_rgba())).save(
-            buffer, format="png", compress_level=1
-        )
-        return buffer.getvalue()
+        return png_bytes(np.asarray(self.figure.canvas.buffer_rgba()))
 
     def follow(self, control) -> None:
         """Set the controls that depend on `control`, which just moved (a subclass's links
@@ -187,6 +183,21 @@ class Explorer:
 
     def __repr__(self) -> str:
         return settings_repr(self)
+
+
+def png_bytes(pixels: np.ndarray) -> bytes:
+    """(height, width, 4) uint8 RGBA pixels as a PNG whose rows are stored unfiltered. Pillow
+    tries PNG's five row filters on every row, two thirds of its time on an explorer's figure
+    (10 of 14 ms), and a figure's flat colours compress as small without them."""
+    height, width, _ = pixels.shape
+    rows = np.zeros((height, 1 + 4 * width), dtype=np.uint8)  # each row: filter 0 ("none")
+    rows[:, 1:] = pixels.reshape(height, 4 * width)
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA, no interlace
+    chunks = ((b"IHDR", header), (b"IDAT", zlib.compress(rows.tobytes(), 1)), (b"IEND", b""))
+    return b"\x89PNG\r\n\x1a\n" + b"".join(
+        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        for kind, data in chunks
+    )
 
 
 def settings_repr(explorer, values: dict | None = None) -> str:

@@ -19,12 +19,12 @@ from helpers import validation
 from helpers.contexts import evaluating, plainly
 from helpers.decoder_only import (
     DecoderOnlyTranslator,
+    _sample_texts,
     load_tokenizer_with_separator,
     load_translator,
-    sample_texts,
     text_prompt,
 )
-from helpers.gpt import is_current, next_token_probabilities, read_prompt
+from helpers.gpt import checked_sampling, is_current, next_token_probabilities, read_prompt
 from helpers.translation import MAX_SOURCE_TOKENS, MAX_WORDS, shown_tokens
 from helpers.widgets.base import (
     Dropdown,
@@ -295,17 +295,10 @@ class DecoderOnlyExplorer(Explorer):
             if task == "translate":
                 wanted = 2 * (ids.shape[1] - 2) + 5  # the English is the prompt less <bos>, <sep>
             room = model.config.context_length - ids.shape[1]
-            written = sample_texts(
-                model,
-                self.tokenizer,
-                ids,
-                SAMPLES,
-                min(wanted, room),
-                temperature,
-                top_k,
-                top_p,
-                seed,
-                found["read"],
+            sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size)
+            count = min(wanted, room)
+            written = _sample_texts(  # found["read"] is current: _read has just checked it
+                model, self.tokenizer, ids, SAMPLES, count, sampling, seed, found["read"]
             )
             _remember(self._samples, key, written, REMEMBERED_SAMPLES)
         return self._samples[key]
@@ -449,7 +442,7 @@ class DecoderOnlyExplorer(Explorer):
         ax = self.figure.axes[0]
         verb = "translations" if task == "translate" else "continuations"
         ax.set_title(
-            f"{SAMPLES} sampled {verb} ({settings}), each cut at its <eos>",
+            f"{SAMPLES} {verb}: {settings}",  # short: a new seed draws it anew, 75 µs a letter
             color="black",
             fontsize=11,
             parse_math=False,
@@ -578,7 +571,7 @@ def _check_same_menus(models: dict) -> None:
 
 def _settings(temperature: float, top_k, top_p) -> str:
     if temperature == 0:
-        return "temperature 0: greedy"
+        return "temperature 0 (greedy)"
     shown_k = "off" if top_k is None else validation.shown(top_k)
     return (
         f"temperature {temperature:.3g}, top-k {shown_k}, "
