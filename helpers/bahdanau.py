@@ -22,6 +22,7 @@ from helpers.checkpoints import (
     float_weights,
     load_checkpoint,
     load_weights,
+    savable_path,
     save_checkpoint,
 )
 from helpers.contexts import evaluating
@@ -240,8 +241,7 @@ def train_and_save(
     device = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     path = model_path(name) if path is None else as_path(path)
     check_deadline(deadline_minutes)
-    if not path.parent.is_dir():
-        raise CheckpointError(f"cannot save {path}: the folder {path.parent} does not exist")
+    path = savable_path(path)  # before the epochs of training, not after the first
     tokenizer = load_tokenizer()
     torch.manual_seed(0)  # the recipe's seed fixes the initial weights too
     model = RNNTranslator(RNNConfig(tokenizer.get_vocab_size(), attention=MODELS[name]))

@@ -39,13 +39,6 @@ MOST_CHECKPOINT_ITEMS = 2**20  # items a checkpoint holds, counting an item each
 # file here (data/induction_models.pt)
 
 
-def as_path(path: object, name: str = "path") -> Path:
-    """path as a Path, if it is one or a str (bytes and numbers are refused by name)."""
-    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
-        raise TypeError(f"{name} must be a file path (str or pathlib.Path), got {path!r}")
-    return Path(path)
-
-
 def checksum_path(path: str | Path) -> Path:
     path = as_path(path)
     if not path.name:
@@ -62,40 +55,6 @@ def sha256(path: str | Path) -> str:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def savable_path(path: object) -> Path:
-    """A file path in a folder this process can write, whose checksum file can be written
-    beside it: checked by save_checkpoint, and by a training run before its minutes of work."""
-    path = as_path(path)
-    if path.name.endswith(".sha256"):  # overwriting a checksum file stops its file from loading
-        raise CheckpointError(
-            f"cannot save {shown_path(path)}: a name ending in .sha256 is a checksum file's "
-            f"(the checksum of {path.name.removesuffix('.sha256') or 'another file'}); name the "
-            "checkpoint without .sha256, for example model.pt"
-        )
-    try:  # the checksum file records the name as UTF-8 text
-        path.name.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise _unencodable(
-            path, "cannot save", error, " (the checksum file records the name as text)"
-        ) from None
-    if _kind(path, "cannot save") == "folder":
-        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
-    checksum = checksum_path(path)
-    for written in (path, checksum):  # writing to a pipe would wait for a reader forever
-        if _kind(written, "cannot save") == "other":
-            raise CheckpointError(f"cannot save {path}: {written} {NOT_REGULAR}")
-    if _kind(checksum, "cannot save") == "folder":
-        raise CheckpointError(
-            f"cannot save {path}: its checksum would go to {checksum}, which is a folder"
-        )
-    for written in (path, checksum):
-        _check_folder(path, written)
-    for existing in (path, checksum):
-        if _kind(existing, "cannot save") == "file" and not os.access(existing, os.W_OK):
-            raise CheckpointError(f"cannot save {path}: {existing} cannot be written to")
-    return path
 
 
 NOT_REGULAR = "is not a regular file (a device, a pipe or a socket)"
@@ -851,3 +810,44 @@ def _checksum_entry(line: str) -> tuple[str, str] | None:
             return None
         name = re.sub(r"\\(.)", lambda escape: UNESCAPED[escape[1]], name)
     return digest.lower(), name
+
+
+def as_path(path: object, name: str = "path") -> Path:
+    """path as a Path, if it is one or a str (bytes and numbers are refused by name)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name} must be a file path (str or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
+def savable_path(path: object) -> Path:
+    """A file path in a folder this process can write, whose checksum file can be written
+    beside it: checked by save_checkpoint, and by a training run before its minutes of work."""
+    path = as_path(path)
+    if path.name.endswith(".sha256"):  # overwriting a checksum file stops its file from loading
+        raise CheckpointError(
+            f"cannot save {shown_path(path)}: a name ending in .sha256 is a checksum file's "
+            f"(the checksum of {path.name.removesuffix('.sha256') or 'another file'}); name the "
+            "checkpoint without .sha256, for example model.pt"
+        )
+    try:  # the checksum file records the name as UTF-8 text
+        path.name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise _unencodable(
+            path, "cannot save", error, " (the checksum file records the name as text)"
+        ) from None
+    if _kind(path, "cannot save") == "folder":
+        raise CheckpointError(f"cannot save {path}: it is a folder; name a file inside it")
+    checksum = checksum_path(path)
+    for written in (path, checksum):  # writing to a pipe would wait for a reader forever
+        if _kind(written, "cannot save") == "other":
+            raise CheckpointError(f"cannot save {path}: {written} {NOT_REGULAR}")
+    if _kind(checksum, "cannot save") == "folder":
+        raise CheckpointError(
+            f"cannot save {path}: its checksum would go to {checksum}, which is a folder"
+        )
+    for written in (path, checksum):
+        _check_folder(path, written)
+    for existing in (path, checksum):
+        if _kind(existing, "cannot save") == "file" and not os.access(existing, os.W_OK):
+            raise CheckpointError(f"cannot save {path}: {existing} cannot be written to")
+    return path

@@ -74,35 +74,6 @@ FRAMING = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}  # ids that frame 
 ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def check_separator(separator_id: object) -> int:
-    """<sep>'s id as an int: a whole number an int64 tensor holds, none of <pad>, <bos>,
-    <eos>."""
-    separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
-    if separator_id >= 2**63:
-        raise ValueError(
-            f"separator_id must be an id below 2^63 (int64), got {validation.shown(separator_id)}"
-        )
-    if separator_id in FRAMING:
-        raise ValueError(
-            f"separator_id must be its own token, got {separator_id}, the id of "
-            f"{FRAMING[separator_id]}"
-        )
-    return separator_id
-
-
-def check_saved_separator(config: GPTConfig, separator_id: object) -> int:
-    """separator_id as a translator's file holds it: _check_separator_in's, and chapter 08's
-    <sep> in a vocabulary of chapter 08's tokens and <sep>."""
-    separator_id = _check_separator_in(config, separator_id)
-    tokenizer, held = load_tokenizer_with_separator()
-    if config.vocab_size == tokenizer.get_vocab_size() and separator_id != held:
-        raise ValueError(
-            f"separator_id is {separator_id}, but in a vocabulary of {config.vocab_size:,} "
-            f"(chapter 08's tokens and {SEPARATOR}) {SEPARATOR} is {held}"
-        )
-    return separator_id
-
-
 def add_separator(tokenizer: Tokenizer) -> int:
     """Give the tokenizer a <sep> token (the next free id, 8,000 for chapter 08's) without
     retraining it: every other id stays the same. Returns its id."""
@@ -1014,6 +985,35 @@ def _check_state_shape(state: object) -> dict:
             f"{validation.shown(step):.20}, cached {validation.shown(cached):.20}"
         )
     return state
+
+
+def check_separator(separator_id: object) -> int:
+    """<sep>'s id as an int: a whole number an int64 tensor holds, none of <pad>, <bos>,
+    <eos>."""
+    separator_id = validation.whole_number(separator_id, "separator_id", minimum=0)
+    if separator_id >= 2**63:
+        raise ValueError(
+            f"separator_id must be an id below 2^63 (int64), got {validation.shown(separator_id)}"
+        )
+    if separator_id in FRAMING:
+        raise ValueError(
+            f"separator_id must be its own token, got {separator_id}, the id of "
+            f"{FRAMING[separator_id]}"
+        )
+    return separator_id
+
+
+def check_saved_separator(config: GPTConfig, separator_id: object) -> int:
+    """separator_id as a translator's file holds it: _check_separator_in's, and chapter 08's
+    <sep> in a vocabulary of chapter 08's tokens and <sep>."""
+    separator_id = _check_separator_in(config, separator_id)
+    tokenizer, held = load_tokenizer_with_separator()
+    if config.vocab_size == tokenizer.get_vocab_size() and separator_id != held:
+        raise ValueError(
+            f"separator_id is {separator_id}, but in a vocabulary of {config.vocab_size:,} "
+            f"(chapter 08's tokens and {SEPARATOR}) {SEPARATOR} is {held}"
+        )
+    return separator_id
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from helpers import validation
-from helpers.attention import MultiHeadAttention, _check_attention_inputs, weighted_sum
+from helpers.attention import MultiHeadAttention, _check_attention_inputs, _weighted_sum
 
 # ---------------------------------------------------------------------------------------------
 # Counting bytes
@@ -234,13 +234,12 @@ def online_softmax(
             f"{tuple(scores.shape)}"
         )
     tile_size = validation.whole_number(tile_size, "tile_size")
+    allowed = None if mask is None else _check_mask(mask, tuple(scores.shape), scores.device)
     dtype = scores.dtype
     if scores.element_size() < 4:  # a 16-bit running sum stops growing long before 1024 keys
         scores = scores.float()
-    if mask is not None:
-        scores = scores.masked_fill(
-            ~_check_mask(mask, tuple(scores.shape), scores.device), float("-inf")
-        )
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
     running_max = scores.new_full(scores.shape[:-1], float("-inf"))
     normaliser = scores.new_zeros(scores.shape[:-1])
     for start in range(0, scores.shape[-1], tile_size):
@@ -337,7 +336,7 @@ def _key_tile_steps(query_block, keys, values, mask_block, tile_size) -> Iterato
         # a key of weight 0 (masked, or far below the maximum) adds nothing, even a value of inf
         # or NaN, as in DotProductAttention: a plain product would give 0 * NaN = NaN
         earlier = accumulator.masked_fill((correction == 0)[..., None], 0.0)
-        accumulator = earlier * correction[..., None] + weighted_sum(
+        accumulator = earlier * correction[..., None] + _weighted_sum(
             weights, values[..., columns, :]
         )
         running_max = new_max

@@ -61,12 +61,7 @@ class GPTConfig:
         validation.coerce_fields(
             self, {"dropout": validation.probability, "attention_only": validation.flag}
         )
-        if not isinstance(self.position, str) or self.position not in POSITIONS:
-            raise ValueError(
-                f"position must be one of {', '.join(POSITIONS)}, got "
-                f"{validation.shown(self.position)}"
-            )
-        object.__setattr__(self, "position", str(self.position))  # numpy's str_ is saved as numpy
+        validation.coerce_fields(self, {"position": validation.one_of(POSITIONS)})
         if self.position == "rope" and (self.d_model // self.num_heads) % 2:
             raise ValueError(
                 f"rope turns pairs of dimensions: each head's size, d_model / num_heads = "
@@ -740,6 +735,12 @@ def is_current(read: ReadPrompt, model: GPT) -> bool:
         return False
     if not isinstance(read.model, weakref.ReferenceType) or read.model() is not model:
         return False
+    return _model_unchanged(read, model)
+
+
+def _model_unchanged(read: ReadPrompt, model: GPT) -> bool:
+    """is_current's last test, of a reading made by model and left unchanged: nothing the model
+    computes with changed since, as far as _model_layout and _weight_checksums tell."""
     if read.layout != _model_layout(model):  # first: a model moved to meta has no numbers
         return False
     checksums, kept = _weight_checksums(model), read.checksums
@@ -955,7 +956,7 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
             "read is another model's reading of these ids (read_prompt(other, ids)): its caches "
             "and logits are that model's; use read_prompt(model, ids) with this model"
         )
-    if not is_current(read, model):
+    if not _model_unchanged(read, model):  # _is_unchanged and the model tested just above
         raise ValueError(
             "read is the model's reading of these ids before it was changed (a training step, "
             "a load, an edit in place or through .data, a .to(), a module replaced, a hook "

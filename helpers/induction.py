@@ -106,6 +106,10 @@ def placed_repeats(
     batch, n, start, length, vocab_size = _checked_placement(
         batch, n, start, length, vocab_size, generator
     )
+    return _placed_repeats(batch, n, start, length, vocab_size, generator)
+
+
+def _placed_repeats(batch, n, start, length, vocab_size, generator) -> torch.Tensor:
     ids = _distinct(batch, n, vocab_size, generator)
     ids[:, start + length : start + 2 * length] = ids[:, start : start + length]
     return ids
@@ -362,8 +366,8 @@ def placement_map(
     _check_shuffled("placement_map", rows, model.config.vocab_size, "rows")
     _check_placement_work(model.config, lengths, rows)
     _check_plain(model)
-    exact = _float64_copy(model)  # once, for every cell
     generator = _seeded(validation.seed(seed))
+    exact = _float64_copy(model)  # once, for every cell
     starts = list(range(n - 2 * min(lengths) + 1))
     found = {
         key: torch.full((len(lengths), len(starts)), math.nan, dtype=torch.float64)
@@ -371,7 +375,7 @@ def placement_map(
     }
     for i, length in enumerate(lengths):
         for start in range(n - 2 * length + 1):
-            ids = placed_repeats(rows, n, start, length, model.config.vocab_size, generator)
+            ids = _placed_repeats(rows, n, start, length, model.config.vocab_size, generator)
             measured = _copy_measured(exact, ids, length, start)
             for key, table in found.items():
                 table[i, start] = measured[key]
@@ -438,7 +442,6 @@ def blank_model(config: GPTConfig) -> GPT:
 # Training: a block repeated after a gap, the two models, the saved file
 
 
-LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 MOST_LOGITS = 2**31  # in one batch: 8 GiB of float32, more is a mistake in a size
 MOST_STEPS = 100_000  # 40 times the recipe's 2,500, which train the two-layer model in about a
 # minute on one core: more would train for hours
@@ -497,30 +500,14 @@ class Recipe:
     seed: int = 0
 
     def __post_init__(self):
-        for field in fields(self):
-            if field.name == "learning_rate" or field.name == "weight_decay":
-                allow_zero = field.name == "weight_decay"
-                value = validation.positive_number(
-                    getattr(self, field.name), field.name, allow_zero
-                )
-            elif field.name == "seed":
-                value = validation.seed(self.seed)
-            elif field.name == "position":
-                value = self.position
-                if not isinstance(value, str) or value not in POSITIONS:
-                    raise ValueError(
-                        f"position must be one of {', '.join(POSITIONS)}, got "
-                        f"{validation.shown(value)}"
-                    )
-                value = str(value)  # numpy's str_ would not load from a checkpoint
-            else:
-                value = validation.whole_number(getattr(self, field.name), field.name)
-                if value > LARGEST_SIZE:
-                    raise ValueError(
-                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
-                        f"{validation.shown(value)}"
-                    )
-            object.__setattr__(self, field.name, value)
+        kinds = {field.name: validation.recipe_size for field in fields(self)}  # in their order
+        kinds.update(
+            learning_rate=validation.positive_number,
+            weight_decay=validation.at_least_zero,
+            seed=validation.seed,
+            position=validation.one_of(POSITIONS),
+        )
+        validation.coerce_fields(self, kinds)
         if self.steps > MOST_STEPS:
             raise ValueError(
                 f"steps must be at most {MOST_STEPS:,} (the recipe's {Recipe.steps:,} take about "
@@ -629,7 +616,7 @@ def training_batch(recipe: Recipe, generator: torch.Generator) -> torch.Tensor:
     _check_recipe(recipe)
     _check_generator(generator, optional=False)  # never torch's global one
     batch, n = recipe.batch_size, recipe.context_length
-    ids = distinct_ids(batch, n, recipe.vocab_size, generator)  # (batch, n)
+    ids = _distinct(batch, n, recipe.vocab_size, generator)  # (batch, n)
     lengths = torch.randint(
         recipe.shortest_block, recipe.longest_block + 1, (batch, 1), generator=generator
     )

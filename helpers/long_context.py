@@ -23,7 +23,13 @@ from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.attention import merge_heads, split_heads
-from helpers.checkpoints import CheckpointError, load_checkpoint, load_weights, save_checkpoint
+from helpers.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    load_weights,
+    savable_path,
+    save_checkpoint,
+)
 from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.efficient import peak_bytes
 from helpers.masks import causal_mask
@@ -302,6 +308,7 @@ def train_and_save_all(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe(
     """Train one model per kind of position with the same recipe and save all three in one
     checkpoint (float32 weights and every step's loss: under 100 kB). Returns
     {position: seconds of training}."""
+    path = savable_path(path)  # before the minutes of training, not after them
     weights, seconds, losses = {}, {}, {}
     for position in POSITIONS:
         result = train_recall_model(position, recipe, progress=True)
@@ -423,8 +430,8 @@ def block_sparse_mask(
     blocks = size // block_size
     if num_global > blocks:
         raise ValueError(f"num_global ({num_global}) is more than the {blocks} blocks")
-    chosen = local_mask(blocks, 1) | global_mask(blocks, list(range(num_global)))
     generator = torch.Generator().manual_seed(validation.seed(seed))
+    chosen = local_mask(blocks, 1) | global_mask(blocks, list(range(num_global)))
     for row in range(num_global, blocks):
         others = torch.nonzero(~chosen[row]).flatten()  # blocks not yet seen by this row
         picked = others[torch.randperm(len(others), generator=generator)[:num_random]]
@@ -727,6 +734,7 @@ def train_and_save_low_rank(
 ) -> dict:
     """Train one model per entry of PROJECTIONS with the same recipe and save them in one
     checkpoint; returns {projected: seconds of training}."""
+    path = savable_path(path)  # before the minutes of training, not after them
     trained = {k: train_low_rank_model(k, recipe, progress=True) for k in PROJECTIONS}
     save_checkpoint(
         path,

@@ -95,7 +95,7 @@ def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """torch.nn.MultiheadAttention's key_padding_mask (B, k), True = ignore -> (B, 1, k)."""
     if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
         raise ValueError(f"key_padding_mask must be (B, k), got {key_padding_mask!r}")
-    return convert_mask(key_padding_mask, "ignored")[:, None, :]
+    return _allowed_from(key_padding_mask, "ignored")[:, None, :]
 
 
 def from_torch_attn_mask(attn_mask: torch.Tensor) -> torch.Tensor:
@@ -110,7 +110,7 @@ def from_torch_attn_mask(attn_mask: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"torch's attn_mask is boolean (True = ignore) or float (added), got {attn_mask.dtype}"
         )
-    return convert_mask(attn_mask, "ignored" if attn_mask.dtype == torch.bool else "additive")
+    return _allowed_from(attn_mask, "ignored" if attn_mask.dtype == torch.bool else "additive")
 
 
 PAD_MARKERS = ("<pad>", "_")

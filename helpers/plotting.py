@@ -19,84 +19,9 @@ MatrixLike = torch.Tensor | np.ndarray | list  # (q, k), (maps, q, k) or (rows, 
 Labels = str | int | list  # "auto", every n-th position, or the tokens (one list per map)
 
 
-def _as_grid(matrices) -> np.ndarray:
-    """(q, k), (n, q, k) or (rows, cols, q, k) -> (rows, cols, q, k) numpy array."""
-    grid = _as_array(matrices)
-    if grid.ndim == 2:
-        return grid[None, None]
-    if grid.ndim == 3:
-        return grid[None]
-    if grid.ndim == 4:
-        return grid
-    raise ValueError(
-        f"matrices must be (q, k), (maps, q, k) or (rows, cols, q, k); got shape {grid.shape}"
-    )
-
-
-def _as_array(matrices) -> np.ndarray:
-    """A real float array from a tensor (any dtype, on any device, with or without grad), an
-    array or nested lists."""
-    if isinstance(matrices, torch.Tensor):
-        if matrices.is_complex():
-            raise ValueError("matrices must be real numbers, got complex ones")
-        return matrices.detach().cpu().float().numpy()
-    try:
-        array = np.asarray(matrices)
-    except ValueError:
-        raise ValueError("matrices must be rectangular: every row of one length") from None
-    if np.iscomplexobj(array) or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
-        raise ValueError(f"matrices must hold real numbers, got {array.dtype}")
-    return array.astype(float)
-
-
 def _largest_finite(values: np.ndarray) -> float:
     finite = values[np.isfinite(values)]
     return float(finite.max()) if finite.size else 1.0
-
-
-def _titles_grid(titles, rows: int, cols: int):
-    if titles is None:
-        return [[""] * cols for _ in range(rows)]
-    if not isinstance(titles, str | list | tuple):
-        raise ValueError(f"titles must be a string or a list of strings, got {titles!r}")
-    if isinstance(titles, str):
-        titles = [titles]
-    if rows == 1 and all(isinstance(t, str) for t in titles):
-        titles = [list(titles)]
-    if len(titles) != rows or any(len(row) != cols for row in titles):
-        raise ValueError(f"titles must match the grid of maps ({rows} x {cols}), got {titles}")
-    return titles
-
-
-def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
-    """One set of labels per map: the same for every map (a list of `size` tokens, "auto", or
-    an integer step), or one list per map (`rows * cols` lists, or `rows` rows of `cols`)."""
-    per_map = (
-        isinstance(labels, list | tuple)
-        and len(labels) > 0
-        and all(isinstance(item, list | tuple) for item in labels)
-    )
-    if not per_map:
-        if isinstance(labels, str) and labels != "auto":
-            raise ValueError(f'{name} must be "auto", a step, or a list of labels; got {labels!r}')
-        if isinstance(labels, int) and not isinstance(labels, bool) and labels < 1:
-            raise ValueError(f"{name} as a step must be at least 1, got {labels}")
-        if not isinstance(labels, str | bool | int | list | tuple):
-            raise ValueError(f"{name} must be a list of labels, got {labels!r}")
-        if isinstance(labels, list | tuple) and len(labels) != size:
-            raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
-        return [[labels] * cols for _ in range(rows)]
-    if len(labels) == rows * cols and all(len(item) == size for item in labels):
-        return [list(labels[r * cols : (r + 1) * cols]) for r in range(rows)]
-    if len(labels) == rows and all(
-        len(row) == cols and all(len(item) == size for item in row) for row in labels
-    ):
-        return [list(row) for row in labels]
-    raise ValueError(
-        f"{name} must be one list of {size} labels, or one such list per map ({rows} x {cols} maps)"
-    )
 
 
 def draw_heatmap(
@@ -300,3 +225,82 @@ def plot_regression(
     ax.set_ylabel("y (values)")
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize="small")
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _as_grid(matrices) -> np.ndarray:
+    """(q, k), (n, q, k) or (rows, cols, q, k) -> (rows, cols, q, k) numpy array."""
+    grid = _as_array(matrices)
+    if grid.ndim == 2:
+        return grid[None, None]
+    if grid.ndim == 3:
+        return grid[None]
+    if grid.ndim == 4:
+        return grid
+    raise ValueError(
+        f"matrices must be (q, k), (maps, q, k) or (rows, cols, q, k); got shape {grid.shape}"
+    )
+
+
+def _as_array(matrices) -> np.ndarray:
+    """A real float array from a tensor (any dtype, on any device, with or without grad), an
+    array or nested lists."""
+    if isinstance(matrices, torch.Tensor):
+        if matrices.is_complex():
+            raise ValueError("matrices must be real numbers, got complex ones")
+        return matrices.detach().cpu().float().numpy()
+    try:
+        array = np.asarray(matrices)
+    except ValueError:
+        raise ValueError("matrices must be rectangular: every row of one length") from None
+    if np.iscomplexobj(array) or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise ValueError(f"matrices must hold real numbers, got {array.dtype}")
+    return array.astype(float)
+
+
+def _titles_grid(titles, rows: int, cols: int):
+    if titles is None:
+        return [[""] * cols for _ in range(rows)]
+    if not isinstance(titles, str | list | tuple):
+        raise ValueError(f"titles must be a string or a list of strings, got {titles!r}")
+    if isinstance(titles, str):
+        titles = [titles]
+    if rows == 1 and all(isinstance(t, str) for t in titles):
+        titles = [list(titles)]
+    if len(titles) != rows or any(len(row) != cols for row in titles):
+        raise ValueError(f"titles must match the grid of maps ({rows} x {cols}), got {titles}")
+    return titles
+
+
+def _labels_grid(labels, rows: int, cols: int, size: int, name: str):
+    """One set of labels per map: the same for every map (a list of `size` tokens, "auto", or
+    an integer step), or one list per map (`rows * cols` lists, or `rows` rows of `cols`)."""
+    per_map = (
+        isinstance(labels, list | tuple)
+        and len(labels) > 0
+        and all(isinstance(item, list | tuple) for item in labels)
+    )
+    if not per_map:
+        if isinstance(labels, str) and labels != "auto":
+            raise ValueError(f'{name} must be "auto", a step, or a list of labels; got {labels!r}')
+        if isinstance(labels, int) and not isinstance(labels, bool) and labels < 1:
+            raise ValueError(f"{name} as a step must be at least 1, got {labels}")
+        if not isinstance(labels, str | bool | int | list | tuple):
+            raise ValueError(f"{name} must be a list of labels, got {labels!r}")
+        if isinstance(labels, list | tuple) and len(labels) != size:
+            raise ValueError(f"{name} has {len(labels)} labels for {size} columns/rows")
+        return [[labels] * cols for _ in range(rows)]
+    if len(labels) == rows * cols and all(len(item) == size for item in labels):
+        return [list(labels[r * cols : (r + 1) * cols]) for r in range(rows)]
+    if len(labels) == rows and all(
+        len(row) == cols and all(len(item) == size for item in row) for row in labels
+    ):
+        return [list(row) for row in labels]
+    raise ValueError(
+        f"{name} must be one list of {size} labels, or one such list per map ({rows} x {cols} maps)"
+    )

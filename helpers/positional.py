@@ -14,15 +14,18 @@ from helpers import validation
 def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(d_model / 2,): the angle w_j each sin/cos pair turns per position, from 1 down."""
     _, d_model = _check_sizes(1, d_model)
-    if validation.positive_number(base, "base") <= 1:
-        raise ValueError(f"base must be > 1 (the longest wavelength is 2 pi base), got {base!r}")
+    return _frequencies(d_model, _checked_base(base))
+
+
+def _frequencies(d_model: int, base: float) -> torch.Tensor:
     return base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(max_len, d_model): row i is the encoding of position i (float32)."""
     max_len, d_model = _check_sizes(max_len, d_model)
-    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * frequencies(d_model, base)
+    rates = _frequencies(d_model, _checked_base(base))  # (d_model / 2,)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * rates
     encoding = torch.empty(max_len, d_model, dtype=torch.float64)
     encoding[:, 0::2] = torch.sin(angles)  # (max_len, d_model / 2)
     encoding[:, 1::2] = torch.cos(angles)
@@ -76,13 +79,14 @@ def apply_rope(
     Applied to queries and keys, the score q_m . k_n then depends on m - n only (and on their
     content). The result has x's dtype; the angles are computed in float64.
     """
-    return rotated(x, _check_rope_input(x, positions), base)
+    positions = _check_rope_input(x, positions)
+    return rotated(x, positions, _checked_base(base))
 
 
 def rotated(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """apply_rope without its checks, for a caller whose own door checked x (positions (seq,)
-    whole numbers): MultiHeadAttention(rope=True) turns every head on every pass."""
-    rates = frequencies(x.shape[-1], base).to(x.device)  # (d / 2,), float64
+    whole numbers, base > 1): MultiHeadAttention(rope=True) turns every head on every pass."""
+    rates = _frequencies(x.shape[-1], base).to(x.device)  # (d / 2,), float64
     angles = positions.to(torch.float64)[:, None] * rates  # (seq, d / 2)
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., seq, d / 2) each
@@ -132,6 +136,12 @@ def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
     if d_model % 2:
         raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
     return max_len, d_model
+
+
+def _checked_base(base: object) -> float:
+    if validation.positive_number(base, "base") <= 1:
+        raise ValueError(f"base must be > 1 (the longest wavelength is 2 pi base), got {base!r}")
+    return base
 
 
 def _check_rope_input(x: object, positions: object) -> torch.Tensor:

@@ -70,6 +70,8 @@ def train_seq2seq(
     lr = validation.positive_number(lr, "lr")
     if not isinstance(model, torch.nn.Module) or not callable(next_batch):
         raise ValueError("model must be a torch module and next_batch a function of no arguments")
+    warmup = validation.whole_number(warmup, "warmup", minimum=0)
+    pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)  # before a step, not after
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: learning_rate_factor(step, steps, warmup)

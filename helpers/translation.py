@@ -43,48 +43,6 @@ _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad"))  # zero-width space, soft h
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def check_text(text: object, name: str = "sentence") -> str:
-    """text itself if it is a str that can be written as UTF-8 (no lone surrogate)."""
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be text (a str), got {type(text).__name__}")
-    surrogate = _SURROGATE.search(text)
-    if surrogate:
-        raise ValueError(
-            f"the {name} holds a character that is not valid text (a lone surrogate "
-            f"U+{ord(surrogate.group()):04X}, half of a character that was cut in two)"
-        )
-    return text
-
-
-def check_previous_ids(previous: object, batch: int, vocab_size: int) -> torch.Tensor:
-    """A decoding step's previous ids: (batch,) int64 or int32 ids in 0..vocab_size - 1."""
-    if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
-        shape = getattr(previous, "shape", type(previous).__name__)
-        raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
-    return validation.token_ids(previous, "previous", vocab_size, "(B,)", dim=1)
-
-
-def check_tokenizer(tokenizer: object) -> Tokenizer:
-    if not isinstance(tokenizer, Tokenizer):
-        raise TypeError(
-            f"tokenizer must be a tokenizers.Tokenizer (translation.load_tokenizer()), got "
-            f"{type(tokenizer).__name__}"
-        )
-    return tokenizer
-
-
-def _text_list(value: object, name: str, each: str) -> list[str]:
-    """A list or tuple of str as a list; a bare str (read as its characters) is refused."""
-    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
-        raise TypeError(f"{name} must be a list of {each} strings, got {type(value).__name__}")
-    for index, text in enumerate(value):
-        if not isinstance(text, str):
-            raise TypeError(
-                f"{name} must be a list of {each} strings; item {index} is {type(text).__name__}"
-            )
-    return list(value)
-
-
 def clean(text: str) -> str:
     """NFC, one kind of space, one kind of apostrophe, nothing invisible."""
     if not isinstance(text, str):
@@ -678,6 +636,52 @@ def main() -> None:
         description="Retrain the shared English-French tokenizer and store it in data/."
     ).parse_args()
     save_tokenizer()
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def check_text(text: object, name: str = "sentence") -> str:
+    """text itself if it is a str that can be written as UTF-8 (no lone surrogate)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be text (a str), got {type(text).__name__}")
+    surrogate = _SURROGATE.search(text)
+    if surrogate:
+        raise ValueError(
+            f"the {name} holds a character that is not valid text (a lone surrogate "
+            f"U+{ord(surrogate.group()):04X}, half of a character that was cut in two)"
+        )
+    return text
+
+
+def check_previous_ids(previous: object, batch: int, vocab_size: int) -> torch.Tensor:
+    """A decoding step's previous ids: (batch,) int64 or int32 ids in 0..vocab_size - 1."""
+    if not isinstance(previous, torch.Tensor) or previous.shape != (batch,):
+        shape = getattr(previous, "shape", type(previous).__name__)
+        raise ValueError(f"previous must be ids ({batch},), one per sentence, got {shape}")
+    return validation.token_ids(previous, "previous", vocab_size, "(B,)", dim=1)
+
+
+def check_tokenizer(tokenizer: object) -> Tokenizer:
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(
+            f"tokenizer must be a tokenizers.Tokenizer (translation.load_tokenizer()), got "
+            f"{type(tokenizer).__name__}"
+        )
+    return tokenizer
+
+
+def _text_list(value: object, name: str, each: str) -> list[str]:
+    """A list or tuple of str as a list; a bare str (read as its characters) is refused."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a list of {each} strings, got {type(value).__name__}")
+    for index, text in enumerate(value):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{name} must be a list of {each} strings; item {index} is {type(text).__name__}"
+            )
+    return list(value)
 
 
 if __name__ == "__main__":

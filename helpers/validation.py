@@ -37,6 +37,29 @@ def at_least(minimum: int) -> Callable[[object, str], int]:
     return functools.partial(whole_number, minimum=minimum)
 
 
+LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
+
+
+def recipe_size(value: object, name: str) -> int:
+    """value as an int, if it is a whole number 1..LARGEST_SIZE (a recipe's size or count)."""
+    value = whole_number(value, name)
+    if value > LARGEST_SIZE:
+        raise ValueError(f"{name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got {shown(value)}")
+    return value
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[object, str], str]:
+    """The check of a field that holds one of the strings in choices (coerce_fields): a plain
+    str back, as numpy's str_ would be saved as numpy and not load from a checkpoint."""
+
+    def check(value: object, name: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, got {shown(value)}")
+        return str(value)
+
+    return check
+
+
 def coerce_fields(instance: object, kinds: dict[str, Callable[[object, str], object]]) -> None:
     """Check a dataclass's fields, in the order given, and store each as its check returns it
     (an int for numpy's ints, a float for an int rate), frozen dataclasses too: kinds maps a

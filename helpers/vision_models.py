@@ -17,6 +17,7 @@ functions compute in float64, so the numbers they print are the same on any thre
 """
 
 import argparse
+import functools
 import inspect
 import math
 import numbers
@@ -68,7 +69,6 @@ READER_VOCAB = 13
 SAVED_MODELS = Path(__file__).parents[1] / "data" / "vision_models.pt"
 REMAKE = "make vision-models"
 SAVED_KEYS = ("recipes", "weights", "logs")  # what train_and_save writes, nothing else
-LARGEST_SIZE = 2**31 - 1  # any size or count of a recipe: more is a typing mistake
 LARGEST_MODEL = 2**26  # parameters (256 MiB of float32); the shipped models have at most 0.2 M
 LARGEST_GRID = 32  # cells across a canvas: 1,024 cells, 4,096 patches
 LARGEST_ACTIVATION = 2**28  # bytes in one tensor a forward pass builds, 256 MiB (2^26 numbers of
@@ -79,21 +79,6 @@ FINDER_DIGITS = 3  # distinct digits on each canvas the finder trains and is tes
 
 
 # Patches in, vectors out
-
-
-def _check_d_model(d_model: object) -> int:
-    d_model = validation.whole_number(d_model, "d_model")
-    if d_model % 4:
-        raise ValueError(
-            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: the 2-D encoding's "
-            "two halves of sin/cos pairs"
-        )
-    if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
-        raise ValueError(
-            f"d_model {validation.shown(d_model)} makes a patch projection of more than 2^26 = "
-            f"{LARGEST_MODEL:,} parameters: a smaller model was meant"
-        )
-    return d_model
 
 
 class PatchEmbedding(nn.Module):
@@ -379,6 +364,21 @@ def _setting_shown(module: nn.Module | None, key: str) -> str:
 
 
 # 1. A small Vision Transformer
+
+
+def _check_d_model(d_model: object) -> int:
+    d_model = validation.whole_number(d_model, "d_model")
+    if d_model % 4:
+        raise ValueError(
+            f"d_model ({validation.shown(d_model)}) must be a multiple of 4: the 2-D encoding's "
+            "two halves of sin/cos pairs"
+        )
+    if (PATCH * PATCH + 1) * d_model > LARGEST_MODEL:  # the patch projection alone
+        raise ValueError(
+            f"d_model {validation.shown(d_model)} makes a patch projection of more than 2^26 = "
+            f"{LARGEST_MODEL:,} parameters: a smaller model was meant"
+        )
+    return d_model
 
 
 def _check_sizes(d_model: object, num_heads: object, d_ff: object) -> tuple[int, int, int]:
@@ -869,24 +869,19 @@ class Recipe:
         learning_rate, weight_decay = validation.adamw_rates(self.learning_rate, self.weight_decay)
         object.__setattr__(self, "learning_rate", learning_rate)
         object.__setattr__(self, "weight_decay", weight_decay)
-        for field in fields(self):
-            if field.name in ("learning_rate", "weight_decay"):
-                continue
-            value = getattr(self, field.name)
-            if field.name == "seed":
-                value = validation.seed(value)
-            elif field.name.endswith("layers"):
-                value = validation.layer_count(
-                    value, field.name, 0 if field.name == "encoder_layers" else 1
-                )
-            else:
-                value = validation.whole_number(value, field.name)
-                if value > LARGEST_SIZE:
-                    raise ValueError(
-                        f"{field.name} must be at most 2^31 - 1 = {LARGEST_SIZE}, got "
-                        f"{validation.shown(value)}"
-                    )
-            object.__setattr__(self, field.name, value)
+        kinds = {  # in the fields' order
+            field.name: _layers(field.name)
+            if field.name.endswith("layers")
+            else validation.recipe_size
+            for field in fields(self)
+            if field.name not in ("learning_rate", "weight_decay")
+        }
+        validation.coerce_fields(self, {**kinds, "seed": validation.seed})
+
+
+def _layers(name: str):
+    """The check of a recipe's count of blocks: an encoder may have none, a decoder not."""
+    return functools.partial(validation.layer_count, minimum=0 if name == "encoder_layers" else 1)
 
 
 @dataclass(frozen=True)
