@@ -51,6 +51,7 @@ from helpers.translation import (
     EOS_ID,
     PAD_ID,
     VOCAB_SIZE,
+    _batches,
     beam_search,
     check_beam_size,
     check_device,
@@ -63,7 +64,6 @@ from helpers.translation import (
     load_pairs,
     load_tokenizer,
     sentence_ids,
-    token_batches,
     translate,
 )
 
@@ -572,7 +572,7 @@ def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
         model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
     )
     pairs, generator = load_pairs("train"), torch.Generator().manual_seed(recipe.seed)
-    batches_per_epoch = len(list(token_batches(pairs, tokenizer, recipe.max_tokens)))
+    batches_per_epoch = len(list(_batches(pairs, tokenizer, recipe.max_tokens, None)))
     total_steps = recipe.epochs * batches_per_epoch
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: learning_rate_factor(step, total_steps, recipe.warmup_steps)
@@ -582,7 +582,7 @@ def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
     start = perf_counter()
     for epoch in range(recipe.epochs):
         total, count = 0.0, 0
-        batches = list(token_batches(pairs, tokenizer, recipe.max_tokens, generator))
+        batches = list(_batches(pairs, tokenizer, recipe.max_tokens, generator))
         for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{recipe.epochs}"):
             english = [row[: row.index(EOS_ID)] for row in source.tolist()]
             french = [row[1 : row.index(EOS_ID)] for row in target.tolist()]

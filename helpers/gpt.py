@@ -478,126 +478,6 @@ def _culprit(model: GPT, dtype: torch.dtype, caches: list | tuple = (), before: 
     )
 
 
-def check_config(config: object) -> GPTConfig:
-    if not isinstance(config, GPTConfig):
-        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
-    return config
-
-
-def check_forward_size(
-    config: GPTConfig,
-    rows: int,
-    positions: int,
-    keys: int,
-    name: str = "ids",
-    keys_name: str | None = None,
-) -> None:
-    """Refuse, before anything is made, a forward pass of `rows` x `positions` new positions
-    that read `keys` positions each (whole numbers >= 0), whose largest tensor (logits, the
-    feed-forward's hidden layer or the attention weights) would hold more than
-    LARGEST_ACTIVATION numbers. keys_name: the setting that fixes the keys, if any (such as
-    "context_length"), named when the attention weights are too large."""
-    check_config(config)
-    rows = validation.whole_number(rows, "rows", minimum=0)
-    positions = validation.whole_number(positions, "positions", minimum=0)
-    keys = validation.whole_number(keys, "keys", minimum=0)
-    check_ids_name(name)
-    if keys_name is not None and not isinstance(keys_name, str):
-        raise TypeError(f"keys_name must be a str or None, got {validation.shown(keys_name):.40}")
-    keys_shown = f"{shown_count(keys)} keys" + (f" (the {keys_name})" if keys_name else "")
-    widths = {  # the tensors a pass makes, by width: the first widest one is named
-        f"logits, vocab_size {config.vocab_size:,}": config.vocab_size,
-        f"feed-forward's hidden layer, d_ff {config.d_ff:,}": config.d_ff,
-        f"residual stream, d_model {config.d_model:,}": config.d_model,
-        f"attention weights, {config.num_heads} heads x {keys_shown}": config.num_heads * keys,
-    }
-    if config.attention_only:  # no feed-forward layer is built, whatever d_ff says
-        del widths[f"feed-forward's hidden layer, d_ff {config.d_ff:,}"]
-    widest_tensor, widest = max(widths.items(), key=lambda item: item[1])
-    numbers = rows * positions * widest
-    if numbers > LARGEST_ACTIVATION:
-        advice = "use fewer rows or positions"
-        if widest_tensor.startswith("attention"):
-            advice += f", or a smaller {keys_name or 'number of keys'} than {shown_count(keys)}"
-        raise ValueError(
-            f"{name}: {shown_count(rows)} row{'s' * (rows != 1)} x {shown_count(positions)} "
-            f"position{'s' * (positions != 1)} would make a tensor of {shown_count(numbers)} "
-            f"numbers (x {shown_count(widest)}: the {widest_tensor}), more than 2^28 = "
-            f"{LARGEST_ACTIVATION:,} (1 GiB of float32, and a forward pass holds several such "
-            f"tensors at once): {advice}"
-        )
-
-
-def check_sampling_size(
-    config: GPTConfig, rows: int, temperature: float, name: str = "ids"
-) -> None:
-    """Refuse, before anything is made, drawing tokens for `rows` rows (a whole number >= 0) at
-    a temperature above 0, whose sampling step would hold SAMPLING_COPIES float64 tensors of
-    (rows, vocab_size) at once: more than the bytes of LARGEST_ACTIVATION float32 numbers
-    together. Greedy decoding (temperature 0) takes an argmax only."""
-    check_config(config)
-    rows = validation.whole_number(rows, "rows", minimum=0)
-    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
-    check_ids_name(name)
-    if temperature:
-        _check_sampled_rows(rows, config.vocab_size, name)
-
-
-def check_ids_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise TypeError(
-            f"name must be a str (what the caller calls the ids), got {validation.shown(name):.40}"
-        )
-
-
-def check_room(config: GPTConfig, prompt_length: int, max_new_tokens: int) -> None:
-    """Refuse a prompt of prompt_length tokens and max_new_tokens new ones (whole numbers
-    >= 0) that together do not fit in the context."""
-    check_config(config)
-    prompt_length = validation.whole_number(prompt_length, "prompt_length", minimum=0)
-    max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
-    if prompt_length + max_new_tokens > config.context_length:
-        raise ValueError(
-            f"{shown_count(prompt_length)} prompt tokens + {shown_count(max_new_tokens)} new ones "
-            f"do not fit in the context of {config.context_length}"
-        )
-
-
-def shown_count(number: int) -> str:
-    """A count (a whole number >= 0) as a message shows it: 1,234,567, or about 10^40 where
-    the digits would be too many to read (or, past 4,300 of them, for Python to write)."""
-    number = validation.whole_number(number, "number (a count to show)", minimum=0)
-    return f"{number:,}" if number < 10**15 else f"about 10^{_digits(number) - 1}"
-
-
-def _digits(number: int) -> int:
-    """How many digits a whole number > 0 has, counted exactly (math.log10 rounds 10^16 - 1
-    up to 16.0), without writing them all (Python refuses past 4,300)."""
-    digits = max(1, math.floor(number.bit_length() * math.log10(2)))  # at most one too few
-    return digits + (number >= 10**digits)
-
-
-def check_logits(logits: object) -> torch.Tensor:
-    """logits (B, V), floating, each row with a finite logit, none NaN or +inf: a row a token
-    can be chosen from; at most LARGEST_ACTIVATION numbers, sized before they are read."""
-    validation.dense_tensor(logits, "logits", "(B, V)")
-    if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
-        raise ValueError(
-            f"logits must be floating (B, V), V >= 1, got {logits.dtype} {tuple(logits.shape)}"
-        )
-    if logits.numel() > LARGEST_ACTIVATION:  # an expand()ed view holds them in a few bytes
-        raise ValueError(
-            f"logits hold {shown_count(logits.numel())} numbers ({shown_count(logits.shape[0])} "
-            f"x {shown_count(logits.shape[1])}), more than 2^28 = {LARGEST_ACTIVATION:,}, the "
-            f"most a forward pass makes: is a size mistyped?"
-        )
-    if logits.isnan().any() or logits.isposinf().any():
-        raise ValueError("logits hold NaN or +inf: no token can be chosen")
-    if not logits.isfinite().any(-1).all():
-        raise ValueError("a row of logits is all -inf: no token can be chosen")
-    return logits
-
-
 def next_token_probabilities(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p=None
 ) -> torch.Tensor:
@@ -971,3 +851,123 @@ def _check_read(model: GPT, ids: torch.Tensor, read: object, use_cache: bool) ->
         raise ValueError(
             "read was not made by read_prompt(model, ids): its caches or logits differ"
         )
+
+
+def check_config(config: object) -> GPTConfig:
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    return config
+
+
+def check_forward_size(
+    config: GPTConfig,
+    rows: int,
+    positions: int,
+    keys: int,
+    name: str = "ids",
+    keys_name: str | None = None,
+) -> None:
+    """Refuse, before anything is made, a forward pass of `rows` x `positions` new positions
+    that read `keys` positions each (whole numbers >= 0), whose largest tensor (logits, the
+    feed-forward's hidden layer or the attention weights) would hold more than
+    LARGEST_ACTIVATION numbers. keys_name: the setting that fixes the keys, if any (such as
+    "context_length"), named when the attention weights are too large."""
+    check_config(config)
+    rows = validation.whole_number(rows, "rows", minimum=0)
+    positions = validation.whole_number(positions, "positions", minimum=0)
+    keys = validation.whole_number(keys, "keys", minimum=0)
+    check_ids_name(name)
+    if keys_name is not None and not isinstance(keys_name, str):
+        raise TypeError(f"keys_name must be a str or None, got {validation.shown(keys_name):.40}")
+    keys_shown = f"{shown_count(keys)} keys" + (f" (the {keys_name})" if keys_name else "")
+    widths = {  # the tensors a pass makes, by width: the first widest one is named
+        f"logits, vocab_size {config.vocab_size:,}": config.vocab_size,
+        f"feed-forward's hidden layer, d_ff {config.d_ff:,}": config.d_ff,
+        f"residual stream, d_model {config.d_model:,}": config.d_model,
+        f"attention weights, {config.num_heads} heads x {keys_shown}": config.num_heads * keys,
+    }
+    if config.attention_only:  # no feed-forward layer is built, whatever d_ff says
+        del widths[f"feed-forward's hidden layer, d_ff {config.d_ff:,}"]
+    widest_tensor, widest = max(widths.items(), key=lambda item: item[1])
+    numbers = rows * positions * widest
+    if numbers > LARGEST_ACTIVATION:
+        advice = "use fewer rows or positions"
+        if widest_tensor.startswith("attention"):
+            advice += f", or a smaller {keys_name or 'number of keys'} than {shown_count(keys)}"
+        raise ValueError(
+            f"{name}: {shown_count(rows)} row{'s' * (rows != 1)} x {shown_count(positions)} "
+            f"position{'s' * (positions != 1)} would make a tensor of {shown_count(numbers)} "
+            f"numbers (x {shown_count(widest)}: the {widest_tensor}), more than 2^28 = "
+            f"{LARGEST_ACTIVATION:,} (1 GiB of float32, and a forward pass holds several such "
+            f"tensors at once): {advice}"
+        )
+
+
+def check_sampling_size(
+    config: GPTConfig, rows: int, temperature: float, name: str = "ids"
+) -> None:
+    """Refuse, before anything is made, drawing tokens for `rows` rows (a whole number >= 0) at
+    a temperature above 0, whose sampling step would hold SAMPLING_COPIES float64 tensors of
+    (rows, vocab_size) at once: more than the bytes of LARGEST_ACTIVATION float32 numbers
+    together. Greedy decoding (temperature 0) takes an argmax only."""
+    check_config(config)
+    rows = validation.whole_number(rows, "rows", minimum=0)
+    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
+    check_ids_name(name)
+    if temperature:
+        _check_sampled_rows(rows, config.vocab_size, name)
+
+
+def check_ids_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a str (what the caller calls the ids), got {validation.shown(name):.40}"
+        )
+
+
+def check_room(config: GPTConfig, prompt_length: int, max_new_tokens: int) -> None:
+    """Refuse a prompt of prompt_length tokens and max_new_tokens new ones (whole numbers
+    >= 0) that together do not fit in the context."""
+    check_config(config)
+    prompt_length = validation.whole_number(prompt_length, "prompt_length", minimum=0)
+    max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
+    if prompt_length + max_new_tokens > config.context_length:
+        raise ValueError(
+            f"{shown_count(prompt_length)} prompt tokens + {shown_count(max_new_tokens)} new ones "
+            f"do not fit in the context of {config.context_length}"
+        )
+
+
+def shown_count(number: int) -> str:
+    """A count (a whole number >= 0) as a message shows it: 1,234,567, or about 10^40 where
+    the digits would be too many to read (or, past 4,300 of them, for Python to write)."""
+    number = validation.whole_number(number, "number (a count to show)", minimum=0)
+    return f"{number:,}" if number < 10**15 else f"about 10^{_digits(number) - 1}"
+
+
+def _digits(number: int) -> int:
+    """How many digits a whole number > 0 has, counted exactly (math.log10 rounds 10^16 - 1
+    up to 16.0), without writing them all (Python refuses past 4,300)."""
+    digits = max(1, math.floor(number.bit_length() * math.log10(2)))  # at most one too few
+    return digits + (number >= 10**digits)
+
+
+def check_logits(logits: object) -> torch.Tensor:
+    """logits (B, V), floating, each row with a finite logit, none NaN or +inf: a row a token
+    can be chosen from; at most LARGEST_ACTIVATION numbers, sized before they are read."""
+    validation.dense_tensor(logits, "logits", "(B, V)")
+    if logits.dim() != 2 or logits.shape[1] == 0 or not logits.is_floating_point():
+        raise ValueError(
+            f"logits must be floating (B, V), V >= 1, got {logits.dtype} {tuple(logits.shape)}"
+        )
+    if logits.numel() > LARGEST_ACTIVATION:  # an expand()ed view holds them in a few bytes
+        raise ValueError(
+            f"logits hold {shown_count(logits.numel())} numbers ({shown_count(logits.shape[0])} "
+            f"x {shown_count(logits.shape[1])}), more than 2^28 = {LARGEST_ACTIVATION:,}, the "
+            f"most a forward pass makes: is a size mistyped?"
+        )
+    if logits.isnan().any() or logits.isposinf().any():
+        raise ValueError("logits hold NaN or +inf: no token can be chosen")
+    if not logits.isfinite().any(-1).all():
+        raise ValueError("a row of logits is all -inf: no token can be chosen")
+    return logits

@@ -641,7 +641,11 @@ def train_model(num_layers: int, recipe: Recipe = Recipe(), progress: bool = Fal
     recipe.snapshot_every steps in float16, {step: state_dict}. Runs on one thread, so a rerun is
     bit-identical on the same machine."""
     _check_trainable(recipe, [num_layers])  # before the minutes of training
-    progress = validation.flag(progress, "progress")
+    return _train_model(num_layers, recipe, validation.flag(progress, "progress"))
+
+
+def _train_model(num_layers: int, recipe: Recipe, progress: bool) -> dict:
+    """train_model for a recipe _check_trainable has taken with these layers."""
     with one_torch_thread(), keeping_random_state(), trainable_float32():
         return _train(num_layers, recipe, progress)
 
@@ -789,9 +793,7 @@ def train_and_save(path: str | Path = SAVED_MODELS, recipe: Recipe = Recipe()) -
     and their snapshots in one checksummed file. Returns {name: seconds of training}."""
     path = savable_path(path)
     _check_trainable(recipe, MODEL_LAYERS.values())  # both, before the first one trains
-    results = {
-        name: train_model(layers, recipe, progress=True) for name, layers in MODEL_LAYERS.items()
-    }
+    results = {name: _train_model(layers, recipe, True) for name, layers in MODEL_LAYERS.items()}
     save_checkpoint(
         path,
         {
@@ -825,9 +827,7 @@ def train_and_save_positions(
     }
     for other in recipes.values():
         _check_trainable(other, [2])
-    results = {
-        position: train_model(2, other, progress=True) for position, other in recipes.items()
-    }
+    results = {position: _train_model(2, other, True) for position, other in recipes.items()}
     weights = {position: result["model"].state_dict() for position, result in results.items()}
     save_checkpoint(path, {"recipe": asdict(recipe), "weights": weights})
     return {position: result["seconds"] for position, result in results.items()}

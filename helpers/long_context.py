@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from tqdm.auto import tqdm
 
 from helpers import validation
-from helpers.attention import merge_heads, split_heads
+from helpers.attention import _merge_heads, _split_heads
 from helpers.checkpoints import (
     CheckpointError,
     load_checkpoint,
@@ -33,7 +33,7 @@ from helpers.checkpoints import (
 from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.efficient import peak_bytes
 from helpers.masks import causal_mask
-from helpers.positional import alibi_bias, apply_rope, sinusoidal_encoding
+from helpers.positional import _alibi_bias, _sinusoidal_encoding, rotated, sinusoidal_encoding
 
 POSITIONS = ("sinusoidal", "rope", "alibi")
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -130,25 +130,20 @@ class PositionAwareAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        d_model, dtype = self.W_q.in_features, self.W_q.weight.dtype
-        validation.tensor(x, "x", f"(B, n, d_model={d_model})")
-        if x.dim() != 3 or x.shape[-1] != d_model or x.dtype != dtype:
-            raise ValueError(
-                f"x must be (B, n, d_model={d_model}) of the layer's dtype {dtype}, got "
-                f"{x.dtype} of shape {tuple(x.shape)}"
-            )
+        _check_position_aware_input(self, x)
         n = x.shape[1]
-        q = split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
-        k = split_heads(self.W_k(x), self.num_heads)
-        v = split_heads(self.W_v(x), self.num_heads)
+        q = _split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
+        k = _split_heads(self.W_k(x), self.num_heads)
+        v = _split_heads(self.W_v(x), self.num_heads)
         if self.position == "rope":
-            q, k = apply_rope(q), apply_rope(k)
+            where = torch.arange(n, device=x.device)  # (n,)
+            q, k = rotated(q, where), rotated(k, where)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, heads, n, n)
         if self.position == "alibi":
-            scores = scores + alibi_bias(self.num_heads, n, n).to(scores)
+            scores = scores + _alibi_bias(self.num_heads, n, n).to(scores)
         scores = scores.masked_fill(~causal_mask(n, x.device), float("-inf"))
         self.attention_weights = torch.softmax(scores, dim=-1)
-        return self.W_o(merge_heads(self.attention_weights @ v))
+        return self.W_o(_merge_heads(self.attention_weights @ v))
 
 
 class RecallModel(nn.Module):
@@ -166,17 +161,10 @@ class RecallModel(nn.Module):
         self.output = nn.Linear(d_model, self.vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        validation.token_ids(tokens, "tokens", self.vocab_size)
-        if tokens.dim() != 2 or tokens.shape[1] == 0:
-            raise ValueError(
-                f"tokens must be (B, n) with at least one position, got {tuple(tokens.shape)}"
-            )
-        device = self.embedding.weight.device
-        if tokens.device != device:
-            raise ValueError(f"tokens are on {tokens.device} but the model is on {device}")
+        _check_recall_tokens(self, tokens)
         x = self.embedding(tokens) * math.sqrt(self.embedding.embedding_dim)  # (B, n, d_model)
         if self.position == "sinusoidal":
-            x = x + sinusoidal_encoding(tokens.shape[1], x.shape[-1]).to(x)
+            x = x + _sinusoidal_encoding(tokens.shape[1], x.shape[-1], 10000.0).to(x)
         return self.output(x + self.attention(x))  # (B, n, vocab)
 
 
@@ -660,14 +648,14 @@ class LowRankSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_low_rank_input(self, x)
-        q = split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
-        k = split_heads(self.W_k(x), self.num_heads)
-        v = split_heads(self.W_v(x), self.num_heads)
+        q = _split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
+        k = _split_heads(self.W_k(x), self.num_heads)
+        v = _split_heads(self.W_v(x), self.num_heads)
         if self.E is not None:
             k, v = self.E @ k, self.F @ v  # (B, heads, projected, d_head): E, F (k, n) broadcast
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, heads, n, n or k)
         self.attention_weights = torch.softmax(scores, dim=-1)
-        return self.W_o(merge_heads(self.attention_weights @ v))
+        return self.W_o(_merge_heads(self.attention_weights @ v))
 
 
 class LowRankRecallModel(nn.Module):
@@ -1007,6 +995,27 @@ def _checked_low_rank_sizes(d_model, num_heads, length, projected) -> tuple:
             )
     validation.layer_weights(projected or 1, length, "length and projected")
     return d_model, num_heads, length, projected
+
+
+def _check_position_aware_input(layer: PositionAwareAttention, x: object) -> None:
+    d_model, dtype = layer.W_q.in_features, layer.W_q.weight.dtype
+    validation.tensor(x, "x", f"(B, n, d_model={d_model})")
+    if x.dim() != 3 or x.shape[-1] != d_model or x.dtype != dtype:
+        raise ValueError(
+            f"x must be (B, n, d_model={d_model}) of the layer's dtype {dtype}, got "
+            f"{x.dtype} of shape {tuple(x.shape)}"
+        )
+
+
+def _check_recall_tokens(model: RecallModel, tokens: object) -> None:
+    validation.token_ids(tokens, "tokens", model.vocab_size)
+    if tokens.dim() != 2 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"tokens must be (B, n) with at least one position, got {tuple(tokens.shape)}"
+        )
+    device = model.embedding.weight.device
+    if tokens.device != device:
+        raise ValueError(f"tokens are on {tokens.device} but the model is on {device}")
 
 
 def _check_low_rank_input(layer: LowRankSelfAttention, x: object) -> None:

@@ -24,7 +24,11 @@ def _frequencies(d_model: int, base: float) -> torch.Tensor:
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """(max_len, d_model): row i is the encoding of position i (float32)."""
     max_len, d_model = _check_sizes(max_len, d_model)
-    rates = _frequencies(d_model, _checked_base(base))  # (d_model / 2,)
+    return _sinusoidal_encoding(max_len, d_model, _checked_base(base))
+
+
+def _sinusoidal_encoding(max_len: int, d_model: int, base: float) -> torch.Tensor:
+    rates = _frequencies(d_model, base)  # (d_model / 2,)
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * rates
     encoding = torch.empty(max_len, d_model, dtype=torch.float64)
     encoding[:, 0::2] = torch.sin(angles)  # (max_len, d_model / 2)
@@ -99,8 +103,10 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     that starts at 2^(-8/heads) with that ratio (8 heads: 1/2, 1/4, ..., 1/256); for other
     counts, the paper's rule: the slopes of the largest power of two below, then every other
     slope of the next power of two, until there are num_heads."""
-    num_heads = validation.whole_number(num_heads, "num_heads")
+    return _alibi_slopes(validation.whole_number(num_heads, "num_heads"))
 
+
+def _alibi_slopes(num_heads: int) -> torch.Tensor:
     def power_of_two(count: int) -> list[float]:
         return [2.0 ** (-8.0 * (h + 1) / count) for h in range(count)]
 
@@ -113,7 +119,7 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int) -> torch.Tensor:
     """(heads, q, k) float32: -slope_h * |distance| between query i and key j, to add to the
     scores. The queries are the last num_queries of the num_keys positions (decoding with a
     cache: q = 1 is the newest position), so with q = k the distance is i - j."""
-    slopes = alibi_slopes(num_heads)  # (heads,)
+    num_heads = validation.whole_number(num_heads, "num_heads")
     num_queries = validation.whole_number(num_queries, "num_queries")
     num_keys = validation.whole_number(num_keys, "num_keys")
     if num_queries > num_keys:
@@ -121,6 +127,11 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int) -> torch.Tensor:
             f"num_queries ({num_queries}) must be <= num_keys ({num_keys}): the queries are the "
             f"last positions of the keys"
         )
+    return _alibi_bias(num_heads, num_queries, num_keys)
+
+
+def _alibi_bias(num_heads: int, num_queries: int, num_keys: int) -> torch.Tensor:
+    slopes = _alibi_slopes(num_heads)  # (heads,)
     query_positions = torch.arange(num_keys - num_queries, num_keys)  # (q,)
     distance = (query_positions[:, None] - torch.arange(num_keys)[None, :]).abs()  # (q, k)
     return -slopes[:, None, None] * distance.float()  # (heads, q, k)

@@ -472,7 +472,7 @@ def train_translator(
     start = perf_counter()
     for epoch in range(epochs):
         total, count = 0.0, 0
-        batches = list(token_batches(pairs, tokenizer, max_tokens, generator))
+        batches = list(_batches(pairs, tokenizer, max_tokens, generator))  # checked above
         for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False):
             source, target = source.to(device), target.to(device)
             logits = model(source, target[:, :-1])  # (B, T, V): predict each next token
@@ -525,16 +525,6 @@ def _go_on(answer: object) -> bool:
             f"after_epoch must return True (go on), False (stop) or None (go on), got {answer!r}"
         )
     return bool(answer)
-
-
-def check_device(device: object) -> torch.device:
-    """device as a torch.device, if torch knows it ("cpu", "cuda", "cuda:1", ...)."""
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}"
-        ) from None
 
 
 def evaluate_bleu(
@@ -682,6 +672,16 @@ def _text_list(value: object, name: str, each: str) -> list[str]:
                 f"{name} must be a list of {each} strings; item {index} is {type(text).__name__}"
             )
     return list(value)
+
+
+def check_device(device: object) -> torch.device:
+    """device as a torch.device, if torch knows it ("cpu", "cuda", "cuda:1", ...)."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
 
 
 if __name__ == "__main__":
