@@ -209,7 +209,10 @@ def _pixel_text(value: float) -> str:
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     """(B, C, H, W) -> (B, (H/p)(W/p), C p p): patches left to right, then top to bottom, each
     flattened in (C, p, p) order, the layout of F.unfold(images, p, stride=p).transpose(1, 2)."""
-    images, p = _check_images(images, patch_size)
+    return _patchify(*_check_images(images, patch_size))
+
+
+def _patchify(images: torch.Tensor, p: int) -> torch.Tensor:
     batch, channels, height, width = images.shape
     grid = images.reshape(
         batch, channels, height // p, p, width // p, p

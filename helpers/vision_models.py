@@ -49,6 +49,7 @@ from helpers.vision import (
     PIXELS,
     Canvases,
     Digits,
+    _patchify,
     cell_patches,
     check_canvases,
     check_digit_labels,
@@ -56,7 +57,6 @@ from helpers.vision import (
     check_placed_digits,
     load_digits,
     make_canvases,
-    patchify,
     refuse_nested,
     sinusoidal_2d,
 )
@@ -105,7 +105,7 @@ class PatchEmbedding(nn.Module):
     def embedded(self, images: torch.Tensor) -> torch.Tensor:
         """forward without its checks, for a model that has checked the images for all of its
         layers (_check_images)."""
-        patches = patchify(images, PATCH)  # (B, n, 16)
+        patches = _patchify(images, PATCH)  # (B, n, 16)
         return self.project(patches) + self.positions  # (B, n, d_model)
 
 
