@@ -67,7 +67,10 @@ def convert_mask(mask: torch.Tensor, source: str, target: str = "allowed") -> to
 
 def causal_mask(size: int, device: str | torch.device | None = None) -> torch.Tensor:
     """(size, size): query i may attend to keys 0..i."""
-    size = validation.whole_number(size, "size", minimum=0)
+    return _causal_mask(validation.whole_number(size, "size", minimum=0), device)
+
+
+def _causal_mask(size: int, device: str | torch.device | None) -> torch.Tensor:
     return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device))
 
 
@@ -83,12 +86,20 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     if tokens.is_floating_point() or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be integer token ids, got {tokens.dtype}")
     pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)
-    return (tokens != pad_id)[:, None, :]
+    return _padding_mask(tokens, pad_id)
+
+
+def _padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return (tokens != pad_id)[:, None, :]  # (B, 1, k)
 
 
 def causal_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """(B, n, n): a decoder's self-attention mask, causal and blind to pad keys."""
     return padding_mask(tokens, pad_id) & causal_mask(tokens.shape[1], tokens.device)
+
+
+def _causal_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return _padding_mask(tokens, pad_id) & _causal_mask(tokens.shape[1], tokens.device)
 
 
 def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:

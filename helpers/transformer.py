@@ -16,7 +16,7 @@ from helpers import validation
 from helpers.attention import KeyValueCache, MultiHeadAttention, copy_weights_from_torch
 from helpers.checkpoints import MAX_CHECKPOINT_PARAMETERS, CheckpointError
 from helpers.contexts import evaluating
-from helpers.masks import causal_padding_mask, padding_mask
+from helpers.masks import _causal_padding_mask, _padding_mask
 from helpers.positional import PositionalEncoding
 
 
@@ -318,7 +318,7 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
         src = self._check_tokens("src", src, self.config.src_vocab_size)  # (B, S)
-        src_mask = padding_mask(src, self.pad_id)
+        src_mask = _padding_mask(src, self.pad_id)  # (B, 1, S)
         return self.encoder(self.src_embedding(src), src_mask), src_mask
 
     def decode(
@@ -326,7 +326,7 @@ class Seq2SeqTransformer(nn.Module):
     ) -> torch.Tensor:
         """tgt (B, T) -> logits (B, T, tgt_vocab), every position in one causal pass."""
         tgt = self._check_tokens("tgt", tgt, self.config.tgt_vocab_size)  # (B, T)
-        tgt_mask = causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
+        tgt_mask = _causal_padding_mask(tgt, self.pad_id)  # (B, T, T)
         y = self.decoder(self.tgt_embedding(tgt), memory, tgt_mask, src_mask)
         return self.output(y)
 
