@@ -126,6 +126,9 @@ class RNNTranslator(nn.Module):
 
     def encode(self, source: torch.Tensor) -> dict:
         self.check_source(source)
+        return self._encode(source)
+
+    def _encode(self, source: torch.Tensor) -> dict:
         lengths = (source != PAD_ID).sum(1)  # (B,)
         states, summary = self.encoder(self.dropout(self.embedding(source)), lengths)
         return {
@@ -146,8 +149,10 @@ class RNNTranslator(nn.Module):
 
     def decode_step(self, memory: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """One step: previous ids (B,) -> logits (B, V) and the memory with the new state."""
-        batch = len(memory["hidden"])
-        check_previous_ids(previous, batch, self.embedding.num_embeddings)
+        check_previous_ids(previous, len(memory["hidden"]), self.embedding.num_embeddings)
+        return self._decode_step(memory, previous)
+
+    def _decode_step(self, memory: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         embedded = self.dropout(self.embedding(previous))  # (B, e)
         context = self.context(memory)  # (B, 2h)
         hidden = self.cell(torch.cat([embedded, context], -1), memory["hidden"])  # (B, h)
@@ -156,17 +161,13 @@ class RNNTranslator(nn.Module):
         return logits, {**memory, "hidden": hidden}
 
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
+        self.check_source(source)
+        _check_target_in(target_in, source, self.config.vocab_size)
         self.attention_weights = []
-        memory = self.encode(source)  # checks the source
-        validation.token_ids(target_in, "target_in", self.config.vocab_size, "(B, T)")
-        if len(target_in) != len(source) or not target_in.shape[1]:
-            raise ValueError(
-                f"target_in must be (B, T) with T >= 1 for source (B, S) = "
-                f"{tuple(source.shape)}, got {tuple(target_in.shape)}"
-            )
+        memory = self._encode(source)
         logits = []
         for t in range(target_in.shape[1]):
-            step_logits, memory = self.decode_step(memory, target_in[:, t])
+            step_logits, memory = self._decode_step(memory, target_in[:, t])
             logits.append(step_logits)
         return torch.stack(logits, 1)  # (B, T, V)
 
@@ -179,7 +180,7 @@ class RNNTranslator(nn.Module):
             self.attention_weights = []
             memory = self.encode(source)  # checks the source
             steps = 2 * source.shape[1] + 5 if max_len is None else max_len
-            return translate(self.decode_step, memory, len(source), steps, source.device)
+            return translate(self._decode_step, memory, len(source), steps, source.device)
 
 
 MODELS = {"rnn-bottleneck": False, "rnn-bahdanau": True}  # name -> attention
@@ -280,6 +281,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Train the named model and save it in data/.")
     parser.add_argument("name", choices=list(MODELS))
     train_and_save(parser.parse_args().name)
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_target_in(target_in: object, source: torch.Tensor, vocab_size: int) -> None:
+    validation.token_ids(target_in, "target_in", vocab_size, "(B, T)")
+    if len(target_in) != len(source) or not target_in.shape[1]:
+        raise ValueError(
+            f"target_in must be (B, T) with T >= 1 for source (B, S) = "
+            f"{tuple(source.shape)}, got {tuple(target_in.shape)}"
+        )
 
 
 if __name__ == "__main__":

@@ -462,6 +462,10 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     validation.tensor(x, "x", "(..., n, d)")
     if not x.is_floating_point():
         raise ValueError(f"x must be floating point, got {x.dtype}")
+    return _elu_feature_map(x)
+
+
+def _elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
@@ -501,9 +505,13 @@ def linear_attention_weights(
     """(..., q, k): phi(q_i) . phi(k_j), over the allowed keys, divided by its row's sum
     (+ EPSILON). 16-bit inputs are computed in float32; weights that overflow are refused."""
     _check_linear_inputs(queries, keys, keys, causal)
+    return _linear_attention_weights(queries, keys, causal)
+
+
+def _linear_attention_weights(queries, keys, causal) -> torch.Tensor:
     dtype, named = queries.dtype, {"queries": queries, "keys": keys}
     queries, keys = _at_least_float32(queries, keys)
-    similarity = elu_feature_map(queries) @ elu_feature_map(keys).transpose(-2, -1)
+    similarity = _elu_feature_map(queries) @ _elu_feature_map(keys).transpose(-2, -1)
     if causal:
         similarity = similarity * causal_mask(similarity.shape[-1], similarity.device)
     weights = similarity / (similarity.sum(dim=-1, keepdim=True) + EPSILON)
@@ -517,7 +525,7 @@ def linear_attention_quadratic(
     _check_linear_inputs(queries, keys, values, causal)
     dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
     queries, keys, values = _at_least_float32(queries, keys, values)
-    output = linear_attention_weights(queries, keys, causal) @ values
+    output = _linear_attention_weights(queries, keys, causal) @ values
     return _refuse_overflow(output, named).to(dtype)
 
 
@@ -533,7 +541,7 @@ def linear_attention(
     _check_linear_inputs(queries, keys, values, causal)
     dtype, named = values.dtype, {"queries": queries, "keys": keys, "values": values}
     queries, keys, values = _at_least_float32(queries, keys, values)
-    phi_q, phi_k = elu_feature_map(queries), elu_feature_map(keys)  # (..., n, d)
+    phi_q, phi_k = _elu_feature_map(queries), _elu_feature_map(keys)  # (..., n, d)
     if not causal:
         summary = phi_k.transpose(-2, -1) @ values  # (..., d, d_v): the same for every query
         normaliser = phi_k.sum(dim=-2)  # (..., d)
