@@ -130,6 +130,16 @@ def test_a_new_sample_setting_reads_the_models_weights_once(explorer, monkeypatc
     assert "error" not in explorer.state and len(fingerprinted) == 1
 
 
+def test_a_numpy_seed_samples_as_its_int_does(explorer):
+    """The explorer handed numpy's int32 to torch's manual_seed, which refused it."""
+    first = explorer.samples("translate", "Tom has a blue car.", 1.0, None, None, np.int32(7))
+    assert first == explorer.samples("translate", "Tom has a blue car.", 1.0, None, None, 7)
+    fresh = DecoderOnlyExplorer(models=explorer.models)
+    assert fresh.samples("translate", "I see.", 1.2, None, None, np.int64(3)) == fresh.samples(
+        "translate", "I see.", 1.2, None, None, 3
+    )
+
+
 def test_samples_written_from_the_kept_reading_are_sample_texts(explorer, models):
     explorer.controls["temperature"].value = 1.2
     ids = decoder_only.text_prompt(explorer.tokenizer, 8000, "Tom has a blue car.", "translate")

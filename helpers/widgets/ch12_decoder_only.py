@@ -297,6 +297,7 @@ class DecoderOnlyExplorer(Explorer):
             room = model.config.context_length - ids.shape[1]
             sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size)
             count = min(wanted, room)
+            seed = validation.seed(seed)  # an int: numpy's are refused by torch's manual_seed
             written = _sample_texts(  # found["read"] is current: _read has just checked it
                 model, self.tokenizer, ids, SAMPLES, count, sampling, seed, found["read"]
             )
