@@ -48,9 +48,7 @@ class NeighbourModel(nn.Module):
         self.right_output = nn.Linear(d_model, vocab)
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # (B, length)
-        validation.token_ids(tokens, "tokens", self.vocab, f"(B, {self.length})")
-        if tokens.shape[1] != self.length:
-            raise ValueError(f"tokens must be (B, {self.length}), got {tuple(tokens.shape)}")
+        _check_tokens(self, tokens)
         x = self.token_embedding(tokens) + self.position_embedding  # (B, length, d_model)
         mixed = self.attention(x, x, x)  # (B, length, d_model)
         return self.left_output(mixed), self.right_output(mixed)  # 2 x (B, length, vocab)
@@ -125,6 +123,12 @@ def weight_by_offset(weights: torch.Tensor, offsets: tuple[int, ...] = (-1, 0, 1
 
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_tokens(model: NeighbourModel, tokens: object) -> None:
+    validation.token_ids(tokens, "tokens", model.vocab, f"(B, {model.length})")
+    if tokens.shape[1] != model.length:
+        raise ValueError(f"tokens must be (B, {model.length}), got {tuple(tokens.shape)}")
 
 
 def _check_neighbours(tokens, left, right) -> None:

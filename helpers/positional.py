@@ -58,18 +58,7 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x: (B, n, d_model) for positions start .. start + n - 1 (start > 0 when decoding
         one token at a time)."""
-        max_len, d_model = self.encoding.shape
-        validation.tensor(x, "x", f"(B, n, d_model={d_model})")
-        if not x.is_floating_point():
-            raise ValueError(f"x must be floating-point embeddings, got {x.dtype}")
-        if x.dim() != 3 or x.shape[-1] != d_model:
-            raise ValueError(f"x must be (B, n, d_model={d_model}), got {tuple(x.shape)}")
-        start = validation.whole_number(start, "start", minimum=0)
-        if start + x.shape[1] > max_len:
-            raise ValueError(
-                f"positions up to {start + x.shape[1] - 1} asked for, but the encoding was "
-                f"built for max_len={max_len}"
-            )
+        start = _checked_start(self.encoding, x, start)
         return self.dropout(x + self.encoding[start : start + x.shape[1]].to(x.dtype))
 
 
@@ -147,6 +136,24 @@ def _check_sizes(max_len: int, d_model: int) -> tuple[int, int]:
     if d_model % 2:
         raise ValueError(f"d_model ({d_model}) must be even: dimensions come in sin/cos pairs")
     return max_len, d_model
+
+
+def _checked_start(encoding: torch.Tensor, x: object, start: object) -> int:
+    """start as an int, for embeddings x (B, n, d_model) of positions start .. start + n - 1
+    that the encoding (max_len, d_model) covers."""
+    max_len, d_model = encoding.shape
+    validation.tensor(x, "x", f"(B, n, d_model={d_model})")
+    if not x.is_floating_point():
+        raise ValueError(f"x must be floating-point embeddings, got {x.dtype}")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be (B, n, d_model={d_model}), got {tuple(x.shape)}")
+    start = validation.whole_number(start, "start", minimum=0)
+    if start + x.shape[1] > max_len:
+        raise ValueError(
+            f"positions up to {start + x.shape[1] - 1} asked for, but the encoding was "
+            f"built for max_len={max_len}"
+        )
+    return start
 
 
 def _checked_base(base: object) -> float:
