@@ -317,7 +317,9 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, d_model) and its padding mask (B, 1, S)."""
-        src = self._check_tokens("src", src, self.config.src_vocab_size)  # (B, S)
+        return self._encode(self._check_tokens("src", src, self.config.src_vocab_size))
+
+    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         src_mask = _padding_mask(src, self.pad_id)  # (B, 1, S)
         return self.encoder(self.src_embedding(src), src_mask), src_mask
 

@@ -101,15 +101,19 @@ class TransformerTranslator(Seq2SeqTransformer):
         return source
 
     def start_state(self, source: torch.Tensor) -> dict:
-        self.check_source(source)
-        memory, source_mask = self.encode(source)  # (B, S, d_model), (B, 1, S)
+        return self._start_state(self.check_source(source))
+
+    def _start_state(self, source: torch.Tensor) -> dict:
+        memory, source_mask = self._encode(source.long())  # (B, S, d_model), (B, 1, S)
         caches = [KeyValueCache() for _ in self.decoder.blocks]
         return {"memory": memory, "source_mask": source_mask, "caches": caches, "step": 0}
 
     def decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """previous ids (B,) -> logits (B, V) for the next token; the caches grow by one."""
-        batch = len(state["memory"])
-        check_previous_ids(previous, batch, self.output.out_features)
+        check_previous_ids(previous, len(state["memory"]), self.output.out_features)
+        return self._decode_step(state, previous)
+
+    def _decode_step(self, state: dict, previous: torch.Tensor) -> tuple[torch.Tensor, dict]:
         newest = self.tgt_embedding(previous[:, None], start=state["step"])  # (B, 1, d_model)
         y = self.decoder(newest, state["memory"], None, state["source_mask"], state["caches"])
         return self.output(y[:, -1]), {**state, "step": state["step"] + 1}
@@ -150,12 +154,11 @@ class TransformerTranslator(Seq2SeqTransformer):
             max_len = 2 * source.shape[1] + 5
         max_len = min(validation.whole_number(max_len, "max_len"), self.max_len)
         with evaluating(self):
-            state = self.start_state(source)
+            state = self._start_state(source)  # checked above, as each step's ids are made
             if beam_size == 1:
-                return translate(self.decode_step, state, len(source), max_len, source.device)
-            found = beam_search(
-                self.decode_step, state, self.select, len(source), max_len, beam_size, source.device
-            )
+                return translate(self._decode_step, state, len(source), max_len, source.device)
+            step, rows = self._decode_step, len(source)
+            found = beam_search(step, state, self.select, rows, max_len, beam_size, source.device)
             return choose_hypothesis(*found, length_penalty)[0]
 
     @torch.no_grad()
