@@ -792,21 +792,13 @@ def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
         "which neither a hook nor a replaced forward would follow",
     )
     _rebuilt(model)  # names a grid or max_len changed by hand
+    _check_reading(model, images)
     return _read(model, images)
 
 
 @torch.no_grad()
 def _read(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
-    """read_canvas on a model it (or float64_copy) took."""
-    _check_images(model, images)
-    work = len(images) * model._reading_work()
-    if work > MOST_READING_WORK:
-        raise ValueError(
-            f"reading {len(images):,} canvases of {model.grid} x {model.grid} cells would take "
-            f"about {work:,} multiply-adds, more than {MOST_READING_WORK:,} (about 10 s): each "
-            f"of the {model.max_len} tokens decodes every token before it again; pass fewer "
-            "canvases at a time"
-        )
+    """read_canvas on a model it (or float64_copy) took, of images _check_reading took."""
     memory = model.encode(images)  # (B, 36, d_model)
     written = torch.full((len(images), 1), BOS, dtype=torch.long)  # (B, 1)
     done = torch.zeros(len(images), dtype=torch.bool)
@@ -836,6 +828,7 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     layer = _check_layer(layer, len(model.decoder))
     images = canvases.images.double()
     inputs, targets = reader_sequences(canvases)
+    _check_reading(model, images)
     exact = (_read(model, images) == targets).all(1)  # (B,): the copy, checked above
     model(images, inputs)
     weights = model.decoder[layer].cross_attention.attention_weights.mean(1)  # (B, L, 36)
@@ -1363,6 +1356,19 @@ def _check_step(
         raise ValueError("digits must hold at least one image: a batch cannot be drawn from none")
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {validation.shown(generator)}")
+
+
+def _check_reading(model: CanvasReader, images: object) -> None:
+    """Images the reader takes, few enough to read in about 10 s."""
+    _check_images(model, images)
+    work = len(images) * model._reading_work()
+    if work > MOST_READING_WORK:
+        raise ValueError(
+            f"reading {len(images):,} canvases of {model.grid} x {model.grid} cells would take "
+            f"about {work:,} multiply-adds, more than {MOST_READING_WORK:,} (about 10 s): each "
+            f"of the {model.max_len} tokens decodes every token before it again; pass fewer "
+            "canvases at a time"
+        )
 
 
 def _check_room(model: DigitFinder | CanvasReader, most: int, why: str) -> None:
