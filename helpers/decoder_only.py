@@ -904,9 +904,9 @@ def _sample_texts(model, tokenizer, prompt, samples, max_new_tokens, sampling, s
         max_new_tokens,
         sampling,
         generator,
-        True,
-        EOS_ID,  # no need to write on once every sample has ended
-        read,
+        use_cache=True,
+        stop_id=EOS_ID,  # no need to write on once every sample has ended
+        read=read,
     )[:, prompt.shape[1] :]  # (samples, max_new_tokens)
     return [written_text(tokenizer, row, model.separator_id) for row in written.tolist()]
 

@@ -827,8 +827,8 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
         raise ValueError("canvases must hold at least one digit to read: every cell is empty")
     layer = _check_layer(layer, len(model.decoder))
     images = canvases.images.double()
-    inputs, targets = reader_sequences(canvases)
     _check_reading(model, images)
+    inputs, targets = reader_sequences(canvases)
     exact = (_read(model, images) == targets).all(1)  # (B,): the copy, checked above
     model(images, inputs)
     weights = model.decoder[layer].cross_attention.attention_weights.mean(1)  # (B, L, 36)

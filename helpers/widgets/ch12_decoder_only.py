@@ -24,7 +24,7 @@ from helpers.decoder_only import (
     load_translator,
     text_prompt,
 )
-from helpers.gpt import checked_sampling, is_current, next_token_probabilities, read_prompt
+from helpers.gpt import is_current, next_token_probabilities, read_prompt
 from helpers.translation import MAX_SOURCE_TOKENS, MAX_WORDS, shown_tokens
 from helpers.widgets.base import (
     Dropdown,
@@ -277,15 +277,16 @@ class DecoderOnlyExplorer(Explorer):
         tokens as the English has, and 5 more; CONTINUE_TOKENS after the start of a sentence.
         top_k and top_p None: off."""
         _check_reading(task, prompt)
-        _check_sampling(temperature, top_k, top_p, seed)
+        temperature, top_k, top_p, seed = _checked_sampling(temperature, top_k, top_p, seed)
         found = self._read(task, prompt)  # first: a new reading drops the prompt's samples
         return list(self._sample(found, task, prompt, temperature, top_k, top_p, seed))  # a copy
 
     def _sample(
         self, found: dict, task: str, prompt: str, temperature, top_k, top_p, seed
     ) -> list[str]:
-        """The samples kept of the setting, or written from found, the prompt's reading that
-        _read has just given (it drops the samples of an older reading)."""
+        """The samples kept of the setting (as _checked_sampling gives it), or written from
+        found, the prompt's reading that _read has just given (it drops the samples of an older
+        reading)."""
         key = (task, prompt, temperature, top_k, top_p, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
@@ -295,9 +296,9 @@ class DecoderOnlyExplorer(Explorer):
             if task == "translate":
                 wanted = 2 * (ids.shape[1] - 2) + 5  # the English is the prompt less <bos>, <sep>
             room = model.config.context_length - ids.shape[1]
-            sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size)
+            vocab_size = model.config.vocab_size
+            sampling = (temperature, None if top_k is None else min(top_k, vocab_size), top_p)
             count = min(wanted, room)
-            seed = validation.seed(seed)  # an int: numpy's are refused by torch's manual_seed
             written = _sample_texts(  # found["read"] is current: _read has just checked it
                 model, self.tokenizer, ids, SAMPLES, count, sampling, seed, found["read"]
             )
@@ -311,7 +312,7 @@ class DecoderOnlyExplorer(Explorer):
         try:
             top_p = None if _checked_top_p(top_p) == 1 else top_p
             _check_reading(task, prompt)
-            _check_sampling(temperature, top_k, top_p, seed)
+            temperature, top_k, top_p, seed = _checked_sampling(temperature, top_k, top_p, seed)
             found = self._read(task, prompt)
             written = self._sample(found, task, prompt, temperature, top_k, top_p, seed)
         except ValueError as problem:
@@ -548,15 +549,14 @@ def _check_reading(task: object, prompt: object) -> None:
         raise TypeError(f"prompt must be text (a str), got {type(prompt).__name__}")
 
 
-def _check_sampling(temperature: object, top_k: object, top_p: object, seed: object) -> None:
-    """The sample settings as helpers.gpt.generate takes them, checked before they key the
-    samples kept: True equals 1 there, and would fetch the samples of 1."""
-    validation.positive_number(temperature, "temperature", allow_zero=True)
-    if top_k is not None:
-        validation.whole_number(top_k, "top_k")
-    if top_p is not None:
-        _checked_top_p(top_p)
-    validation.seed(seed)
+def _checked_sampling(temperature: object, top_k: object, top_p: object, seed: object) -> tuple:
+    """(temperature, top_k, top_p, seed) as helpers.gpt.generate takes them (a float, ints,
+    None for off), checked before they key the samples kept: True equals 1 there, and would
+    fetch the samples of 1; numpy's int32 seed would reach torch's manual_seed, which refuses it."""
+    temperature = validation.positive_number(temperature, "temperature", allow_zero=True)
+    top_k = None if top_k is None else validation.whole_number(top_k, "top_k")
+    top_p = None if top_p is None else _checked_top_p(top_p)
+    return temperature, top_k, top_p, validation.seed(seed)
 
 
 def _check_same_menus(models: dict) -> None:
