@@ -44,7 +44,7 @@ from helpers.gpt import (
     shown_count,
 )
 from helpers.masks import causal_mask
-from helpers.training import check_deadline, learning_rate_factor
+from helpers.training import _learning_rate_factor, check_deadline
 from helpers.translation import (
     BOS_ID,
     DATA_DIR,
@@ -177,6 +177,11 @@ def build_sequences(
     for index, row in enumerate(english):
         if not row:
             raise ValueError(f"english[{index}] holds no token: nothing to translate")
+    return _build_sequences(english, french, separator_id)
+
+
+def _build_sequences(english: list, french: list, separator_id: int) -> torch.Tensor:
+    """build_sequences of rows it took."""
     rows = [[BOS_ID, *e, separator_id, *f, EOS_ID] for e, f in zip(english, french, strict=True)]
     width = max(map(len, rows))
     return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
@@ -243,6 +248,10 @@ def loss_targets(sequences: torch.Tensor, separator_id: int, over: str = "answer
         )
     if not isinstance(over, str) or over not in LOSS_OVER:
         raise ValueError(f"over must be one of {LOSS_OVER}, got {over!r}")
+    return _loss_targets(sequences, separator_id, over)
+
+
+def _loss_targets(sequences: torch.Tensor, separator_id: int, over: str) -> torch.Tensor:
     targets = sequences[:, 1:]  # position t predicts token t + 1
     if over == "sequence":
         return targets
@@ -496,12 +505,20 @@ def training_loss(
             raise ValueError(
                 f"sequences row {row} holds no <sep> ({separator_id}): it has no answer to score"
             )
-    scored = targets != PAD_ID
-    if not scored.any():
+    if not (targets != PAD_ID).any():
         raise ValueError(f"sequences hold no token to score (loss over the {over}): only pads")
-    features = model.features(ids[:, :-1])  # (B, T - 1, d_model)
+    model.check_ids(ids[:, :-1])
+    return _training_loss(model, ids, targets, label_smoothing)
+
+
+def _training_loss(
+    model: GPT, sequences: torch.Tensor, targets: torch.Tensor, label_smoothing: float
+) -> tuple[torch.Tensor, int]:
+    """training_loss of int64 sequences it took and their loss_targets."""
+    scored = targets != PAD_ID  # (B, T - 1)
+    features = model._features(sequences[:, :-1], None, 0)  # (B, T - 1, d_model)
     logits = model.output(features[scored])  # (scored positions, V)
-    model.check_finite_logits(logits)
+    model._refuse_nonfinite(logits, None, 0)
     if logits.dtype in (torch.float16, torch.bfloat16):  # autocast's products: a float32 loss
         logits = logits.float()
     loss = F.cross_entropy(logits, targets[scored], label_smoothing=label_smoothing)
@@ -575,7 +592,7 @@ def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
     batches_per_epoch = len(list(_batches(pairs, tokenizer, recipe.max_tokens, None)))
     total_steps = recipe.epochs * batches_per_epoch
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: learning_rate_factor(step, total_steps, recipe.warmup_steps)
+        optimizer, lambda step: _learning_rate_factor(step, total_steps, recipe.warmup_steps)
     )
     history = {"loss": [], "valid_bleu": [], "seconds": 0.0, "device": str(device)}
     history["threads"] = torch.get_num_threads()
@@ -586,11 +603,10 @@ def _train(model, tokenizer, recipe, over, device, log, after_epoch) -> dict:
         for source, target in tqdm(batches, desc=f"epoch {epoch + 1}/{recipe.epochs}"):
             english = [row[: row.index(EOS_ID)] for row in source.tolist()]
             french = [row[1 : row.index(EOS_ID)] for row in target.tolist()]
-            sequences = build_sequences(english, french, model.separator_id).to(device)
+            sequences = _build_sequences(english, french, model.separator_id).to(device)
+            targets = _loss_targets(sequences, model.separator_id, over)
             with torch.autocast(device.type, torch.bfloat16, enabled=recipe.bfloat16):
-                loss, tokens = training_loss(
-                    model, sequences, model.separator_id, over, recipe.label_smoothing
-                )
+                loss, tokens = _training_loss(model, sequences, targets, recipe.label_smoothing)
             clipped_step(model, optimizer, schedule, loss)
             total, count = total + loss.item() * tokens, count + tokens
         seconds = perf_counter() - start

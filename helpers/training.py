@@ -48,6 +48,10 @@ def learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     step = validation.whole_number(step, "step", minimum=0)
     steps = validation.whole_number(steps, "steps")
     warmup = validation.whole_number(warmup, "warmup", minimum=0)
+    return _learning_rate_factor(step, steps, warmup)
+
+
+def _learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, steps - warmup))  # stays at 5% after the end
@@ -74,7 +78,7 @@ def train_seq2seq(
     pad_id = validation.whole_number(pad_id, "pad_id", minimum=0)  # before a step, not after
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: learning_rate_factor(step, steps, warmup)
+        optimizer, lambda step: _learning_rate_factor(step, steps, warmup)
     )
     device = next(model.parameters()).device
     model.train()

@@ -303,20 +303,23 @@ def make_canvases(
     in the dtype of source's images.
     distinct: no two digits of a canvas share a label (so "find the seven" has one answer).
     At most MOST_PLACED_DIGITS digits in all (count x the most per canvas): each is placed alone."""
-    check_digits(source, "source")
-    count = validation.whole_number(count, "count")
-    grid = validation.whole_number(grid, "grid")
-    distinct = validation.flag(distinct, "distinct")
-    size = grid * PIXELS
-    _check_size(
-        count * size * size,
-        f"{validation.shown(count)} canvases of {validation.shown(size)} pixels across",
+    count, span, grid, distinct = check_canvas_request(
+        source, count, digits_per_canvas, grid, distinct, generator
     )
-    fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
-    check_placed_digits(count, most)
-    _check_source(source, most, distinct)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+    return _make_canvases(source, count, span, grid, distinct, generator)
+
+
+def _make_canvases(
+    source: Digits,
+    count: int,
+    span: tuple[int, int],
+    grid: int,
+    distinct: bool,
+    generator: torch.Generator | None,
+) -> Canvases:
+    """make_canvases of arguments check_canvas_request took, the span (fewest, most) per canvas."""
+    fewest, most = span
+    size = grid * PIXELS
     images = torch.zeros(count, 1, size, size, dtype=source.images.dtype)
     digits = torch.full((count, grid * grid), -1, dtype=torch.long)
     for index in range(count):
@@ -633,6 +636,33 @@ def ink_counts(bitmap: torch.Tensor, block: int = DRAWING_SCALE) -> torch.Tensor
 
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
+
+
+def check_canvas_request(
+    source: object,
+    count: object,
+    digits_per_canvas: object,
+    grid: object,
+    distinct: object,
+    generator: object,
+) -> tuple[int, tuple[int, int], int, bool]:
+    """make_canvases' arguments as it uses them: (count, (fewest, most) digits per canvas, grid,
+    distinct), or an error naming what is wrong."""
+    check_digits(source, "source")
+    count = validation.whole_number(count, "count")
+    grid = validation.whole_number(grid, "grid")
+    distinct = validation.flag(distinct, "distinct")
+    size = grid * PIXELS
+    _check_size(
+        count * size * size,
+        f"{validation.shown(count)} canvases of {validation.shown(size)} pixels across",
+    )
+    fewest, most = _digit_range(digits_per_canvas, grid * grid, distinct)
+    check_placed_digits(count, most)
+    _check_source(source, most, distinct)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r:.80}")
+    return count, (fewest, most), grid, distinct
 
 
 def _check_labels(labels: torch.Tensor, name: str, lowest: int) -> None:

@@ -49,8 +49,10 @@ from helpers.vision import (
     PIXELS,
     Canvases,
     Digits,
+    _make_canvases,
     _patchify,
     cell_patches,
+    check_canvas_request,
     check_canvases,
     check_digit_labels,
     check_pixels,
@@ -425,7 +427,10 @@ class VisionTransformer(nn.Module):
         self.head = nn.Linear(d_model, NUM_CLASSES)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        patches = self.embed.embedded(_check_images(self, images))  # (B, 4, d_model)
+        return self._forward(_check_images(self, images))
+
+    def _forward(self, images: torch.Tensor) -> torch.Tensor:
+        patches = self.embed.embedded(images)  # (B, 4, d_model)
         cls = self.class_token.expand(len(images), -1, -1)  # (B, 1, d_model)
         x = torch.cat([cls, patches], dim=1)  # (B, 5, d_model)
         for block in self.blocks:
@@ -513,6 +518,9 @@ class DigitFinder(nn.Module):
     def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         _check_images(self, images)
         _check_words(words, len(images))
+        return self._forward(images, words)
+
+    def _forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         patches = self.embed.embedded(images)  # (B, 36, d_model)
         for block in self.blocks:
             patches = block(patches, self.local)
@@ -549,6 +557,12 @@ def finder_questions(canvases: Canvases, generator: torch.Generator | None = Non
     if not filled.any(1).all():
         raise ValueError("every canvas must hold a digit to ask for")
     _check_distinct(canvases)
+    return _finder_questions(canvases, generator)
+
+
+def _finder_questions(canvases: Canvases, generator: torch.Generator | None) -> tuple:
+    """finder_questions of canvases it took."""
+    filled = canvases.digits >= 0  # (B, cells)
     scores = torch.rand(filled.shape, generator=generator, dtype=torch.float32)
     scores = scores.masked_fill(~filled, -1.0)  # float32 under any default: the same draws
     cells = scores.argmax(1)  # (B,): a random filled cell
@@ -642,7 +656,10 @@ class CanvasReader(nn.Module):
 
     def encode(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 1, 24, 24) -> (B, 36, d_model)."""
-        x = self.embed.embedded(_check_images(self, images))  # (B, 36, d_model)
+        return self._encode(_check_images(self, images))
+
+    def _encode(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.embed.embedded(images)  # (B, 36, d_model)
         for block in self.encoder:
             x = block(x, None)
         memory = self.encoder_norm(x)
@@ -656,12 +673,11 @@ class CanvasReader(nn.Module):
     def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
         """tokens (B, T), memory (B, 36, d_model) -> (B, T, 13) logits."""
         _check_memory(memory, self.head.weight)
-        _check_tokens(tokens, len(memory), self.max_len)
+        self._check_decoding(tokens, memory)
+        return self._decode(tokens, memory)
+
+    def _decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
         length = tokens.shape[1]
-        _check_activations(
-            len(memory), self._decoder_activations(length, memory.shape[1]), memory.dtype,
-            f"decoding {length} tokens of {len(memory):,} canvases",
-        )  # fmt: skip
         y = self.tokens(tokens) + self.positions[:length]  # (B, T, d_model)
         mask = causal_mask(length).to(tokens.device)  # (T, T), True where allowed
         for block in self.decoder:
@@ -706,7 +722,18 @@ class CanvasReader(nn.Module):
         return largest_weight(self)
 
     def forward(self, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        return self.decode(tokens, self.encode(images))
+        memory = self.encode(images)  # (B, 36, d_model)
+        self._check_decoding(tokens, memory)
+        return self._decode(tokens, memory)
+
+    def _check_decoding(self, tokens: object, memory: torch.Tensor) -> None:
+        """Tokens of memory's batch, and every tensor of decoding them small enough."""
+        _check_tokens(tokens, len(memory), self.max_len)
+        length = tokens.shape[1]
+        _check_activations(
+            len(memory), self._decoder_activations(length, memory.shape[1]), memory.dtype,
+            f"decoding {length} tokens of {len(memory):,} canvases",
+        )  # fmt: skip
 
 
 class Overflow(ValueError):
@@ -755,7 +782,10 @@ def finite_logits(logits: torch.Tensor, model: nn.Module) -> torch.Tensor:
 def reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(cells, counts): cells (B, cells) lists each canvas's filled cells in reading order
     first (the rest after them), counts (B,) how many are filled."""
-    check_canvases(canvases)
+    return _reading_order(check_canvases(canvases))
+
+
+def _reading_order(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     filled = canvases.digits >= 0  # (B, cells)
     index = torch.arange(filled.shape[1])  # (cells,)
     key = torch.where(filled, index, index + filled.shape[1])  # empty cells sort last
@@ -767,7 +797,11 @@ def reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets), each (B, cells + 1): inputs <bos> then the digits in reading order,
     targets the digits then <eos>; both padded with <pad>. Teacher forcing feeds inputs and
     asks for targets."""
-    cells, counts = reading_order(canvases)
+    return _reader_sequences(check_canvases(canvases))
+
+
+def _reader_sequences(canvases: Canvases) -> tuple[torch.Tensor, torch.Tensor]:
+    cells, counts = _reading_order(canvases)
     batch, length = len(canvases), cells.shape[1] + 1  # every cell filled, then <eos>
     digits = canvases.digits.gather(1, cells)  # (B, cells): filled cells' labels first
     position = torch.arange(length)  # (L,)
@@ -799,11 +833,11 @@ def read_canvas(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def _read(model: CanvasReader, images: torch.Tensor) -> torch.Tensor:
     """read_canvas on a model it (or float64_copy) took, of images _check_reading took."""
-    memory = model.encode(images)  # (B, 36, d_model)
+    memory = model._encode(images)  # (B, 36, d_model)
     written = torch.full((len(images), 1), BOS, dtype=torch.long)  # (B, 1)
     done = torch.zeros(len(images), dtype=torch.bool)
     for _ in range(model.max_len):
-        next_token = model.decode(written, memory)[:, -1].argmax(-1)  # (B,)
+        next_token = model._decode(written, memory)[:, -1].argmax(-1)  # (B,)
         next_token = next_token.masked_fill(done, PAD)
         done |= next_token == EOS
         written = torch.cat([written, next_token[:, None]], dim=1)
@@ -828,11 +862,11 @@ def evaluate_reader(model: CanvasReader, canvases: Canvases, layer: int = -1) ->
     layer = _check_layer(layer, len(model.decoder))
     images = canvases.images.double()
     _check_reading(model, images)
-    inputs, targets = reader_sequences(canvases)
+    inputs, targets = _reader_sequences(canvases)
     exact = (_read(model, images) == targets).all(1)  # (B,): the copy, checked above
-    model(images, inputs)
+    model._decode(inputs, model._encode(images))
     weights = model.decoder[layer].cross_attention.attention_weights.mean(1)  # (B, L, 36)
-    cells, counts = reading_order(canvases)
+    cells, counts = _reading_order(canvases)
     on_cells = cell_masks(model.grid)[cells]  # (B, cells, 36): row t, the t-th digit's cell
     share = (weights[:, :-1] * on_cells).sum(-1)  # (B, cells): as the t-th digit is written
     written = torch.arange(share.shape[1]) < counts[:, None]  # (B, cells)
@@ -975,8 +1009,16 @@ def vit_loss(
     """Cross-entropy on a batch of random training digits."""
     _check_step(model, VisionTransformer, recipe, VitRecipe, digits, generator)
     _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
+    check_pixels(digits.images, "images", f"(B, 1, {PIXELS}, {PIXELS})")
+    _check_weights_take(model.embed.project.weight, digits.images)
+    return _vit_loss(model, recipe, digits, generator)
+
+
+def _vit_loss(
+    model: VisionTransformer, recipe: VitRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
     batch = torch.randint(len(digits), (recipe.batch_size,), generator=generator)
-    return F.cross_entropy(model(digits.images[batch]), digits.labels[batch])
+    return F.cross_entropy(model._forward(digits.images[batch]), digits.labels[batch])
 
 
 def finder_loss(
@@ -986,9 +1028,18 @@ def finder_loss(
     _check_step(model, DigitFinder, recipe, FinderRecipe, digits, generator)
     _check_room(model, FINDER_DIGITS, f"its training canvases hold {FINDER_DIGITS} digits")
     _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
-    canvases = make_canvases(digits, recipe.batch_size, FINDER_DIGITS, model.grid, True, generator)
-    words, cells = finder_questions(canvases, generator)
-    return F.cross_entropy(model(canvases.images, words), cells)
+    check_canvas_request(digits, recipe.batch_size, FINDER_DIGITS, model.grid, True, generator)
+    _check_weights_take(model.embed.project.weight, digits.images)
+    return _finder_loss(model, recipe, digits, generator)
+
+
+def _finder_loss(
+    model: DigitFinder, recipe: FinderRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
+    span = (FINDER_DIGITS, FINDER_DIGITS)
+    canvases = _make_canvases(digits, recipe.batch_size, span, model.grid, True, generator)
+    words, cells = _finder_questions(canvases, generator)
+    return F.cross_entropy(model._forward(canvases.images, words), cells)
 
 
 def reader_loss(
@@ -1000,13 +1051,23 @@ def reader_loss(
     _check_room(model, recipe.most, f"the recipe's canvases hold up to most = {recipe.most} digits")
     _check_batch(recipe.batch_size, model, f"recipe.batch_size {recipe.batch_size:,}")
     span = (recipe.fewest, recipe.most)
-    canvases = make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
-    inputs, targets = reader_sequences(canvases)
-    logits = model(canvases.images, inputs)  # (B, L, 13)
+    check_canvas_request(digits, recipe.batch_size, span, model.grid, False, generator)
+    _check_weights_take(model.embed.project.weight, digits.images)
+    return _reader_loss(model, recipe, digits, generator)
+
+
+def _reader_loss(
+    model: CanvasReader, recipe: ReaderRecipe, digits: Digits, generator: torch.Generator
+) -> torch.Tensor:
+    span = (recipe.fewest, recipe.most)
+    canvases = _make_canvases(digits, recipe.batch_size, span, model.grid, False, generator)
+    inputs, targets = _reader_sequences(canvases)
+    logits = model._decode(inputs, model._encode(canvases.images))  # (B, L, 13)
     return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD)
 
 
 LOSSES = {VitRecipe: vit_loss, FinderRecipe: finder_loss, ReaderRecipe: reader_loss}
+_LOSS_CORES = {VitRecipe: _vit_loss, FinderRecipe: _finder_loss, ReaderRecipe: _reader_loss}
 
 
 def train(recipe: Recipe, progress: bool = False) -> dict:
@@ -1028,7 +1089,7 @@ def train(recipe: Recipe, progress: bool = False) -> dict:
 def _fit(recipe: Recipe, progress: bool) -> dict:
     torch.manual_seed(recipe.seed)
     model = build(recipe)
-    loss_of = LOSSES[type(recipe)]
+    loss_of = _LOSS_CORES[type(recipe)]  # build and load_digits made what they check
     train_digits, _ = load_digits()
     generator = torch.Generator().manual_seed(recipe.seed + 1)
     optimizer = torch.optim.AdamW(
@@ -1222,12 +1283,18 @@ def _check_images(
     batch = f"a batch of {images.shape[0]:,} images"
     _check_activations(images.shape[0], _activations(module), dtype or weight.dtype, batch)
     check_pixels(images, "images", shape)
-    if dtype is None and (images.dtype != weight.dtype or images.device != weight.device):
+    if dtype is None:
+        _check_weights_take(weight, images)
+    return images
+
+
+def _check_weights_take(weight: torch.Tensor, images: torch.Tensor) -> None:
+    """Images in the dtype and on the device of a model's weight."""
+    if images.dtype != weight.dtype or images.device != weight.device:
         raise ValueError(
             f"images are {images.dtype} on {images.device} but the model's weights are "
             f"{weight.dtype} on {weight.device}: convert them with images.to(...)"
         )
-    return images
 
 
 def _check_batch(batch: int, model: nn.Module, what: str) -> None:
