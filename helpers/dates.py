@@ -145,14 +145,11 @@ def clean_text(text: str) -> str:
 
 def encode_sources(texts: list[str]) -> torch.Tensor:
     """(B, longest) source ids of the cleaned texts, padded on the right with <pad>."""
-    if not isinstance(texts, list | tuple) or not texts:
-        raise ValueError("texts must be a non-empty list of dates (strings)")
-    texts = [clean_text(text) for text in texts]
-    for text in texts:
-        if not text:
-            raise ValueError("the date is empty: type a date, such as 3 March 2015")
-        if len(text) > MAX_SOURCE_LENGTH:
-            raise ValueError(f"at most {MAX_SOURCE_LENGTH} characters, got {len(text)}")
+    return _encode_sources(_check_readable(_cleaned(texts)))
+
+
+def _encode_sources(texts: list[str]) -> torch.Tensor:
+    """encode_sources of texts it cleaned and took."""
     encoded = [SOURCE_VOCABULARY.encode(text) for text in texts]
     longest = max(len(ids) for ids in encoded)
     return torch.tensor([ids + [PAD] * (longest - len(ids)) for ids in encoded])
@@ -325,9 +322,14 @@ def predict(model: Seq2SeqTransformer, texts: list[str], batch_size: int = 500) 
     if not isinstance(model, Seq2SeqTransformer):
         raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
     batch_size = validation.whole_number(batch_size, "batch_size")
+    return _predict(model, _check_readable(_cleaned(texts)), batch_size)
+
+
+def _predict(model: Seq2SeqTransformer, texts: list[str], batch_size: int) -> list[str]:
+    """predict of texts it cleaned and took."""
     predictions = []
     for start in range(0, len(texts), batch_size):
-        sources = encode_sources(texts[start : start + batch_size])
+        sources = _encode_sources(texts[start : start + batch_size])
         sources = sources.to(next(model.parameters()).device)
         generated = model.greedy_decode(sources, BOS, EOS, max_steps=TARGET_LENGTH + 1)
         predictions += [TARGET_VOCABULARY.decode(ids) for ids in generated.tolist()]
@@ -338,12 +340,12 @@ def normalise(model: Seq2SeqTransformer, texts: list[str]) -> list[str]:
     """The ISO date for each text. A text the model cannot read (a year out of range, an
     answer that is no calendar date or contradicts the text) raises a ValueError that names
     every such text and why."""
-    if not isinstance(texts, list | tuple) or not texts:
-        raise ValueError("texts must be a non-empty list of dates (strings)")
-    texts = [clean_text(text) for text in texts]
+    texts = _cleaned(texts)
     for text in texts:
         check_years(text)
-    answers = predict(model, texts)
+    if not isinstance(model, Seq2SeqTransformer):
+        raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
+    answers = _predict(model, _check_readable(texts), 500)
     problems = [
         f"cannot read {text!r}: {problem}"
         for text, answer in zip(texts, answers, strict=True)
@@ -566,6 +568,23 @@ def main() -> None:
 
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _cleaned(texts: object) -> list[str]:
+    """A non-empty list of texts, each cleaned as clean_text cleans it."""
+    if not isinstance(texts, list | tuple) or not texts:
+        raise ValueError("texts must be a non-empty list of dates (strings)")
+    return [clean_text(text) for text in texts]
+
+
+def _check_readable(texts: list[str]) -> list[str]:
+    """Cleaned texts that each hold a date of at most MAX_SOURCE_LENGTH characters."""
+    for text in texts:
+        if not text:
+            raise ValueError("the date is empty: type a date, such as 3 March 2015")
+        if len(text) > MAX_SOURCE_LENGTH:
+            raise ValueError(f"at most {MAX_SOURCE_LENGTH} characters, got {len(text)}")
+    return texts
 
 
 def _check_date_config(config, path) -> None:

@@ -30,16 +30,13 @@ def dot_scores(
 ) -> torch.Tensor:
     """q . k, divided by sqrt(d) when scaled, and by the temperature: (num_queries, num_keys)."""
     validation.positive_number(temperature, "temperature")
-    for name, value in (("queries", queries), ("keys", keys)):
-        validation.tensor(value, name, "(n, d)")
-    validation.same_float_dtype({"queries": queries, "keys": keys})
-    if queries.dim() < 2 or keys.dim() < 2 or queries.shape[-1] != keys.shape[-1]:
-        raise ValueError(
-            f"queries {tuple(queries.shape)} and keys {tuple(keys.shape)} must be (..., n, d) "
-            f"with one size d"
-        )
-    if queries.shape[-1] == 0:
-        raise ValueError("queries and keys need a size d of at least 1")
+    _check_dot_inputs(queries, keys)
+    return _dot_scores(queries, keys, scaled, temperature)
+
+
+def _dot_scores(
+    queries: torch.Tensor, keys: torch.Tensor, scaled: bool, temperature: float
+) -> torch.Tensor:
     scale = math.sqrt(queries.shape[-1]) if scaled else 1.0
     return queries @ keys.transpose(-2, -1) / (scale * temperature)
 
@@ -146,9 +143,10 @@ def scores_by_function(
             f"{type(additive).__name__}"
         )
     queries = query[None]  # (1, d)
+    _check_dot_inputs(queries, keys)
     scores = {
-        "dot product": dot_scores(queries, keys, scaled=False, temperature=temperature)[0],
-        "scaled dot product": dot_scores(queries, keys, scaled=True, temperature=temperature)[0],
+        "dot product": _dot_scores(queries, keys, False, temperature)[0],
+        "scaled dot product": _dot_scores(queries, keys, True, temperature)[0],
         "additive": additive.scores(queries[None], keys[None])[0, 0] / temperature,
     }
     _check_finite_scores(scores, query, keys)
@@ -157,6 +155,20 @@ def scores_by_function(
 
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_dot_inputs(queries: object, keys: object) -> None:
+    """Queries and keys (..., n, d) of one floating dtype and one size d >= 1."""
+    for name, value in (("queries", queries), ("keys", keys)):
+        validation.tensor(value, name, "(n, d)")
+    validation.same_float_dtype({"queries": queries, "keys": keys})
+    if queries.dim() < 2 or keys.dim() < 2 or queries.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"queries {tuple(queries.shape)} and keys {tuple(keys.shape)} must be (..., n, d) "
+            f"with one size d"
+        )
+    if queries.shape[-1] == 0:
+        raise ValueError("queries and keys need a size d of at least 1")
 
 
 def _check_finite_scores(scores: dict, query: torch.Tensor, keys: torch.Tensor) -> None:
