@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models low-rank-models induction-models vision-models readme-figure clean
+.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models low-rank-models induction-models vision-models encoder-only-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
@@ -47,6 +47,7 @@ help:
 	@echo "make low-rank-models  retrain chapter 11's exact-attention and Linformer models (about 1 minute)"
 	@echo "make induction-models  retrain chapter 13's attention-only models (about 25 minutes)"
 	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
+	@echo "make encoder-only-models  retrain chapter 15's encoder, its causal twin and fine-tuned models"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -204,6 +205,13 @@ induction-models: setup
 # the same file.
 vision-models: setup
 	$(PY) -m helpers.vision_models
+
+# Chapter 15's encoder and its left-to-right twin, pre-trained on chapter 08's training
+# sentences with helpers.encoder_only.PRETRAIN, each on one thread (a rerun on the same machine
+# gives the same file), then fine-tuned.
+encoder-only-models: setup
+	$(PY) -m helpers.encoder_only pretrain
+	$(PY) -m helpers.encoder_only finetune
 
 translation-bleu: setup
 	$(PY) -m helpers.translation_models

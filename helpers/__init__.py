@@ -34,6 +34,11 @@ Modules, by the chapter that introduces them:
 - 14 ``vision``: the UCI digits, patchify and unpatchify, 2-D sinusoidal positions, canvases of
   digits in a grid; ``vision_models``: a small ViT, the digit finder (a word's cross-attention
   over a canvas) and the canvas reader (patch encoder and chapter 07's decoder), their saved models.
+- 15 ``encoder_only``: chapter 08's tokenizer with [CLS], [SEP] and [MASK]; BERT's masking
+  (mask_tokens) and whole-word masking; the bidirectional TextEncoder and its causal twin,
+  pre-trained on chapter 08's sentences; filling in a blank, both ways against the left only;
+  fine-tuning through [CLS] (is this French a translation?) and per token (punctuation and
+  capitals), pre-trained against from scratch at several label budgets; their saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``

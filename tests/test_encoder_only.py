@@ -1,0 +1,258 @@
+"""Chapter 15's encoder: its tokens, BERT's masking, the two masks (both ways, left only), the
+fine-tuning data and the saved files."""
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import encoder_only as eo
+from helpers.checkpoints import CheckpointError, checksum_path
+from helpers.translation import PAD_ID, load_tokenizer
+
+SPECIAL = (*eo.SPECIAL_IDS, eo.CLS_ID, eo.SEP_ID, eo.MASK_ID)
+TINY = eo.EncoderConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_and_ids():
+    return eo.load_encoder_tokenizer()
+
+
+def random_ids(batch=64, n=12, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, 8000, (batch, n), generator=generator)
+    ids[:, 0], ids[:, -1] = eo.CLS_ID, eo.SEP_ID
+    ids[: batch // 2, n - 3 :] = PAD_ID  # some rows padded
+    return ids
+
+
+def test_the_three_tokens_follow_chapter_08s_and_leave_every_other_id_alone(tokenizer_and_ids):
+    tokenizer, ids = tokenizer_and_ids
+    assert ids == {"[CLS]": eo.CLS_ID, "[SEP]": eo.SEP_ID, "[MASK]": eo.MASK_ID}
+    assert tokenizer.get_vocab_size() == eo.VOCAB_SIZE == eo.EncoderConfig().vocab_size
+    before = load_tokenizer().get_vocab()
+    after = tokenizer.get_vocab()
+    assert {token: after[token] for token in before} == before
+    assert load_tokenizer().get_vocab_size() == 8000  # the shared copy gained nothing
+
+
+def test_masking_chooses_only_ordinary_tokens_and_splits_them_80_10_10():
+    ids = random_ids(batch=2000, n=20)
+    before = ids.clone()
+    inputs, targets = eo.mask_tokens(
+        ids, eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, 0.15, torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(ids, before)
+    chosen = targets != eo.IGNORE
+    special = torch.isin(ids, torch.tensor(SPECIAL))
+    assert not (chosen & special).any()
+    assert torch.equal(targets[chosen], ids[chosen])
+    assert torch.equal(inputs[~chosen], ids[~chosen])
+    share = chosen.sum() / (~special).sum()
+    assert 0.14 < share < 0.16
+    masked = (inputs == eo.MASK_ID) & chosen
+    kept = (inputs == ids) & chosen
+    replaced = chosen & ~masked & ~kept
+    assert 0.78 < masked.sum() / chosen.sum() < 0.82
+    assert 0.085 < kept.sum() / chosen.sum() < 0.115  # a random id equal to the old one counts here
+    assert 0.085 < replaced.sum() / chosen.sum() < 0.115
+    assert not torch.isin(inputs[replaced], torch.tensor(SPECIAL)).any()
+
+
+def test_masking_is_the_same_for_the_same_seed_and_differs_for_another():
+    ids = random_ids()
+    first = eo.mask_tokens(
+        ids, eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, generator=torch.Generator().manual_seed(3)
+    )
+    again = eo.mask_tokens(
+        ids, eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, generator=torch.Generator().manual_seed(3)
+    )
+    other = eo.mask_tokens(
+        ids, eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, generator=torch.Generator().manual_seed(4)
+    )
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not torch.equal(first[1], other[1])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"ids": [[1, 2]]}, ValueError, "ids must be a torch.Tensor"),
+        ({"ids": torch.ones(2, 3)}, ValueError, "integer"),
+        ({"ids": torch.full((2, 3), 9000)}, ValueError, "ids"),
+        ({"mask_id": 9000}, ValueError, "mask_id"),
+        ({"special_ids": (0, 1)}, ValueError, "special_ids must hold mask_id"),
+        ({"special_ids": "abc"}, TypeError, "special_ids must be a collection"),
+        ({"rate": 1.5}, ValueError, "rate must be a probability"),
+        ({"generator": 3}, TypeError, "generator must be a torch.Generator"),
+        ({"vocab_size": 0}, ValueError, "vocab_size"),
+    ],
+)
+def test_bad_masking_arguments_are_named(arguments, error, message):
+    given = {
+        "ids": random_ids(4),
+        "mask_id": eo.MASK_ID,
+        "vocab_size": eo.VOCAB_SIZE,
+        "special_ids": SPECIAL,
+        **arguments,
+    }
+    with pytest.raises(error, match=message):
+        eo.mask_tokens(**given)
+
+
+def test_the_causal_twin_reads_only_the_left_and_the_encoder_both_sides():
+    torch.manual_seed(0)
+    ids = random_ids(4, 10)[2:]  # unpadded rows
+    changed = ids.clone()
+    changed[:, 6] = 17  # one token in the middle
+    for causal in (False, True):
+        model = eo.TextEncoder(dataclasses.replace(TINY, causal=causal)).eval()
+        before, after = model(ids), model(changed)
+        assert torch.equal(before[:, :6], after[:, :6]) == causal  # positions before the change
+        assert not torch.allclose(before[:, 6:], after[:, 6:])
+
+
+def test_pads_change_nothing_that_is_not_a_pad():
+    torch.manual_seed(0)
+    model = eo.TextEncoder(TINY).eval()
+    row = random_ids(4, 8)[2:3]
+    padded = torch.cat([row, torch.zeros(1, 5, dtype=torch.long)], dim=1)
+    assert torch.allclose(model(row), model(padded)[:, :8], atol=1e-6)
+
+
+def test_the_losses_are_cross_entropies_where_they_say():
+    torch.manual_seed(0)
+    model = eo.TextEncoder(TINY).eval()
+    ids = random_ids(8, 10)
+    inputs, targets = eo.mask_tokens(
+        ids, eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, 0.3, torch.Generator().manual_seed(0)
+    )
+    logits = model.output(model(inputs))
+    expected = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=eo.IGNORE)
+    assert torch.allclose(eo.masked_lm_loss(model, inputs, targets), expected, atol=1e-6)
+    causal = eo.TextEncoder(dataclasses.replace(TINY, causal=True)).eval()
+    logits = causal.output(causal(ids[:, :-1]))
+    expected = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], ignore_index=PAD_ID)
+    assert torch.allclose(eo.next_token_loss(causal, ids), expected, atol=1e-6)
+
+
+def test_segments_must_match_the_ids():
+    model = eo.TextEncoder(TINY)
+    ids = random_ids(2, 5)
+    with pytest.raises(ValueError, match="segments must have the shape of ids"):
+        model(ids, torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="segments"):
+        model(ids, torch.full((2, 5), 2))
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.ones(1, 81, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"d_model": 10, "num_heads": 3}, r"d_model \(10\) must be divisible by num_heads \(3\)"),
+        ({"dropout": 1.0}, "dropout must be a probability"),
+        ({"causal": "yes"}, "causal must be True or False"),
+        ({"num_layers": 0}, "num_layers"),
+    ],
+)
+def test_a_bad_config_is_named(fields, message):
+    with pytest.raises(ValueError, match=message):
+        eo.EncoderConfig(**fields)
+
+
+def test_near_misses_differ_in_exactly_one_word():
+    found = eo.near_misses(["I like cats.", "I like dogs.", "You like cats.", "I like big cats."])
+    assert found["I like cats."] == ["You like cats.", "I like dogs."] or set(
+        found["I like cats."]
+    ) == {"You like cats.", "I like dogs."}
+    assert found["I like big cats."] == []
+
+
+def test_pair_examples_are_balanced_and_near_misses_are_not_translations():
+    examples = eo.pair_examples("train", 400, seed=1)
+    kinds = [kind for *_, kind in examples]
+    assert kinds.count("translation") == 200 and kinds.count("near miss") == 100
+    translations = eo._translations("train")
+    for english, french, label, kind in examples:
+        assert (french in translations[english]) == (label == 1), (english, french, kind)
+    assert examples == eo.pair_examples("train", 400, seed=1)
+
+
+def test_the_pair_test_set_holds_every_test_sentence_with_its_translation():
+    examples = eo.pair_test_examples()
+    positives = [english for english, _, label, _ in examples if label == 1]
+    assert len(positives) == len(set(positives)) == 1000
+    translations = eo._translations("test")
+    for english, french, label, _ in examples:
+        assert (french in translations[english]) == (label == 1)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Tom, come here!", (["tom", "come", "here"], [1, 0, 4], [1, 0, 0])),
+        ("Is it yours?", (["is", "it", "yours"], [0, 0, 3], [1, 0, 0])),
+        ("I don't know Mary.", (["i", "don't", "know", "mary"], [0, 0, 0, 2], [1, 0, 0, 1])),
+        ('He said "no".', None),
+        ("It's 3 p.m.", None),
+        ("Wait...", None),
+    ],
+)
+def test_word_tags_read_what_follows_each_word_and_its_case(sentence, expected):
+    assert eo.word_tags(sentence) == expected
+
+
+def test_a_words_first_piece_carries_its_tags(tokenizer_and_ids):
+    tokenizer, ids = tokenizer_and_ids
+    words, marks, capitals = eo.word_tags("Grab that, Tom.")
+    row, mark_targets, case_targets = eo.tagging_row(tokenizer, ids, words, marks, capitals)
+    pieces = tokenizer.encode(words, is_pretokenized=True)
+    assert row == [eo.CLS_ID, *pieces.ids, eo.SEP_ID]
+    firsts = [
+        i + 1 for i, word in enumerate(pieces.word_ids) if i == 0 or word != pieces.word_ids[i - 1]
+    ]
+    assert [mark_targets[i] for i in firsts] == marks
+    assert [case_targets[i] for i in firsts] == capitals
+    others = set(range(len(row))) - set(firsts)
+    assert all(mark_targets[i] == case_targets[i] == eo.IGNORE for i in others)
+
+
+def test_a_pair_row_marks_its_second_sentence(tokenizer_and_ids):
+    tokenizer, ids = tokenizer_and_ids
+    row, segments = eo.pair_row(tokenizer, ids, "Go.", "Va !")
+    first = row.index(eo.SEP_ID)
+    assert row[0] == eo.CLS_ID and row[-1] == eo.SEP_ID and len(row) == len(segments)
+    assert segments == [0] * (first + 1) + [1] * (len(row) - first - 1)
+
+
+def test_fine_tuning_is_seeded_and_leaves_the_encoder_it_was_given_alone():
+    torch.manual_seed(0)
+    encoder = eo.TextEncoder(TINY)
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    examples = eo.pair_examples("train", 16)
+    recipe = eo.FinetuneRecipe(steps=3, batch_size=4)
+    first = eo.finetune("pair", encoder, examples, recipe)
+    again = eo.finetune("pair", encoder, examples, recipe)
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in first.state_dict().items())
+    assert all(torch.equal(v, encoder.state_dict()[k]) for k, v in before.items())
+    assert not torch.equal(first.encoder.tokens.weight, encoder.tokens.weight)
+
+
+def test_saved_pretrained_models_load_as_they_were_saved(tmp_path):
+    path = tmp_path / "pretrained.pt"
+    recipe = eo.PretrainRecipe(steps=2, batch_size=4, log_every=1)
+    eo.train_and_save_pretrained(path, recipe, TINY)
+    loaded = eo.load_pretrained(path)
+    assert loaded["causal"].config.causal and not loaded["masked"].config.causal
+    assert loaded["config"] == TINY and loaded["recipe"] == recipe
+    assert loaded["logs"]["masked"]["step"] == [1, 2]
+    trained = eo.pretrain(TINY, recipe, progress=False)["model"]
+    for key, weight in trained.state_dict().items():  # the same run again, stored in float16
+        assert torch.equal(loaded["masked"].state_dict()[key], weight.half().float())
+    text = checksum_path(path).read_text()
+    checksum_path(path).write_text(text.replace(text[0], "0" if text[0] != "0" else "1", 1))
+    with pytest.raises(CheckpointError):
+        eo.load_pretrained(path)
