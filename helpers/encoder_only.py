@@ -45,6 +45,7 @@ from helpers.translation import (
     EOS_ID,
     PAD_ID,
     UNK_ID,
+    check_text,
     check_tokenizer,
     clean,
     load_pairs,
@@ -239,12 +240,20 @@ def sentence_rows(
     tokenizer: Tokenizer, sentences: list[str], ids: dict[str, int]
 ) -> list[list[int]]:
     """[CLS] pieces [SEP] for each sentence (cleaned as chapter 08 cleans it)."""
+    check_tokenizer(tokenizer)
+    _check_token_ids(ids)
+    sentences = _check_texts(sentences, "sentences")
     encoded = tokenizer.encode_batch([clean(sentence) for sentence in sentences])
     return [[ids[CLS], *encoding.ids, ids[SEP]] for encoding in encoded]
 
 
 def padded(rows: list[list[int]]) -> torch.Tensor:
     """Rows of ids as one (B, longest) tensor, <pad> on the right."""
+    _check_rows(rows, None)
+    return _padded(rows)
+
+
+def _padded(rows: list[list[int]]) -> torch.Tensor:
     width = max(map(len, rows))
     return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
 
@@ -293,6 +302,15 @@ def pretraining_sentences(split: str = "train") -> list[str]:
 def masked_lm_loss(model: TextEncoder, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy at the chosen positions only (targets != IGNORE): only they go through the
     8,003-way output layer."""
+    _check_model(model, "model", causal=False)
+    _check_ids(inputs, model.config, "inputs")
+    _check_targets(targets, tuple(inputs.shape), model.config.vocab_size, "targets")
+    return _masked_lm_loss(model, inputs, targets)
+
+
+def _masked_lm_loss(
+    model: TextEncoder, inputs: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     features = model._features(inputs, None)  # (B, n, d_model)
     chosen = targets != IGNORE  # (B, n)
     return F.cross_entropy(model.output(features[chosen]), targets[chosen])
@@ -300,6 +318,14 @@ def masked_lm_loss(model: TextEncoder, inputs: torch.Tensor, targets: torch.Tens
 
 def next_token_loss(model: TextEncoder, ids: torch.Tensor) -> torch.Tensor:
     """The causal twin's loss: position t predicts token t + 1, the pads skipped."""
+    _check_model(model, "model", causal=True)
+    _check_ids(ids, model.config, "ids")
+    if ids.shape[1] < 2 or not (ids[:, 1:] != PAD_ID).any():
+        raise ValueError("ids must hold a token after the first one to predict, past the pads")
+    return _next_token_loss(model, ids)
+
+
+def _next_token_loss(model: TextEncoder, ids: torch.Tensor) -> torch.Tensor:
     features = model._features(ids[:, :-1], None)  # (B, n - 1, d_model)
     targets = ids[:, 1:]  # (B, n - 1)
     scored = targets != PAD_ID
@@ -336,15 +362,15 @@ def _pretrain(config: EncoderConfig, recipe: PretrainRecipe, progress: bool) -> 
     for step in tqdm(range(1, recipe.steps + 1), desc=name, disable=not progress):
         if seen + recipe.batch_size > len(order):  # a new epoch, in a new order
             order, seen = torch.randperm(len(rows), generator=generator), 0
-        batch = padded([rows[i] for i in order[seen : seen + recipe.batch_size].tolist()])
+        batch = _padded([rows[i] for i in order[seen : seen + recipe.batch_size].tolist()])
         seen += recipe.batch_size
         if config.causal:
-            loss = next_token_loss(model, batch)
+            loss = _next_token_loss(model, batch)
         else:
             inputs, targets = _mask_tokens(
                 batch, ids[MASK], config.vocab_size, special, 0.15, generator
             )
-            loss = masked_lm_loss(model, inputs, targets)
+            loss = _masked_lm_loss(model, inputs, targets)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -363,12 +389,22 @@ def _pretrain(config: EncoderConfig, recipe: PretrainRecipe, progress: bool) -> 
 def fill_in(model: TextEncoder, rows: list[list[int]], positions: list[int], k: int = 5):
     """The model's k most likely tokens at one position of each row, computed in float64:
     (ids (B, k), probabilities (B, k)). The encoder reads the row with [MASK] there and sees
-    both sides; the causal twin reads the row as it is and guesses from the positions before."""
-    copy64 = copy.deepcopy(model).double().eval()
-    ids = padded(rows)  # (B, n)
+    both sides; the causal twin reads the row as it is and guesses from the positions before.
+    A position must hold a piece of the sentence: 1..len(row) - 2, not [CLS] or [SEP]."""
+    _check_model(model, "model")
+    _check_rows(rows, model.config)
+    _check_positions(positions, rows)
+    k = validation.whole_number(k, "k")
+    if k > model.config.vocab_size:
+        raise ValueError(f"k must be at most the vocabulary's {model.config.vocab_size}, got {k}")
+    return _fill_in(copy.deepcopy(model).double().eval(), rows, positions, k)
+
+
+def _fill_in(copy64: TextEncoder, rows, positions, k):
+    ids = _padded(rows)  # (B, n)
     where = torch.tensor(positions)  # (B,)
     rows_index = torch.arange(len(rows))
-    if model.config.causal:
+    if copy64.config.causal:
         features = copy64._features(ids, None)[rows_index, where - 1]  # (B, d_model)
     else:
         masked = ids.clone()
@@ -384,18 +420,24 @@ def masked_token_accuracy(
 ) -> float:
     """The share of the positions mask_tokens replaced by [MASK] (rate 0.15, a generator seeded
     with `seed`) whose token the encoder's top guess recovers, computed in float64."""
+    _check_model(model, "model", causal=False)
+    _check_rows(rows, model.config)
+    seed = validation.seed(seed)
+    batch_size = validation.recipe_size(batch_size, "batch_size")
     copy64 = copy.deepcopy(model).double().eval()
     generator = torch.Generator().manual_seed(seed)
     special = torch.tensor(SPECIAL_IDS + (CLS_ID, SEP_ID, MASK_ID))
     right = total = 0
     with torch.no_grad():
         for start in range(0, len(rows), batch_size):
-            ids = padded(rows[start : start + batch_size])
+            ids = _padded(rows[start : start + batch_size])
             inputs, targets = _mask_tokens(ids, MASK_ID, VOCAB_SIZE, special, 0.15, generator)
             hidden = inputs == MASK_ID  # (B, n): the positions the model cannot see
             guesses = copy64.output(copy64._features(inputs, None)[hidden]).argmax(-1)
             right += (guesses == targets[hidden]).sum().item()
             total += hidden.sum().item()
+    if not total:
+        raise ValueError("the rows are too few or too short: the masking hid no token to guess")
     return right / total
 
 
@@ -408,15 +450,24 @@ def recovery_by_position(
     """Hide each token of each row in turn ([CLS] and [SEP] excepted) and ask both models for it:
     {"both ways" | "left only": {bin: accuracy}} by where the token sits in its sentence (its
     index among the sentence's tokens, in thirds), plus "count" {bin: how many tokens}."""
+    _check_model(masked, "masked", causal=False)
+    _check_model(causal, "causal", causal=True)
+    _check_rows(rows, masked.config)
+    copies = {
+        name: copy.deepcopy(m).double().eval()
+        for name, m in (("both ways", masked), ("left only", causal))
+    }
     cases = [(row, t) for row in rows for t in range(1, len(row) - 1)]
     records = {"both ways": [], "left only": []}
     for start in range(0, len(cases), 1000):
         chunk = cases[start : start + 1000]
-        for name, model in (("both ways", masked), ("left only", causal)):
-            guesses, _ = fill_in(model, [row for row, _ in chunk], [t for _, t in chunk], k=1)
+        for name, copy64 in copies.items():
+            guesses, _ = _fill_in(copy64, [row for row, _ in chunk], [t for _, t in chunk], 1)
             truth = torch.tensor([row[t] for row, t in chunk])
             records[name] += (guesses[:, 0] == truth).tolist()
     bins = [POSITION_BINS[min(2, 3 * (t - 1) // (len(row) - 2))] for row, t in cases]
+    if not all(bins.count(b) for b in POSITION_BINS):
+        raise ValueError("rows must hold tokens near the start, in the middle and near the end")
     result = {"count": {b: bins.count(b) for b in POSITION_BINS}}
     for name, right in records.items():
         result[name] = {
@@ -440,6 +491,13 @@ def pair_row(
     tokenizer: Tokenizer, ids: dict[str, int], english: str, french: str
 ) -> tuple[list[int], list[int]]:
     """([CLS] English [SEP] French [SEP], segments: 0 up to the first [SEP], 1 after it)."""
+    check_tokenizer(tokenizer)
+    _check_token_ids(ids)
+    english, french = check_text(english, "english"), check_text(french, "french")
+    return _pair_row(tokenizer, ids, english, french)
+
+
+def _pair_row(tokenizer, ids, english, french) -> tuple[list[int], list[int]]:
     first, second = (e.ids for e in tokenizer.encode_batch([clean(english), clean(french)]))
     row = [ids[CLS], *first, ids[SEP], *second, ids[SEP]]
     return row, _segment_ids(torch.tensor([row]), ids[SEP], PAD_ID)[0].tolist()
@@ -448,6 +506,7 @@ def pair_row(
 def near_misses(englishes: list[str]) -> dict[str, list[str]]:
     """For each English sentence, the others of the list that differ from it in exactly one
     word, in the list's order: "I like cats." and "I like dogs."."""
+    englishes = _check_texts(englishes, "englishes")
     by_gap: dict[tuple, list[str]] = {}
     for english in dict.fromkeys(englishes):
         words = english.split()
@@ -466,6 +525,8 @@ def pair_examples(split: str, count: int, seed: int = 0) -> list[tuple[str, str,
     """`count` labelled pairs of the split, (english, french, label, kind), for fine-tuning:
     half translations (label 1), a quarter near misses, a quarter random pairs (label 0), in a
     seeded random order. Near misses come from English sentences that have one (misses)."""
+    count = validation.recipe_size(count, "count")
+    seed = validation.seed(seed)
     translations = _translations(split)
     englishes = list(translations)
     misses = _misses(englishes, translations)
@@ -497,6 +558,7 @@ def pair_test_examples(seed: int = 0) -> list[tuple[str, str, int, str]]:
     translation of the first sentence one word away, from the test or training split), else the
     translation of another test sentence drawn at random. Half the pairs are translations. The
     English is never seen in fine-tuning; a near miss's French may be."""
+    seed = validation.seed(seed)
     test = _translations("test")
     pool = {**test, **_translations("train")}
     misses = _misses(list(test), pool, among=list(pool))
@@ -544,6 +606,7 @@ def word_tags(sentence: str) -> tuple[list[str], list[int], list[int]] | None:
     """(lower-cased words without their marks, the mark that follows each (an index of
     PUNCTUATION), whether each was capitalised), or None for a sentence holding a mark other
     than , . ? ! at a word's end (quotes, colons, "U.S.", "...")."""
+    sentence = check_text(sentence, "sentence")
     words, marks, capitals = [], [], []
     for word in clean(sentence).split():
         mark = word[-1] if word[-1] in PUNCTUATION[1:] else ""
@@ -565,6 +628,13 @@ def tagging_row(
 ) -> tuple[list[int], list[int], list[int]]:
     """([CLS] pieces [SEP], the mark target of each piece, the case target of each piece): a
     word's first piece carries its tags, every other position IGNORE (as BERT tags a word)."""
+    check_tokenizer(tokenizer)
+    _check_token_ids(ids)
+    _check_tags((words, marks, capitals), "the tags")
+    return _tagging_row(tokenizer, ids, words, marks, capitals)
+
+
+def _tagging_row(tokenizer, ids, words, marks, capitals) -> tuple[list, list, list]:
     encoding = tokenizer.encode(words, is_pretokenized=True)
     mark_targets, case_targets, previous = [IGNORE], [IGNORE], None
     for word in encoding.word_ids:
@@ -579,6 +649,8 @@ def tagging_row(
 def tagging_examples(split: str, count: int | None = None, seed: int = 0) -> list[tuple]:
     """The split's distinct English sentences that word_tags reads, as (words, marks,
     capitals): `count` of them in a seeded random order, or all in the split's order."""
+    count = None if count is None else validation.recipe_size(count, "count")
+    seed = validation.seed(seed)
     englishes = dict.fromkeys(english for english, _ in load_pairs(split))
     tagged = [tags for english in englishes if (tags := word_tags(english)) is not None]
     if count is None:
@@ -593,7 +665,7 @@ class PairClassifier(nn.Module):
 
     def __init__(self, encoder: TextEncoder):
         super().__init__()
-        self.encoder = encoder
+        self.encoder = _check_model(encoder, "encoder")
         self.head = nn.Linear(encoder.config.d_model, 2)
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
@@ -606,7 +678,7 @@ class Tagger(nn.Module):
 
     def __init__(self, encoder: TextEncoder):
         super().__init__()
-        self.encoder = encoder
+        self.encoder = _check_model(encoder, "encoder")
         self.head = nn.Linear(encoder.config.d_model, len(PUNCTUATION) + len(CASE_NAMES))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -616,6 +688,18 @@ class Tagger(nn.Module):
 def tagging_loss(logits: torch.Tensor, marks: torch.Tensor, cases: torch.Tensor) -> torch.Tensor:
     """The two token classification losses summed: the marks over the first len(PUNCTUATION)
     logits, the cases over the rest."""
+    split = len(PUNCTUATION)
+    if not isinstance(logits, torch.Tensor) or logits.shape[-1:] != (split + len(CASE_NAMES),):
+        found = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(
+            f"logits must be a Tagger's (B, n, {split + len(CASE_NAMES)}), got {found}"
+        )
+    _check_token_labels(logits[..., :split], marks, "marks")
+    _check_token_labels(logits[..., split:], cases, "cases")
+    return _tagging_loss(logits, marks, cases)
+
+
+def _tagging_loss(logits: torch.Tensor, marks: torch.Tensor, cases: torch.Tensor) -> torch.Tensor:
     split = len(PUNCTUATION)
     return F.cross_entropy(
         logits[..., :split].transpose(1, 2), marks, ignore_index=IGNORE
@@ -653,13 +737,27 @@ FINETUNE = FinetuneRecipe()
 
 def pair_batch(tokenizer, ids, examples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids (B, n), segments (B, n), labels (B,)) of (english, french, label, kind) examples."""
-    rows, segments = zip(*(pair_row(tokenizer, ids, e, f) for e, f, _, _ in examples), strict=True)
-    return padded(list(rows)), padded(list(segments)), torch.tensor([x[2] for x in examples])
+    check_tokenizer(tokenizer)
+    _check_token_ids(ids)
+    _check_examples(examples, "pair")
+    return _pair_batch(tokenizer, ids, examples)
+
+
+def _pair_batch(tokenizer, ids, examples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows, segments = zip(*(_pair_row(tokenizer, ids, e, f) for e, f, _, _ in examples), strict=True)
+    return _padded(list(rows)), _padded(list(segments)), torch.tensor([x[2] for x in examples])
 
 
 def tagging_batch(tokenizer, ids, examples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids (B, n), mark targets (B, n), case targets (B, n)) of (words, marks, capitals)."""
-    rows = [tagging_row(tokenizer, ids, *example) for example in examples]
+    check_tokenizer(tokenizer)
+    _check_token_ids(ids)
+    _check_examples(examples, "tagging")
+    return _tagging_batch(tokenizer, ids, examples)
+
+
+def _tagging_batch(tokenizer, ids, examples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows = [_tagging_row(tokenizer, ids, *example) for example in examples]
     width = max(len(row) for row, _, _ in rows)
 
     def pad(row: list[int], value: int) -> list[int]:
@@ -675,6 +773,10 @@ def tagging_batch(tokenizer, ids, examples) -> tuple[torch.Tensor, torch.Tensor,
 def finetune(task: str, encoder: TextEncoder, examples: list, recipe: FinetuneRecipe = FINETUNE):
     """Fine-tune a copy of the encoder (every weight) with a new head on the labelled examples
     of task "pair" or "tagging"; returns the model in eval mode. Seeded, on one thread."""
+    task = validation.one_of(TASKS)(task, "task")
+    _check_model(encoder, "encoder")
+    _check_examples(examples, task)
+    recipe = _check_recipe(recipe, FinetuneRecipe)
     with one_torch_thread(), keeping_random_state(), trainable_float32():
         return _finetune(task, encoder, examples, recipe)
 
@@ -698,11 +800,11 @@ def _finetune(task, encoder, examples, recipe) -> nn.Module:
         chosen = [examples[i] for i in order[seen : seen + recipe.batch_size].tolist()]
         seen += recipe.batch_size
         if task == "pair":
-            batch, segments, labels = pair_batch(tokenizer, ids, chosen)
+            batch, segments, labels = _pair_batch(tokenizer, ids, chosen)
             loss = F.cross_entropy(model(batch, segments), labels)
         else:
-            batch, marks, cases = tagging_batch(tokenizer, ids, chosen)
-            loss = tagging_loss(model(batch), marks, cases)
+            batch, marks, cases = _tagging_batch(tokenizer, ids, chosen)
+            loss = _tagging_loss(model(batch), marks, cases)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -714,19 +816,28 @@ def _finetune(task, encoder, examples, recipe) -> nn.Module:
 @torch.no_grad()
 def pair_predictions(model: PairClassifier, examples: list, batch_size: int = 250) -> torch.Tensor:
     """The probability that each pair is a translation, (N,) float64, computed in float64."""
+    _check_classifier(model, PairClassifier)
+    _check_examples(examples, "pair")
+    batch_size = validation.recipe_size(batch_size, "batch_size")
+    return _pair_predictions(model, examples, batch_size)
+
+
+def _pair_predictions(model: PairClassifier, examples: list, batch_size: int) -> torch.Tensor:
     tokenizer, ids = load_encoder_tokenizer()
     copy64 = copy.deepcopy(model).double().eval()
     found = []
     for start in range(0, len(examples), batch_size):
-        batch, segments, _ = pair_batch(tokenizer, ids, examples[start : start + batch_size])
+        batch, segments, _ = _pair_batch(tokenizer, ids, examples[start : start + batch_size])
         found.append(copy64(batch, segments).softmax(-1)[:, 1])
     return torch.cat(found)
 
 
 def pair_scores(model: PairClassifier, examples: list) -> dict[str, float]:
     """Accuracy (probability above 0.5 means "a translation") on all the examples and on each
-    kind of pair."""
-    right = (pair_predictions(model, examples) > 0.5).long() == torch.tensor(
+    kind of pair (NaN for a kind the examples do not hold)."""
+    _check_classifier(model, PairClassifier)
+    _check_examples(examples, "pair")
+    right = (_pair_predictions(model, examples, 250) > 0.5).long() == torch.tensor(
         [x[2] for x in examples]
     )
     kinds = [x[3] for x in examples]
@@ -743,11 +854,18 @@ def tag_predictions(
 ) -> tuple[list, list, list, list]:
     """(true marks, predicted marks, true cases, predicted cases), one entry per word, computed
     in float64."""
+    _check_classifier(model, Tagger)
+    _check_examples(examples, "tagging")
+    batch_size = validation.recipe_size(batch_size, "batch_size")
+    return _tag_predictions(model, examples, batch_size)
+
+
+def _tag_predictions(model: Tagger, examples: list, batch_size: int) -> tuple:
     tokenizer, ids = load_encoder_tokenizer()
     copy64 = copy.deepcopy(model).double().eval()
     found = ([], [], [], [])
     for start in range(0, len(examples), batch_size):
-        batch, marks, cases = tagging_batch(tokenizer, ids, examples[start : start + batch_size])
+        batch, marks, cases = _tagging_batch(tokenizer, ids, examples[start : start + batch_size])
         logits = copy64(batch)
         tagged = marks != IGNORE
         found[0].extend(marks[tagged].tolist())
@@ -758,11 +876,13 @@ def tag_predictions(
 
 
 def tagging_scores(model: Tagger, examples: list) -> dict[str, float]:
-    """Macro-averaged F1 of the marks and of the cases (scikit-learn's f1_score over the classes),
-    and the share of sentences whose every tag is right."""
+    """Macro-averaged F1 of the marks and of the cases: scikit-learn's f1_score, averaged over
+    the classes (each counts alike, however rare)."""
+    _check_classifier(model, Tagger)
+    _check_examples(examples, "tagging")
     from sklearn.metrics import f1_score
 
-    true_marks, marks, true_cases, cases = tag_predictions(model, examples)
+    true_marks, marks, true_cases, cases = _tag_predictions(model, examples, 250)
     labels = list(range(len(PUNCTUATION)))
     return {
         "marks macro F1": f1_score(
@@ -885,6 +1005,8 @@ def train_and_save_finetuned(
 def as_stored(model: nn.Module) -> nn.Module:
     """model with each weight rounded to float16 and back, in place: the weights a saved file
     holds, so that what is scored before saving is what the chapter scores after loading."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     for weight in model.state_dict().values():
         weight.copy_(weight.half())
     return model
@@ -996,27 +1118,170 @@ def _check_segment_ids(ids, sep_id, pad_id) -> None:
         raise ValueError(f"sep_id and pad_id must differ, got {sep_id} for both")
 
 
-def _check_token_labels(logits, labels) -> None:
+def _check_token_labels(logits: object, labels: object, name: str = "labels") -> None:
+    """logits (B, n, classes) of floating point; labels (B, n) of class indices or IGNORE, at
+    least one of them a class."""
     validation.dense_tensor(logits, "logits", "(B, n, classes)")
     if logits.dim() != 3 or not logits.is_floating_point() or not logits.shape[-1]:
         raise ValueError(
             f"logits must be floating point (B, n, classes), got {logits.dtype} "
             f"{tuple(logits.shape)}"
         )
-    validation.dense_tensor(labels, "labels", "(B, n)")
-    if labels.shape != logits.shape[:2] or labels.is_floating_point():
+    _check_targets(labels, tuple(logits.shape[:2]), logits.shape[-1], name)
+
+
+def _check_targets(targets: object, shape: tuple, classes: int, name: str) -> None:
+    validation.dense_tensor(targets, name, "(B, n)")
+    if tuple(targets.shape) != shape or targets.is_floating_point() or targets.dtype == torch.bool:
         raise ValueError(
-            f"labels must be integer class indices (B, n) = {tuple(logits.shape[:2])}, got "
-            f"{labels.dtype} {tuple(labels.shape)}"
+            f"{name} must be integer class indices {shape}, got {targets.dtype} "
+            f"{tuple(targets.shape)}"
         )
-    labelled = labels[labels != IGNORE]
+    labelled = targets[targets != IGNORE]
     if not labelled.numel():
-        raise ValueError(f"labels hold no label: every position is IGNORE ({IGNORE})")
-    if labelled.min() < 0 or labelled.max() >= logits.shape[-1]:
+        raise ValueError(f"{name} hold no label: every position is IGNORE ({IGNORE})")
+    if labelled.min() < 0 or labelled.max() >= classes:
         raise ValueError(
-            f"labels must be IGNORE ({IGNORE}) or a class in 0..{logits.shape[-1] - 1}, got "
+            f"{name} must be IGNORE ({IGNORE}) or a class in 0..{classes - 1}, got "
             f"{int(labelled.min())}..{int(labelled.max())}"
         )
+
+
+def _check_model(model: object, name: str, causal: bool | None = None) -> TextEncoder:
+    """A TextEncoder; the encoder (causal False) or the causal twin (True) where it matters."""
+    if not isinstance(model, TextEncoder):
+        raise TypeError(f"{name} must be a TextEncoder, got {type(model).__name__}")
+    if causal is not None and model.config.causal != causal:
+        wanted = "the causal twin (config.causal True)" if causal else "the encoder, not the twin"
+        raise ValueError(f"{name} must be {wanted}")
+    return model
+
+
+def _check_classifier(model: object, kind: type) -> None:
+    if not isinstance(model, kind):
+        raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
+
+
+def _check_token_ids(ids: object) -> None:
+    """The encoder's three tokens and their ids, as load_encoder_tokenizer returns them."""
+    if not isinstance(ids, dict) or set(ids) != set(ENCODER_TOKENS):
+        raise ValueError(
+            f"ids must be the dict load_encoder_tokenizer returns ({', '.join(ENCODER_TOKENS)} "
+            f"-> their ids), got {validation.shown(ids):.80}"
+        )
+
+
+def _check_texts(texts: object, name: str) -> list[str]:
+    if isinstance(texts, str | bytes) or not isinstance(texts, list | tuple) or not texts:
+        raise TypeError(
+            f"{name} must be a non-empty list of sentences (str), got {validation.shown(texts):.80}"
+        )
+    return [check_text(text, f"{name}[{index}]") for index, text in enumerate(texts)]
+
+
+def _check_rows(rows: object, config: EncoderConfig | None) -> None:
+    """A non-empty list of rows of token ids, [CLS] pieces [SEP] as sentence_rows makes them:
+    whole numbers of the vocabulary (config's, if given), each row at most config.max_len."""
+    if not isinstance(rows, list | tuple) or not rows:
+        raise TypeError(
+            f"rows must be a non-empty list of lists of token ids, got {validation.shown(rows):.80}"
+        )
+    vocab = None if config is None else config.vocab_size
+    for index, row in enumerate(rows):
+        if not isinstance(row, list | tuple) or not row:
+            raise TypeError(
+                f"rows[{index}] must be a non-empty list of token ids, got "
+                f"{validation.shown(row):.80}"
+            )
+        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in row):
+            raise ValueError(
+                f"rows[{index}] must hold token ids (whole numbers >= 0), got "
+                f"{validation.shown(row):.80}"
+            )
+        if vocab is not None and max(row) >= vocab:
+            raise ValueError(
+                f"rows[{index}] holds the id {max(row)}, outside the vocabulary of {vocab}"
+            )
+        if config is not None and len(row) > config.max_len:
+            raise ValueError(
+                f"rows[{index}] has {len(row)} tokens, more than max_len = {config.max_len}"
+            )
+
+
+def _check_positions(positions: object, rows: list) -> None:
+    if not isinstance(positions, list | tuple) or len(positions) != len(rows):
+        raise ValueError(
+            f"positions must be a list of one position per row ({len(rows)}), got "
+            f"{validation.shown(positions):.80}"
+        )
+    for index, (where, row) in enumerate(zip(positions, rows, strict=True)):
+        if isinstance(where, bool) or not isinstance(where, int) or not 1 <= where <= len(row) - 2:
+            raise ValueError(
+                f"positions[{index}] must be a piece of its row, 1..{len(row) - 2} (not [CLS] "
+                f"or [SEP]), got {validation.shown(where)}"
+            )
+
+
+def _check_tags(example: object, name: str) -> None:
+    """(words, marks, capitals) as word_tags makes them: equal lengths, at least one word."""
+    if not isinstance(example, tuple | list) or len(example) != 3:
+        raise ValueError(
+            f"{name} must be (words, marks, capitals) as word_tags makes them, got "
+            f"{validation.shown(example):.80}"
+        )
+    words, marks, capitals = example
+    lists = all(isinstance(part, list | tuple) for part in example)
+    if not lists or not words or not len(words) == len(marks) == len(capitals):
+        raise ValueError(
+            f"{name} must be three lists of one entry per word, at least one word, got "
+            f"{validation.shown(example):.80}"
+        )
+    if not all(isinstance(word, str) and word and not word.isspace() for word in words):
+        raise ValueError(
+            f"{name}: each word must be a non-empty str, got {validation.shown(words):.80}"
+        )
+    if not all(type(mark) is int and 0 <= mark < len(PUNCTUATION) for mark in marks):
+        raise ValueError(
+            f"{name}: each mark must be an index of PUNCTUATION, 0..{len(PUNCTUATION) - 1}, "
+            f"got {validation.shown(marks):.80}"
+        )
+    if not all(type(capital) is int and capital in (0, 1) for capital in capitals):
+        raise ValueError(
+            f"{name}: each capital must be 0 or 1, got {validation.shown(capitals):.80}"
+        )
+
+
+def _check_examples(examples: object, task: str) -> None:
+    """A non-empty list of a task's examples: (english, french, label 0 or 1, kind) for "pair",
+    (words, marks, capitals) for "tagging"."""
+    if not isinstance(examples, list | tuple) or not examples:
+        raise TypeError(
+            f"examples must be a non-empty list of {task} examples, got "
+            f"{validation.shown(examples):.80}"
+        )
+    for index, example in enumerate(examples):
+        name = f"examples[{index}]"
+        if task == "tagging":
+            _check_tags(example, name)
+            continue
+        if not isinstance(example, tuple | list) or len(example) != 4:
+            raise ValueError(
+                f"{name} must be (english, french, label, kind), got "
+                f"{validation.shown(example):.80}"
+            )
+        english, french, label, kind = example
+        check_text(english, f"{name}'s english")
+        check_text(french, f"{name}'s french")
+        if (
+            type(label) is not int
+            or label not in (0, 1)
+            or kind not in PAIR_KINDS
+            or (label == 1) != (kind == "translation")
+        ):
+            raise ValueError(
+                f"{name} must have label 1 and kind 'translation', or label 0 and a kind of "
+                f"{PAIR_KINDS[1:]}, got {validation.shown(label)} and {validation.shown(kind)}"
+            )
 
 
 if __name__ == "__main__":

@@ -256,3 +256,130 @@ def test_saved_pretrained_models_load_as_they_were_saved(tmp_path):
     checksum_path(path).write_text(text.replace(text[0], "0" if text[0] != "0" else "1", 1))
     with pytest.raises(CheckpointError):
         eo.load_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    torch.manual_seed(0)
+    masked = eo.TextEncoder(TINY).eval()
+    causal = eo.TextEncoder(dataclasses.replace(TINY, causal=True)).eval()
+    return masked, causal
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda m, c: eo.fill_in(m, [[8000, 5, 8001]], [0]),
+            ValueError,
+            r"positions\[0\] must be a piece",
+        ),
+        (lambda m, c: eo.fill_in(m, [[8000, 5, 8001]], [2]), ValueError, r"1\.\.1 \(not \[CLS\]"),
+        (lambda m, c: eo.fill_in(m, [[8000, 5, 8001]], [1, 1]), ValueError, "one position per row"),
+        (lambda m, c: eo.fill_in(m, [], []), TypeError, "rows must be a non-empty list"),
+        (
+            lambda m, c: eo.fill_in(m, [[8000, 9000, 8001]], [1]),
+            ValueError,
+            "outside the vocabulary",
+        ),
+        (
+            lambda m, c: eo.fill_in(m, [[8000, *[5] * 80, 8001]], [1]),
+            ValueError,
+            "more than max_len",
+        ),
+        (lambda m, c: eo.fill_in(m, [[8000, 5, 8001]], [1], k=0), ValueError, "k must be"),
+        (
+            lambda m, c: eo.fill_in("model", [[8000, 5, 8001]], [1]),
+            TypeError,
+            "model must be a TextEncoder",
+        ),
+        (
+            lambda m, c: eo.masked_token_accuracy(c, [[8000, 5, 8001]]),
+            ValueError,
+            "the encoder, not the twin",
+        ),
+        (lambda m, c: eo.masked_token_accuracy(m, [[8000, 8001]]), ValueError, "hid no token"),
+        (
+            lambda m, c: eo.recovery_by_position(c, m, [[8000, 5, 6, 7, 8001]]),
+            ValueError,
+            "masked must be",
+        ),
+        (
+            lambda m, c: eo.recovery_by_position(m, c, [[8000, 5, 8001]]),
+            ValueError,
+            "near the start, in the middle",
+        ),
+        (
+            lambda m, c: eo.next_token_loss(m, torch.ones(1, 3, dtype=torch.long)),
+            ValueError,
+            "causal twin",
+        ),
+        (
+            lambda m, c: eo.next_token_loss(c, torch.tensor([[8000, 0, 0]])),
+            ValueError,
+            "a token after the first",
+        ),
+        (
+            lambda m, c: eo.masked_lm_loss(
+                m, torch.ones(1, 3, dtype=torch.long), torch.full((1, 3), -100)
+            ),
+            ValueError,
+            "hold no label",
+        ),
+        (
+            lambda m, c: eo.masked_lm_loss(
+                m, torch.ones(1, 3, dtype=torch.long), torch.ones(1, 2, dtype=torch.long)
+            ),
+            ValueError,
+            "targets must be integer class indices",
+        ),
+        (lambda m, c: eo.PairClassifier("encoder"), TypeError, "encoder must be a TextEncoder"),
+        (
+            lambda m, c: eo.finetune("pairs", m, [("a", "b", 1, "translation")]),
+            ValueError,
+            "task must be one of",
+        ),
+        (
+            lambda m, c: eo.finetune("pair", m, [("a", "b", 1, "random")]),
+            ValueError,
+            r"examples\[0\] must have label 1",
+        ),
+        (
+            lambda m, c: eo.finetune("tagging", m, [(["a"], [0], [2])]),
+            ValueError,
+            "each capital must be 0 or 1",
+        ),
+        (lambda m, c: eo.finetune("pair", m, []), TypeError, "examples must be a non-empty list"),
+        (
+            lambda m, c: eo.pair_scores(eo.Tagger(m), [("a", "b", 1, "translation")]),
+            TypeError,
+            "PairClassifier",
+        ),
+        (lambda m, c: eo.word_tags(3), TypeError, "sentence"),
+        (
+            lambda m, c: eo.near_misses("I like cats."),
+            TypeError,
+            "englishes must be a non-empty list",
+        ),
+        (lambda m, c: eo.pair_examples("train", 0), ValueError, "count"),
+        (lambda m, c: eo.tagging_examples("dev"), ValueError, "split"),
+        (
+            lambda m, c: eo.tagging_loss(
+                torch.zeros(1, 2, 5),
+                torch.zeros(1, 2, dtype=torch.long),
+                torch.zeros(1, 2, dtype=torch.long),
+            ),
+            ValueError,
+            "a Tagger's",
+        ),
+        (
+            lambda m, c: eo.sentence_rows(load_tokenizer(), ["Go."], {}),
+            ValueError,
+            "ids must be the dict",
+        ),
+        (lambda m, c: eo.padded([[1, -2]]), ValueError, "whole numbers >= 0"),
+    ],
+)
+def test_bad_arguments_are_named_at_the_door(tiny_models, call, error, message):
+    with pytest.raises(error, match=message):
+        call(*tiny_models)
