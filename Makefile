@@ -208,9 +208,11 @@ vision-models: setup
 
 # Chapter 15's encoder and its left-to-right twin, pre-trained on chapter 08's training
 # sentences with helpers.encoder_only.PRETRAIN, each on one thread (a rerun on the same machine
-# gives the same file), then fine-tuned.
+# gives the same file); the encoder pre-trained further on sentence pairs (PAIR_PRETRAIN); then
+# the fine-tuning runs of both tasks at every label budget (FINETUNE).
 encoder-only-models: setup
 	$(PY) -m helpers.encoder_only pretrain
+	$(PY) -m helpers.encoder_only pairs
 	$(PY) -m helpers.encoder_only finetune
 
 translation-bleu: setup

@@ -145,7 +145,7 @@ def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> tor
     (B, n) class indices, IGNORE (-100) where a position carries no label (pads, [CLS], [SEP],
     a word's later pieces). A pad never counts, however many a batch holds."""
     _check_token_labels(logits, labels)
-    return F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=IGNORE)
+    return F.cross_entropy(logits.transpose(1, 2), labels.long(), ignore_index=IGNORE)
 
 
 # 2. The encoder, and its left-to-right twin
@@ -290,6 +290,9 @@ class PretrainRecipe:
 
 
 PRETRAIN = PretrainRecipe()
+PAIR_PRETRAIN = PretrainRecipe(  # a continuation: fewer, longer rows, a gentler rate
+    steps=1000, batch_size=64, learning_rate=5e-4, warmup_steps=100, log_every=50
+)
 SPECIAL_IDS = (PAD_ID, BOS_ID, EOS_ID, UNK_ID)  # and the encoder's three tokens
 
 
@@ -309,9 +312,12 @@ def masked_lm_loss(model: TextEncoder, inputs: torch.Tensor, targets: torch.Tens
 
 
 def _masked_lm_loss(
-    model: TextEncoder, inputs: torch.Tensor, targets: torch.Tensor
+    model: TextEncoder,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    segments: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    features = model._features(inputs, None)  # (B, n, d_model)
+    features = model._features(inputs, segments)  # (B, n, d_model)
     chosen = targets != IGNORE  # (B, n)
     return F.cross_entropy(model.output(features[chosen]), targets[chosen])
 
@@ -345,10 +351,40 @@ def pretrain(config: EncoderConfig, recipe: PretrainRecipe = PRETRAIN, progress:
 
 def _pretrain(config: EncoderConfig, recipe: PretrainRecipe, progress: bool) -> dict:
     tokenizer, ids = load_encoder_tokenizer()
-    special = torch.tensor([*SPECIAL_IDS, *ids.values()])
     rows = sentence_rows(tokenizer, pretraining_sentences(), ids)
     torch.manual_seed(recipe.seed)
     model = TextEncoder(config).train()
+    name = "causal" if config.causal else "masked"
+    return _train_encoder(model, rows, None, recipe, progress, name)
+
+
+def pretrain_on_pairs(
+    encoder: TextEncoder, recipe: PretrainRecipe = PAIR_PRETRAIN, progress: bool = True
+) -> dict:
+    """Go on pre-training a copy of the encoder by filling in blanks, now in the training
+    split's sentence pairs, [CLS] English [SEP] French [SEP] with their segments, masked across
+    both (XLM's translation language modelling): a hidden French word may be read off its
+    English translation. No label of the pair task is used: every pair is a translation.
+    Returns {"model", "log", "seconds"}, as pretrain."""
+    _check_model(encoder, "encoder", causal=False)
+    recipe = _check_recipe(recipe, PretrainRecipe)
+    progress = validation.flag(progress, "progress")
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
+        tokenizer, ids = load_encoder_tokenizer()
+        pairs = list(dict.fromkeys(load_pairs("train")))
+        made = _pair_rows(tokenizer, ids, pairs)
+        torch.manual_seed(recipe.seed)
+        model = copy.deepcopy(encoder).train()
+        rows, segments = [row for row, _ in made], [segment for _, segment in made]
+        return _train_encoder(model, rows, segments, recipe, progress, "pairs")
+
+
+def _train_encoder(model, rows, segments, recipe, progress, name) -> dict:
+    """The pre-training loop: rows (and their segments, or None) in a new seeded order each
+    pass, masked (or, for the causal twin, read left to right) batch by batch."""
+    tokenizer_ids = {CLS: CLS_ID, SEP: SEP_ID, MASK: MASK_ID}
+    special = torch.tensor([*SPECIAL_IDS, *tokenizer_ids.values()])
+    config = model.config
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
     )
@@ -358,19 +394,20 @@ def _pretrain(config: EncoderConfig, recipe: PretrainRecipe, progress: bool) -> 
     generator = torch.Generator().manual_seed(recipe.seed)
     order = torch.randperm(len(rows), generator=generator)
     log, start, seen = {"step": [], "loss": []}, time.perf_counter(), 0
-    name = "causal" if config.causal else "masked"
     for step in tqdm(range(1, recipe.steps + 1), desc=name, disable=not progress):
         if seen + recipe.batch_size > len(order):  # a new epoch, in a new order
             order, seen = torch.randperm(len(rows), generator=generator), 0
-        batch = _padded([rows[i] for i in order[seen : seen + recipe.batch_size].tolist()])
+        chosen = order[seen : seen + recipe.batch_size].tolist()
+        batch = _padded([rows[i] for i in chosen])
+        batch_segments = None if segments is None else _padded([segments[i] for i in chosen])
         seen += recipe.batch_size
         if config.causal:
             loss = _next_token_loss(model, batch)
         else:
             inputs, targets = _mask_tokens(
-                batch, ids[MASK], config.vocab_size, special, 0.15, generator
+                batch, MASK_ID, config.vocab_size, special, 0.15, generator
             )
-            loss = _masked_lm_loss(model, inputs, targets)
+            loss = _masked_lm_loss(model, inputs, targets, batch_segments)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -495,6 +532,16 @@ def pair_row(
     _check_token_ids(ids)
     english, french = check_text(english, "english"), check_text(french, "french")
     return _pair_row(tokenizer, ids, english, french)
+
+
+def _pair_rows(tokenizer, ids, pairs) -> list[tuple[list[int], list[int]]]:
+    """_pair_row of each (english, french), the tokenizer called once for all of them."""
+    encoded = tokenizer.encode_batch([clean(text) for pair in pairs for text in pair])
+    made = []
+    for first, second in zip(encoded[::2], encoded[1::2], strict=True):
+        row = [ids[CLS], *first.ids, ids[SEP], *second.ids, ids[SEP]]
+        made.append((row, [0] * (len(first.ids) + 2) + [1] * (len(second.ids) + 1)))
+    return made
 
 
 def _pair_row(tokenizer, ids, english, french) -> tuple[list[int], list[int]]:
@@ -897,6 +944,7 @@ def tagging_scores(model: Tagger, examples: list) -> dict[str, float]:
 MODELS = ("masked", "causal")  # the pre-trained encoder and its left-to-right twin
 TIED_COPY = "output.weight"  # the same matrix as tokens.weight, stored once
 SAVED_KEYS = ("config", "recipe", "weights", "logs")
+SAVED_PAIRS = DATA_DIR / "encoder_only_pairs.pt"  # the encoder pre-trained further on pairs
 
 
 def train_and_save_pretrained(
@@ -905,32 +953,32 @@ def train_and_save_pretrained(
     config: EncoderConfig = ENCODER,
 ) -> dict:
     """Pre-train the encoder and its causal twin (config, but for `causal`) and save them:
-    float16 weights, the config, the recipe and both logs in one checksummed file. Returns
-    {name: seconds of training}."""
+    float16 weights (the tied output matrix once), the config, the recipe and both logs in one
+    checksummed file. Returns {name: seconds of training}."""
     path = savable_path(path)
     recipe = _check_recipe(recipe, PretrainRecipe)
     config = _check_config(config)
     results = {name: pretrain(replace(config, causal=name == "causal"), recipe) for name in MODELS}
-    weights = {
-        name: {k: t.half() for k, t in result["model"].state_dict().items() if k != TIED_COPY}
-        for name, result in results.items()
-    }
     save_checkpoint(
         path,
         {
             "config": {key: value for key, value in asdict(config).items() if key != "causal"},
             "recipe": asdict(recipe),
-            "weights": weights,
-            "logs": {name: result["log"] for name, result in results.items()},
+            "weights": {name: _stored_weights(results[name]["model"]) for name in MODELS},
+            "logs": {name: results[name]["log"] for name in MODELS},
         },
     )
     return {name: result["seconds"] for name, result in results.items()}
 
 
+def _stored_weights(model: TextEncoder) -> dict[str, torch.Tensor]:
+    return {key: t.half() for key, t in model.state_dict().items() if key != TIED_COPY}
+
+
 def load_pretrained(path: str | Path = SAVED_PRETRAINED) -> dict:
     """The saved models (checksum verified, weights_only=True), in eval mode and float32:
-    {"masked": TextEncoder, "causal": TextEncoder, "recipe": PretrainRecipe, "logs": {name:
-    {"step", "loss"}}}."""
+    {"masked", "causal": TextEncoder, "config": EncoderConfig, "recipe": PretrainRecipe,
+    "logs": {name: {"step", "loss"}}}."""
     saved = load_checkpoint(path, SAVED_KEYS, REMAKE)
     loaded = {
         "recipe": PretrainRecipe(**saved["recipe"]),
@@ -938,18 +986,57 @@ def load_pretrained(path: str | Path = SAVED_PRETRAINED) -> dict:
         "logs": saved["logs"],
     }
     for name in MODELS:
-        weights = float_weights(saved["weights"][name], path)
-        weights[TIED_COPY] = weights["tokens.weight"]
-        with keeping_random_state(), trainable_float32():
-            model = TextEncoder(replace(loaded["config"], causal=name == "causal"))
-        load_weights(model, weights, path)
-        loaded[name] = model.eval()
+        config = replace(loaded["config"], causal=name == "causal")
+        loaded[name] = _loaded_encoder(saved["weights"][name], config, path)
     return loaded
+
+
+def _loaded_encoder(weights: dict, config: EncoderConfig, path: Path) -> TextEncoder:
+    weights = float_weights(weights, path)
+    weights[TIED_COPY] = weights["tokens.weight"]
+    with keeping_random_state(), trainable_float32():
+        model = TextEncoder(config)
+    load_weights(model, weights, path)
+    return model.eval()
+
+
+def train_and_save_pairs(
+    path: str | Path = SAVED_PAIRS,
+    recipe: PretrainRecipe = PAIR_PRETRAIN,
+    pretrained: str | Path = SAVED_PRETRAINED,
+) -> float:
+    """Pre-train the saved encoder further on sentence pairs (pretrain_on_pairs) and save it:
+    float16 weights, the config, the recipe and the log. Returns the seconds it took."""
+    path = savable_path(path)
+    recipe = _check_recipe(recipe, PretrainRecipe)
+    saved = load_pretrained(pretrained)
+    result = pretrain_on_pairs(saved["masked"], recipe)
+    save_checkpoint(
+        path,
+        {
+            "config": asdict(saved["config"]),
+            "recipe": asdict(recipe),
+            "weights": _stored_weights(result["model"]),
+            "log": result["log"],
+        },
+    )
+    return result["seconds"]
+
+
+def load_pairs_model(path: str | Path = SAVED_PAIRS) -> dict:
+    """The saved encoder pre-trained further on pairs (checksum verified, weights_only=True):
+    {"model": TextEncoder in eval mode and float32, "recipe", "log"}."""
+    saved = load_checkpoint(path, ("config", "recipe", "weights", "log"), REMAKE)
+    model = _loaded_encoder(saved["weights"], EncoderConfig(**saved["config"]), path)
+    return {"model": model, "recipe": PretrainRecipe(**saved["recipe"]), "log": saved["log"]}
 
 
 SAVED_FINETUNED = DATA_DIR / "encoder_only_finetuned.pt"
 TASKS = ("pair", "tagging")
-STARTS = ("pre-trained", "from scratch")
+STARTS = {  # the first weights of each task's fine-tuning runs
+    "pair": ("pre-trained on pairs", "pre-trained", "from scratch"),
+    "tagging": ("pre-trained", "from scratch"),
+}
 FINETUNED_KEYS = ("recipe", "config", "results", "weights")
 
 
@@ -957,22 +1044,28 @@ def train_and_save_finetuned(
     path: str | Path = SAVED_FINETUNED,
     recipe: FinetuneRecipe = FINETUNE,
     pretrained: str | Path = SAVED_PRETRAINED,
+    pairs: str | Path = SAVED_PAIRS,
 ) -> dict:
-    """Fine-tune the saved encoder, and the same architecture from its first weights, on both
-    tasks at every label budget; score each on the task's test examples; save the scores and
-    the two pre-trained models fine-tuned on the most labels (float16; every run is scored with
-    its weights rounded to float16, as_stored). Returns the scores:
-    {task: {start: {budget: {score: value}}}}."""
+    """Fine-tune the saved encoder ("pre-trained"), the one pre-trained further on pairs (for
+    the pair task) and the same architecture from the first weights pre-training started from
+    ("from scratch") on both tasks at every label budget; score each on the task's test
+    examples; save the scores and, for each task, its first start fine-tuned on the most labels
+    (float16; every run is scored with its weights rounded to float16, as_stored). Returns the
+    scores: {task: {start: {budget: {score: value}}}}."""
     path = savable_path(path)
     recipe = _check_recipe(recipe, FinetuneRecipe)
     saved = load_pretrained(pretrained)
-    encoder = saved["masked"]
     with keeping_random_state(), trainable_float32():
         torch.manual_seed(saved["recipe"].seed)  # the first weights pre-training started from
         scratch = TextEncoder(saved["config"]).eval()
+    firsts = {
+        "pre-trained on pairs": load_pairs_model(pairs)["model"],
+        "pre-trained": saved["masked"],
+    }
+    firsts["from scratch"] = scratch
     tests = {"pair": pair_test_examples(), "tagging": tagging_examples("test")}
     scores = {"pair": pair_scores, "tagging": tagging_scores}
-    results = {task: {start: {} for start in STARTS} for task in TASKS}
+    results = {task: {start: {} for start in STARTS[task]} for task in TASKS}
     kept = {}
     for task in TASKS:
         for budget in tqdm(BUDGETS, desc=task):
@@ -980,10 +1073,10 @@ def train_and_save_finetuned(
                 examples = pair_examples("train", budget, recipe.seed)
             else:
                 examples = tagging_examples("train", budget, recipe.seed)
-            for start, first in zip(STARTS, (encoder, scratch), strict=True):
-                model = as_stored(finetune(task, first, examples, recipe))
+            for start in STARTS[task]:
+                model = as_stored(finetune(task, firsts[start], examples, recipe))
                 results[task][start][str(budget)] = scores[task](model, tests[task])
-                if start == "pre-trained" and budget == BUDGETS[-1]:
+                if start == STARTS[task][0] and budget == BUDGETS[-1]:
                     kept[task] = model
     weights = {
         task: {k: t.half() for k, t in model.state_dict().items() if k != "encoder." + TIED_COPY}
@@ -1034,12 +1127,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Retrain chapter 15's models into data/.")
     parser.add_argument(
         "stage",
-        choices=["pretrain", "finetune"],
-        help="pretrain: the encoder and its causal twin; finetune: both tasks at every budget, "
-        "from the saved pre-trained encoder and from scratch",
+        choices=["pretrain", "pairs", "finetune"],
+        help="pretrain: the encoder and its causal twin; pairs: the saved encoder pre-trained "
+        "further on sentence pairs; finetune: both tasks at every budget, from the saved "
+        "pre-trained encoders and from scratch",
     )
-    if parser.parse_args().stage == "pretrain":
+    stage = parser.parse_args().stage
+    if stage == "pretrain":
         print({name: f"{seconds:.0f} s" for name, seconds in train_and_save_pretrained().items()})
+    elif stage == "pairs":
+        print(f"pairs: {train_and_save_pairs():.0f} s")
     else:
         print(train_and_save_finetuned())
 
@@ -1098,9 +1195,11 @@ def _check_masking(ids, mask_id, vocab_size, special_ids, rate, generator):
 def _check_word_masking(ids, word_ids, mask_id, rate, seed) -> None:
     validation.token_ids(ids, "ids", None, "(B, n)")
     validation.dense_tensor(word_ids, "word_ids", "(B, n)")
-    if word_ids.shape != ids.shape or word_ids.is_floating_point() or word_ids.dtype == torch.bool:
+    signed = (torch.int8, torch.int16, torch.int32, torch.int64)
+    if word_ids.shape != ids.shape or word_ids.dtype not in signed:
         raise ValueError(
-            f"word_ids must be integers of the shape of ids {tuple(ids.shape)}, got "
+            f"word_ids must be signed integers (-1 marks no word) of the shape of ids "
+            f"{tuple(ids.shape)}, got "
             f"{word_ids.dtype} {tuple(word_ids.shape)}"
         )
     if word_ids.numel() and word_ids.min() < -1:

@@ -248,6 +248,14 @@ def test_saved_pretrained_models_load_as_they_were_saved(tmp_path):
     loaded = eo.load_pretrained(path)
     assert loaded["causal"].config.causal and not loaded["masked"].config.causal
     assert loaded["config"] == TINY and loaded["recipe"] == recipe
+    pair_recipe = eo.PretrainRecipe(steps=1, batch_size=3, log_every=1)
+    eo.train_and_save_pairs(tmp_path / "pairs.pt", pair_recipe, path)
+    pairs = eo.load_pairs_model(tmp_path / "pairs.pt")
+    assert pairs["recipe"] == pair_recipe and pairs["log"]["step"] == [1]
+    assert pairs["model"].config == TINY
+    again = eo.pretrain_on_pairs(loaded["masked"], pair_recipe, progress=False)["model"]
+    for key, weight in again.state_dict().items():
+        assert torch.equal(pairs["model"].state_dict()[key], weight.half().float())
     assert loaded["logs"]["masked"]["step"] == [1, 2]
     trained = eo.pretrain(TINY, recipe, progress=False)["model"]
     for key, weight in trained.state_dict().items():  # the same run again, stored in float16
