@@ -30,4 +30,5 @@ from helpers.widgets.ch11_long_context import *  # noqa: F403
 from helpers.widgets.ch12_decoder_only import *  # noqa: F403
 from helpers.widgets.ch13_induction_heads import *  # noqa: F403
 from helpers.widgets.ch14_attention_across_modalities import *  # noqa: F403
+from helpers.widgets.ch15_encoder_only import *  # noqa: F403
 from helpers.widgets.direct import *  # noqa: F403
