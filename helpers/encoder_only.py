@@ -17,7 +17,10 @@ are the same on any thread count.
 """
 
 import argparse
+import contextlib
 import copy
+import dataclasses
+import numbers
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -30,6 +33,7 @@ from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.checkpoints import (
+    CheckpointError,
     float_weights,
     load_checkpoint,
     load_weights,
@@ -56,6 +60,8 @@ CLS, SEP, MASK = "[CLS]", "[SEP]", "[MASK]"
 ENCODER_TOKENS = (CLS, SEP, MASK)  # ids 8,000, 8,001 and 8,002 after chapter 08's 8,000
 CLS_ID, SEP_ID, MASK_ID = 8000, 8001, 8002  # what add_encoder_tokens gives chapter 08's tokenizer
 VOCAB_SIZE = 8003
+LONGEST_SENTENCE_ROW = 38  # [CLS] pieces [SEP] of the longest sentence of chapter 08's data
+LONGEST_PAIR_ROW = 69  # [CLS] English [SEP] French [SEP] of its longest pair
 IGNORE = -100  # a target F.cross_entropy skips (its ignore_index)
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 SAVED_PRETRAINED = DATA_DIR / "encoder_only_pretrained.pt"
@@ -67,8 +73,14 @@ REMAKE = "make encoder-only-models"
 
 def add_encoder_tokens(tokenizer: Tokenizer) -> dict[str, int]:
     """Give the tokenizer [CLS], [SEP] and [MASK] (the next free ids) without retraining it:
-    every other id stays the same. Returns {token: id}."""
+    every other id stays the same. Returns {token: id}. Chapter 08's shared copy
+    (load_tokenizer()) is refused: every later caller would get the three tokens too."""
     check_tokenizer(tokenizer)
+    if tokenizer is load_tokenizer():
+        raise ValueError(
+            "tokenizer is chapter 08's shared copy (load_tokenizer()): adding tokens to it would "
+            "change it for every caller; pass a copy (load_encoder_tokenizer() makes one)"
+        )
     tokenizer.add_special_tokens(list(ENCODER_TOKENS))
     return {token: tokenizer.token_to_id(token) for token in ENCODER_TOKENS}
 
@@ -110,7 +122,7 @@ def _mask_tokens(ids, mask_id, vocab_size, special, rate, generator):
     inputs = torch.where(chosen & (fate < 0.8), mask_id, ids)
     inputs = torch.where(chosen & (fate >= 0.8) & (fate < 0.9), random_ids, inputs)
     targets = torch.where(chosen, ids, IGNORE)
-    return inputs, targets
+    return inputs.to(ids.dtype), targets
 
 
 def whole_word_mask(
@@ -120,7 +132,7 @@ def whole_word_mask(
     word_ids (B, n): the word each position belongs to, 0, 1, 2, ... within its row, and -1 for
     [CLS], [SEP] and pads. One draw, torch.rand((B, words)) from a generator seeded with seed
     (words = word_ids.max() + 1, at least 1): word w of row b is chosen where it is below rate."""
-    _check_word_masking(ids, word_ids, mask_id, rate, seed)
+    seed = _check_word_masking(ids, word_ids, mask_id, rate, seed)
     generator = torch.Generator().manual_seed(seed)
     words = max(int(word_ids.max()) + 1, 1) if word_ids.numel() else 1
     chosen = torch.rand((len(ids), words), generator=generator) < rate  # (B, words)
@@ -255,7 +267,7 @@ def padded(rows: list[list[int]]) -> torch.Tensor:
 
 def _padded(rows: list[list[int]]) -> torch.Tensor:
     width = max(map(len, rows))
-    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
+    return torch.tensor([[*row, *[PAD_ID] * (width - len(row))] for row in rows])
 
 
 # 3. Pre-training
@@ -308,7 +320,7 @@ def masked_lm_loss(model: TextEncoder, inputs: torch.Tensor, targets: torch.Tens
     _check_model(model, "model", causal=False)
     _check_ids(inputs, model.config, "inputs")
     _check_targets(targets, tuple(inputs.shape), model.config.vocab_size, "targets")
-    return _masked_lm_loss(model, inputs, targets)
+    return _masked_lm_loss(model, inputs.long(), targets.long())
 
 
 def _masked_lm_loss(
@@ -328,7 +340,7 @@ def next_token_loss(model: TextEncoder, ids: torch.Tensor) -> torch.Tensor:
     _check_ids(ids, model.config, "ids")
     if ids.shape[1] < 2 or not (ids[:, 1:] != PAD_ID).any():
         raise ValueError("ids must hold a token after the first one to predict, past the pads")
-    return _next_token_loss(model, ids)
+    return _next_token_loss(model, ids.long())
 
 
 def _next_token_loss(model: TextEncoder, ids: torch.Tensor) -> torch.Tensor:
@@ -343,6 +355,7 @@ def pretrain(config: EncoderConfig, recipe: PretrainRecipe = PRETRAIN, progress:
     config.causal, next-token prediction. Returns {"model" (eval mode), "log": {"step", "loss"},
     "seconds"}. Seeded, on one thread: a rerun on the same machine is bit-identical."""
     config = _check_config(config)
+    _check_readable(config, LONGEST_SENTENCE_ROW, "a training sentence")
     recipe = _check_recipe(recipe, PretrainRecipe)
     progress = validation.flag(progress, "progress")
     with one_torch_thread(), keeping_random_state(), trainable_float32():
@@ -367,6 +380,7 @@ def pretrain_on_pairs(
     English translation. No label of the pair task is used: every pair is a translation.
     Returns {"model", "log", "seconds"}, as pretrain."""
     _check_model(encoder, "encoder", causal=False)
+    _check_readable(encoder.config, LONGEST_PAIR_ROW, "a training pair")
     recipe = _check_recipe(recipe, PretrainRecipe)
     progress = validation.flag(progress, "progress")
     with one_torch_thread(), keeping_random_state(), trainable_float32():
@@ -490,6 +504,7 @@ def recovery_by_position(
     _check_model(masked, "masked", causal=False)
     _check_model(causal, "causal", causal=True)
     _check_rows(rows, masked.config)
+    _check_rows(rows, causal.config)
     copies = {
         name: copy.deepcopy(m).double().eval()
         for name, m in (("both ways", masked), ("left only", causal))
@@ -572,7 +587,7 @@ def pair_examples(split: str, count: int, seed: int = 0) -> list[tuple[str, str,
     """`count` labelled pairs of the split, (english, french, label, kind), for fine-tuning:
     half translations (label 1), a quarter near misses, a quarter random pairs (label 0), in a
     seeded random order. Near misses come from English sentences that have one (misses)."""
-    count = validation.recipe_size(count, "count")
+    count = _check_count(count)
     seed = validation.seed(seed)
     translations = _translations(split)
     englishes = list(translations)
@@ -696,7 +711,7 @@ def _tagging_row(tokenizer, ids, words, marks, capitals) -> tuple[list, list, li
 def tagging_examples(split: str, count: int | None = None, seed: int = 0) -> list[tuple]:
     """The split's distinct English sentences that word_tags reads, as (words, marks,
     capitals): `count` of them in a seeded random order, or all in the split's order."""
-    count = None if count is None else validation.recipe_size(count, "count")
+    count = None if count is None else _check_count(count)
     seed = validation.seed(seed)
     englishes = dict.fromkeys(english for english, _ in load_pairs(split))
     tagged = [tags for english in englishes if (tags := word_tags(english)) is not None]
@@ -743,7 +758,7 @@ def tagging_loss(logits: torch.Tensor, marks: torch.Tensor, cases: torch.Tensor)
         )
     _check_token_labels(logits[..., :split], marks, "marks")
     _check_token_labels(logits[..., split:], cases, "cases")
-    return _tagging_loss(logits, marks, cases)
+    return _tagging_loss(logits, marks.long(), cases.long())
 
 
 def _tagging_loss(logits: torch.Tensor, marks: torch.Tensor, cases: torch.Tensor) -> torch.Tensor:
@@ -822,6 +837,8 @@ def finetune(task: str, encoder: TextEncoder, examples: list, recipe: FinetuneRe
     of task "pair" or "tagging"; returns the model in eval mode. Seeded, on one thread."""
     task = validation.one_of(TASKS)(task, "task")
     _check_model(encoder, "encoder")
+    longest = LONGEST_PAIR_ROW if task == "pair" else LONGEST_SENTENCE_ROW
+    _check_readable(encoder.config, longest, f"a {task} example")
     _check_examples(examples, task)
     recipe = _check_recipe(recipe, FinetuneRecipe)
     with one_torch_thread(), keeping_random_state(), trainable_float32():
@@ -958,6 +975,7 @@ def train_and_save_pretrained(
     path = savable_path(path)
     recipe = _check_recipe(recipe, PretrainRecipe)
     config = _check_config(config)
+    _check_readable(config, LONGEST_SENTENCE_ROW, "a training sentence")
     results = {name: pretrain(replace(config, causal=name == "causal"), recipe) for name in MODELS}
     save_checkpoint(
         path,
@@ -980,15 +998,45 @@ def load_pretrained(path: str | Path = SAVED_PRETRAINED) -> dict:
     {"masked", "causal": TextEncoder, "config": EncoderConfig, "recipe": PretrainRecipe,
     "logs": {name: {"step", "loss"}}}."""
     saved = load_checkpoint(path, SAVED_KEYS, REMAKE)
-    loaded = {
-        "recipe": PretrainRecipe(**saved["recipe"]),
-        "config": EncoderConfig(**saved["config"]),
-        "logs": saved["logs"],
-    }
-    for name in MODELS:
-        config = replace(loaded["config"], causal=name == "causal")
-        loaded[name] = _loaded_encoder(saved["weights"][name], config, path)
+    with _as_checkpoint_errors(path):
+        loaded = {
+            "recipe": _saved(PretrainRecipe, saved["recipe"]),
+            "config": _saved(EncoderConfig, {**saved["config"], "causal": False}),
+            "logs": {name: _saved_log(saved["logs"][name]) for name in MODELS},
+        }
+        for name in MODELS:
+            config = replace(loaded["config"], causal=name == "causal")
+            loaded[name] = _loaded_encoder(saved["weights"][name], config, path)
     return loaded
+
+
+@contextlib.contextmanager
+def _as_checkpoint_errors(path: Path):
+    """Inside, what a file of the right checksum but the wrong contents makes go wrong is a
+    CheckpointError naming the file and the command that rebuilds it."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(
+            f"{path} does not hold what `{REMAKE}` writes ({type(error).__name__}: "
+            f"{str(error)[:200]}): rebuild it with `{REMAKE}`"
+        ) from None
+
+
+def _saved(kind: type, fields_saved: object):
+    """A config or recipe from its saved fields, every field named and none more."""
+    names = {field.name for field in dataclasses.fields(kind)}
+    if not isinstance(fields_saved, dict) or set(fields_saved) != names:
+        raise ValueError(f"its {kind.__name__} should have the fields {sorted(names)}")
+    return kind(**fields_saved)
+
+
+def _saved_log(log: object) -> dict:
+    if not isinstance(log, dict) or set(log) != {"step", "loss"}:
+        raise ValueError("a training log should be {'step': [...], 'loss': [...]}")
+    return log
 
 
 def _loaded_encoder(weights: dict, config: EncoderConfig, path: Path) -> TextEncoder:
@@ -1027,8 +1075,16 @@ def load_pairs_model(path: str | Path = SAVED_PAIRS) -> dict:
     """The saved encoder pre-trained further on pairs (checksum verified, weights_only=True):
     {"model": TextEncoder in eval mode and float32, "recipe", "log"}."""
     saved = load_checkpoint(path, ("config", "recipe", "weights", "log"), REMAKE)
-    model = _loaded_encoder(saved["weights"], EncoderConfig(**saved["config"]), path)
-    return {"model": model, "recipe": PretrainRecipe(**saved["recipe"]), "log": saved["log"]}
+    with _as_checkpoint_errors(path):
+        config = _saved(EncoderConfig, saved["config"])
+        if config.causal:
+            raise ValueError("its encoder should read both ways (causal False)")
+        model = _loaded_encoder(saved["weights"], config, path)
+        return {
+            "model": model,
+            "recipe": _saved(PretrainRecipe, saved["recipe"]),
+            "log": _saved_log(saved["log"]),
+        }
 
 
 SAVED_FINETUNED = DATA_DIR / "encoder_only_finetuned.pt"
@@ -1100,8 +1156,13 @@ def as_stored(model: nn.Module) -> nn.Module:
     holds, so that what is scored before saving is what the chapter scores after loading."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    for weight in model.state_dict().values():
-        weight.copy_(weight.half())
+    state = model.state_dict()
+    for name, weight in state.items():
+        if weight.is_floating_point() and weight.abs().max() > torch.finfo(torch.float16).max:
+            raise ValueError(f"{name} holds numbers beyond float16's largest: it cannot be stored")
+    for weight in state.values():
+        if weight.is_floating_point():
+            weight.copy_(weight.half())
     return model
 
 
@@ -1110,15 +1171,21 @@ def load_finetuned(path: str | Path = SAVED_FINETUNED) -> dict:
     float32, {"pair": PairClassifier, "tagging": Tagger}, with "recipe" and "results" (the
     scores of every run, as train_and_save_finetuned returned them)."""
     saved = load_checkpoint(path, FINETUNED_KEYS, REMAKE)
-    loaded = {"recipe": FinetuneRecipe(**saved["recipe"]), "results": saved["results"]}
-    config = EncoderConfig(**saved["config"])
-    for task, kind in (("pair", PairClassifier), ("tagging", Tagger)):
-        weights = float_weights(saved["weights"][task], path)
-        weights["encoder." + TIED_COPY] = weights["encoder.tokens.weight"]
-        with keeping_random_state(), trainable_float32():
-            model = kind(TextEncoder(config))
-        load_weights(model, weights, path)
-        loaded[task] = model.eval()
+    with _as_checkpoint_errors(path):
+        loaded = {"recipe": _saved(FinetuneRecipe, saved["recipe"])}
+        if not isinstance(saved["results"], dict) or set(saved["results"]) != set(TASKS):
+            raise ValueError(f"its results should name the tasks {TASKS}")
+        loaded["results"] = saved["results"]
+        config = _saved(EncoderConfig, saved["config"])
+        if config.causal:
+            raise ValueError("its encoders should read both ways (causal False)")
+        for task, kind in (("pair", PairClassifier), ("tagging", Tagger)):
+            weights = float_weights(saved["weights"][task], path)
+            weights["encoder." + TIED_COPY] = weights["encoder.tokens.weight"]
+            with keeping_random_state(), trainable_float32():
+                model = kind(TextEncoder(config))
+            load_weights(model, weights, path)
+            loaded[task] = model.eval()
     return loaded
 
 
@@ -1195,24 +1262,31 @@ def _check_masking(ids, mask_id, vocab_size, special_ids, rate, generator):
 def _check_word_masking(ids, word_ids, mask_id, rate, seed) -> None:
     validation.token_ids(ids, "ids", None, "(B, n)")
     validation.dense_tensor(word_ids, "word_ids", "(B, n)")
-    signed = (torch.int8, torch.int16, torch.int32, torch.int64)
-    if word_ids.shape != ids.shape or word_ids.dtype not in signed:
+    if word_ids.shape != ids.shape or word_ids.dtype not in (torch.int32, torch.int64):
         raise ValueError(
-            f"word_ids must be signed integers (-1 marks no word) of the shape of ids "
+            f"word_ids must be int64 or int32 (-1 marks no word) of the shape of ids "
             f"{tuple(ids.shape)}, got "
             f"{word_ids.dtype} {tuple(word_ids.shape)}"
         )
     if word_ids.numel() and word_ids.min() < -1:
         raise ValueError(f"word_ids must be -1 or a word's index >= 0, got {int(word_ids.min())}")
-    validation.whole_number(mask_id, "mask_id", minimum=0)
+    if word_ids.numel() and word_ids.max() >= ids.shape[1]:
+        raise ValueError(
+            f"word_ids number the words of a row from 0: a row of {ids.shape[1]} positions holds "
+            f"fewer than {int(word_ids.max()) + 1} words"
+        )
+    mask_id = validation.whole_number(mask_id, "mask_id", minimum=0)
+    if mask_id > torch.iinfo(ids.dtype).max:
+        raise ValueError(f"mask_id {mask_id} does not fit in the ids' {ids.dtype}")
     validation.probability(rate, "rate")
-    validation.seed(seed)
+    return validation.seed(seed)
 
 
 def _check_segment_ids(ids, sep_id, pad_id) -> None:
     validation.token_ids(ids, "ids", None, "(B, n)")
-    validation.whole_number(sep_id, "sep_id", minimum=0)
-    validation.whole_number(pad_id, "pad_id", minimum=0)
+    for name, value in (("sep_id", sep_id), ("pad_id", pad_id)):
+        if validation.whole_number(value, name, minimum=0) > torch.iinfo(ids.dtype).max:
+            raise ValueError(f"{name} {value} does not fit in the ids' {ids.dtype}")
     if sep_id == pad_id:
         raise ValueError(f"sep_id and pad_id must differ, got {sep_id} for both")
 
@@ -1227,11 +1301,14 @@ def _check_token_labels(logits: object, labels: object, name: str = "labels") ->
             f"{tuple(logits.shape)}"
         )
     _check_targets(labels, tuple(logits.shape[:2]), logits.shape[-1], name)
+    if not logits.isfinite().all():
+        raise ValueError("logits hold NaN or inf: the loss would be NaN")
 
 
 def _check_targets(targets: object, shape: tuple, classes: int, name: str) -> None:
     validation.dense_tensor(targets, name, "(B, n)")
-    if tuple(targets.shape) != shape or targets.is_floating_point() or targets.dtype == torch.bool:
+    integers = (torch.int64, torch.int32, torch.int16, torch.int8)
+    if tuple(targets.shape) != shape or targets.dtype not in integers:
         raise ValueError(
             f"{name} must be integer class indices {shape}, got {targets.dtype} "
             f"{tuple(targets.shape)}"
@@ -1247,9 +1324,15 @@ def _check_targets(targets: object, shape: tuple, classes: int, name: str) -> No
 
 
 def _check_model(model: object, name: str, causal: bool | None = None) -> TextEncoder:
-    """A TextEncoder; the encoder (causal False) or the causal twin (True) where it matters."""
+    """A TextEncoder of the encoder tokenizer's VOCAB_SIZE ids ([MASK] among them); the encoder
+    (causal False) or the causal twin (True) where it matters."""
     if not isinstance(model, TextEncoder):
         raise TypeError(f"{name} must be a TextEncoder, got {type(model).__name__}")
+    if model.config.vocab_size != VOCAB_SIZE:
+        raise ValueError(
+            f"{name} must read the encoder tokenizer's {VOCAB_SIZE} ids (load_encoder_tokenizer), "
+            f"got a vocab_size of {model.config.vocab_size}"
+        )
     if causal is not None and model.config.causal != causal:
         wanted = "the causal twin (config.causal True)" if causal else "the encoder, not the twin"
         raise ValueError(f"{name} must be {wanted}")
@@ -1261,9 +1344,33 @@ def _check_classifier(model: object, kind: type) -> None:
         raise TypeError(f"model must be a {kind.__name__}, got {type(model).__name__}")
 
 
+def _check_readable(config: EncoderConfig, longest: int, what: str) -> None:
+    """A config of the encoder tokenizer's ids, with room for the longest row it will read."""
+    if config.vocab_size != VOCAB_SIZE:
+        raise ValueError(
+            f"the model must read the encoder tokenizer's {VOCAB_SIZE} ids, got a vocab_size of "
+            f"{config.vocab_size}"
+        )
+    if config.max_len < longest:
+        raise ValueError(
+            f"max_len is {config.max_len}, but {what} may hold {longest} tokens: a max_len of at "
+            f"least {longest} reads them all"
+        )
+
+
+MOST_EXAMPLES = 200_000  # labelled examples a fine-tuning set may hold: the data has 160,328
+
+
+def _check_count(count: object) -> int:
+    count = validation.whole_number(count, "count")
+    if count > MOST_EXAMPLES:
+        raise ValueError(f"count must be at most {MOST_EXAMPLES:,}, got {validation.shown(count)}")
+    return count
+
+
 def _check_token_ids(ids: object) -> None:
     """The encoder's three tokens and their ids, as load_encoder_tokenizer returns them."""
-    if not isinstance(ids, dict) or set(ids) != set(ENCODER_TOKENS):
+    if ids != {CLS: CLS_ID, SEP: SEP_ID, MASK: MASK_ID}:
         raise ValueError(
             f"ids must be the dict load_encoder_tokenizer returns ({', '.join(ENCODER_TOKENS)} "
             f"-> their ids), got {validation.shown(ids):.80}"
@@ -1314,7 +1421,13 @@ def _check_positions(positions: object, rows: list) -> None:
             f"{validation.shown(positions):.80}"
         )
     for index, (where, row) in enumerate(zip(positions, rows, strict=True)):
-        if isinstance(where, bool) or not isinstance(where, int) or not 1 <= where <= len(row) - 2:
+        if len(row) < 3:
+            raise ValueError(f"rows[{index}] holds no piece to hide: only [CLS] and [SEP]")
+        if (
+            isinstance(where, bool)
+            or not isinstance(where, numbers.Integral)
+            or not 1 <= where <= len(row) - 2
+        ):
             raise ValueError(
                 f"positions[{index}] must be a piece of its row, 1..{len(row) - 2} (not [CLS] "
                 f"or [SEP]), got {validation.shown(where)}"

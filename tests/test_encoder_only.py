@@ -391,3 +391,115 @@ def tiny_models():
 def test_bad_arguments_are_named_at_the_door(tiny_models, call, error, message):
     with pytest.raises(error, match=message):
         call(*tiny_models)
+
+
+def test_the_longest_rows_are_what_the_constants_say(tokenizer_and_ids):
+    tokenizer, ids = tokenizer_and_ids
+    from helpers.translation import clean, load_pairs
+
+    longest = {"sentence": 0, "pair": 0}
+    for split in ("train", "valid", "test"):
+        pairs = load_pairs(split)
+        encoded = tokenizer.encode_batch([clean(text) for pair in pairs for text in pair])
+        for first, second in zip(encoded[::2], encoded[1::2], strict=True):
+            longest["sentence"] = max(longest["sentence"], len(first.ids) + 2, len(second.ids) + 2)
+            longest["pair"] = max(longest["pair"], len(first.ids) + len(second.ids) + 3)
+    assert longest == {"sentence": eo.LONGEST_SENTENCE_ROW, "pair": eo.LONGEST_PAIR_ROW}
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: eo.fill_in(
+                eo.TextEncoder(dataclasses.replace(TINY, vocab_size=100)), [[1, 10, 2]], [1]
+            ),
+            ValueError,
+            "encoder tokenizer's 8003 ids",
+        ),
+        (
+            lambda: eo.pretrain(dataclasses.replace(TINY, max_len=8), eo.PretrainRecipe(steps=1)),
+            ValueError,
+            "max_len is 8, but a training sentence may hold 38",
+        ),
+        (
+            lambda: eo.pretrain_on_pairs(
+                eo.TextEncoder(dataclasses.replace(TINY, max_len=40)), eo.PretrainRecipe(steps=1)
+            ),
+            ValueError,
+            "a training pair may hold 69",
+        ),
+        (lambda: eo.add_encoder_tokens(load_tokenizer()), ValueError, "shared copy"),
+        (
+            lambda: eo.whole_word_mask(
+                torch.tensor([[1, 2]]), torch.tensor([[0, 0]], dtype=torch.int8), 3
+            ),
+            ValueError,
+            "int64 or int32",
+        ),
+        (
+            lambda: eo.whole_word_mask(torch.tensor([[1, 2]]), torch.tensor([[0, 5]]), 3),
+            ValueError,
+            "fewer than 6 words",
+        ),
+        (
+            lambda: eo.whole_word_mask(
+                torch.tensor([[1, 2]], dtype=torch.int32), torch.tensor([[0, 1]]), 2**40
+            ),
+            ValueError,
+            "does not fit",
+        ),
+        (lambda: eo.segment_ids(torch.tensor([[1, 2]]), 2**70), ValueError, "does not fit"),
+        (lambda: eo.pair_examples("train", 10**7), ValueError, "count must be at most"),
+        (
+            lambda: eo.token_classification_loss(
+                torch.full((1, 2, 3), float("nan")), torch.tensor([[0, 1]])
+            ),
+            ValueError,
+            "NaN or inf",
+        ),
+        (
+            lambda: eo.sentence_rows(
+                eo.load_encoder_tokenizer()[0], ["Go."], {"[CLS]": "x", "[SEP]": None, "[MASK]": 1}
+            ),
+            ValueError,
+            "ids must be the dict",
+        ),
+    ],
+)
+def test_what_the_hostile_pass_found_is_named_at_the_door(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_integer_ids_and_labels_of_any_width_are_read_as_int64(tiny_models):
+    masked, causal = tiny_models
+    ids = random_ids(4, 8)
+    inputs, targets = eo.mask_tokens(
+        ids.int(), eo.MASK_ID, eo.VOCAB_SIZE, SPECIAL, 0.5, torch.Generator().manual_seed(0)
+    )
+    assert inputs.dtype == torch.int32
+    expected = eo.masked_lm_loss(masked, inputs.long(), targets)
+    assert torch.equal(eo.masked_lm_loss(masked, inputs, targets.int()), expected)
+    assert torch.equal(eo.next_token_loss(causal, ids.int()), eo.next_token_loss(causal, ids))
+    assert eo.padded([(1, 2), (3,)]).tolist() == [[1, 2], [3, 0]]
+
+
+def test_a_saved_file_with_the_wrong_contents_is_a_checkpoint_error(tmp_path):
+    from helpers.checkpoints import load_checkpoint, save_checkpoint
+
+    tiny_recipe = eo.PretrainRecipe(steps=1, batch_size=2, log_every=1)
+    eo.train_and_save_pretrained(tmp_path / "pretrained.pt", tiny_recipe, TINY)
+    eo.train_and_save_pairs(tmp_path / "pairs.pt", tiny_recipe, tmp_path / "pretrained.pt")
+    saved = load_checkpoint(tmp_path / "pairs.pt", ("config", "recipe", "weights", "log"), "x")
+    for damage in (
+        lambda s: s["weights"].pop("tokens.weight"),
+        lambda s: s["config"].update(causal=True),
+        lambda s: s["config"].update(extra=1),
+        lambda s: s.update(log=None),
+    ):
+        damaged = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()}
+        damage(damaged)
+        save_checkpoint(tmp_path / "damaged.pt", damaged)
+        with pytest.raises(CheckpointError, match="rebuild it with"):
+            eo.load_pairs_model(tmp_path / "damaged.pt")
