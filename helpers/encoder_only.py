@@ -188,6 +188,9 @@ class EncoderConfig:
             },
         )
         validation.head_size(self.d_model, self.num_heads)
+        validation.layer_weights(self.vocab_size, self.d_model, "vocab_size and d_model")
+        validation.layer_weights(self.max_len, self.d_model, "max_len and d_model")
+        validation.layer_weights(self.d_model, self.d_ff, "d_model and d_ff")
 
 
 ENCODER = EncoderConfig()
