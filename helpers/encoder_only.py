@@ -276,6 +276,24 @@ def _padded(rows: list[list[int]]) -> torch.Tensor:
 # 3. Pre-training
 
 
+def _coerce_recipe(recipe) -> None:
+    """A pre-training or fine-tuning recipe's fields checked and stored as their kinds: AdamW's
+    rates as floats, counts as ints (warm-up may be 0), the seed below 2^32. Above the recipes,
+    not with the checks: the recipes below are made at import."""
+    learning_rate, weight_decay = validation.adamw_rates(recipe.learning_rate, recipe.weight_decay)
+    object.__setattr__(recipe, "learning_rate", learning_rate)
+    object.__setattr__(recipe, "weight_decay", weight_decay)
+    kinds = {
+        "steps": validation.recipe_size,
+        "batch_size": validation.recipe_size,
+        "warmup_steps": lambda value, name: validation.whole_number(value, name, minimum=0),
+        "log_every": validation.recipe_size,
+        "seed": validation.seed,
+    }  # in the fields' order
+    names = [field.name for field in dataclasses.fields(recipe)]
+    validation.coerce_fields(recipe, {name: kind for name, kind in kinds.items() if name in names})
+
+
 @dataclass(frozen=True)
 class PretrainRecipe:
     """How the two shipped models were pre-trained (make encoder-only-models)."""
@@ -289,19 +307,7 @@ class PretrainRecipe:
     seed: int = 0
 
     def __post_init__(self):
-        learning_rate, weight_decay = validation.adamw_rates(self.learning_rate, self.weight_decay)
-        object.__setattr__(self, "learning_rate", learning_rate)
-        object.__setattr__(self, "weight_decay", weight_decay)
-        validation.coerce_fields(
-            self,
-            {
-                "steps": validation.recipe_size,
-                "batch_size": validation.recipe_size,
-                "warmup_steps": lambda value, name: validation.whole_number(value, name, minimum=0),
-                "log_every": validation.recipe_size,
-                "seed": validation.seed,
-            },
-        )
+        _coerce_recipe(self)
 
 
 PRETRAIN = PretrainRecipe()
@@ -783,18 +789,7 @@ class FinetuneRecipe:
     seed: int = 0
 
     def __post_init__(self):
-        learning_rate, weight_decay = validation.adamw_rates(self.learning_rate, self.weight_decay)
-        object.__setattr__(self, "learning_rate", learning_rate)
-        object.__setattr__(self, "weight_decay", weight_decay)
-        validation.coerce_fields(
-            self,
-            {
-                "steps": validation.recipe_size,
-                "batch_size": validation.recipe_size,
-                "warmup_steps": lambda value, name: validation.whole_number(value, name, minimum=0),
-                "seed": validation.seed,
-            },
-        )
+        _coerce_recipe(self)
 
 
 FINETUNE = FinetuneRecipe()

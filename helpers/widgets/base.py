@@ -7,12 +7,16 @@ import math
 import numbers
 import struct
 import zlib
+from collections import OrderedDict
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib import text as mpl_text
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from traitlets import Any, Float, Int, TraitError, Unicode, validate
 
 from helpers.contexts import one_torch_thread, plain_torch, plainly
@@ -251,6 +255,37 @@ def weight_heatmap(ax, x_labels, y_labels):
     ax.set_xlabel("keys")
     ax.set_ylabel("queries")
     return mesh
+
+
+def artist_look(artist) -> tuple:
+    """What an artist draws, for an explorer that redraws a panel only when a look in it
+    changed: a text's words, colour, place, size, weight, angle and alignment; a bar's place,
+    size and colour; a line's points; and whether it is shown."""
+    if isinstance(artist, mpl_text.Text):
+        return (
+            artist.get_text(),
+            artist.get_color(),
+            artist.get_position(),
+            artist.get_fontsize(),
+            artist.get_fontweight(),
+            artist.get_rotation(),
+            artist.get_horizontalalignment(),
+            artist.get_visible(),
+        )
+    if isinstance(artist, Rectangle):
+        shape = (artist.get_xy(), artist.get_width(), artist.get_height())
+        return (*shape, tuple(artist.get_facecolor()), artist.get_visible())
+    if isinstance(artist, Line2D):
+        return (tuple(artist.get_xdata()), tuple(artist.get_ydata()), artist.get_visible())
+    raise TypeError(f"no look for a {type(artist).__name__}")
+
+
+def remember(cache: OrderedDict, key: tuple, value, kept: int) -> None:
+    """Keep value under key in cache, and only the `kept` latest keys (an explorer's recent
+    readings, which a learner going back to a setting gets at once)."""
+    cache[key] = value
+    if len(cache) > kept:
+        cache.popitem(last=False)
 
 
 def check_sentence(sentence: object) -> None:

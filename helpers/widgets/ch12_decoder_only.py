@@ -11,8 +11,6 @@ import torch
 from matplotlib import text as mpl_text
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
-from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
 from matplotlib.transforms import Bbox
 
 from helpers import validation
@@ -32,7 +30,9 @@ from helpers.widgets.base import (
     FloatSlider,
     IntSlider,
     Text,
+    artist_look,
     check_vocabulary,
+    remember,
 )
 
 __all__ = ["DecoderOnlyExplorer"]
@@ -257,7 +257,7 @@ class DecoderOnlyExplorer(Explorer):
             with evaluating(model), torch.no_grad():
                 logits = model(ids)[:, -1]  # (1, V)
                 attention = torch.stack([maps[0, :, -1] for maps in model.attention_maps()])
-            _remember(
+            remember(
                 self._reading,
                 key,
                 {
@@ -302,7 +302,7 @@ class DecoderOnlyExplorer(Explorer):
             written = _sample_texts(  # found["read"] is current: _read has just checked it
                 model, self.tokenizer, ids, SAMPLES, count, sampling, seed, found["read"]
             )
-            _remember(self._samples, key, written, REMEMBERED_SAMPLES)
+            remember(self._samples, key, written, REMEMBERED_SAMPLES)
         return self._samples[key]
 
     @plainly
@@ -368,7 +368,9 @@ class DecoderOnlyExplorer(Explorer):
         """Only the panels whose look changed are drawn anew (a new seed changes the title and
         the samples that differ, a layer or head the attention's bars); the others keep their
         pixels."""
-        looks = {panel: [_look(a) for a in artists] for panel, artists in self._panels.items()}
+        looks = {
+            panel: [artist_look(a) for a in artists] for panel, artists in self._panels.items()
+        }
         if self._background is None:  # the base class draws the whole figure
             png = super().render_png()
             if self._regions is None:  # the layout is fixed from the first draw on
@@ -597,28 +599,3 @@ def _shortened(text: str) -> str:
     if len(text) <= MAX_SAMPLE_CHARACTERS:
         return text
     return text[: MAX_SAMPLE_CHARACTERS - 1] + "…"
-
-
-def _look(artist) -> tuple:
-    """What an artist of the explorer draws: its text, bar or line, colour and place."""
-    if isinstance(artist, mpl_text.Text):
-        return (
-            artist.get_text(),
-            artist.get_color(),
-            artist.get_position(),
-            artist.get_fontsize(),
-            artist.get_visible(),
-        )
-    if isinstance(artist, Rectangle):
-        shape = (artist.get_xy(), artist.get_width(), artist.get_height())
-        return (*shape, tuple(artist.get_facecolor()), artist.get_visible())
-    if isinstance(artist, Line2D):
-        return (tuple(artist.get_xdata()), tuple(artist.get_ydata()), artist.get_visible())
-    raise TypeError(f"no look for a {type(artist).__name__}")
-
-
-def _remember(cache: OrderedDict, key: tuple, value, kept: int) -> None:
-    """Keep value under key, and only the `kept` latest keys."""
-    cache[key] = value
-    if len(cache) > kept:
-        cache.popitem(last=False)

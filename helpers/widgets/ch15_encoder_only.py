@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from matplotlib import text as mpl_text
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 from matplotlib.transforms import Bbox
 
 from helpers import validation
@@ -32,7 +31,7 @@ from helpers.encoder_only import (
 )
 from helpers.plotting import TokenHeatmap
 from helpers.translation import check_text, clean, shown_tokens
-from helpers.widgets.base import Dropdown, Explorer, Text, check_vocabulary
+from helpers.widgets.base import Dropdown, Explorer, Text, artist_look, check_vocabulary, remember
 
 __all__ = ["FillInExplorer"]
 
@@ -227,7 +226,7 @@ class FillInExplorer(Explorer):
                 }
                 if name == "both ways":
                     found["attention"] = _attention(model)
-        _remember(self._readings, key, found)
+        remember(self._readings, key, found, REMEMBERED)
         return found
 
     def _read_pair(self, sentence: str, translation: str) -> dict:
@@ -255,7 +254,7 @@ class FillInExplorer(Explorer):
                 "match": logits.softmax(-1)[0, 1].item(),
                 "attention": _attention(model.encoder),
             }
-        _remember(self._pairs, key, found)
+        remember(self._pairs, key, found, REMEMBERED)
         return found
 
     # The controls
@@ -364,7 +363,7 @@ class FillInExplorer(Explorer):
             self._drawn = {}
             self._pictures = {panel: OrderedDict() for panel in REDRAWN_IF_CHANGED}
         for panel in REDRAWN_IF_CHANGED:
-            look = tuple(_look(artist) for artist in self._panels[panel])
+            look = tuple(artist_look(artist) for artist in self._panels[panel])
             if panel == "labels" or self._drawn.get(panel) != look:  # the map's region: always
                 self._show_panel(panel, look)
         for artist in self._panels["map"]:
@@ -380,7 +379,7 @@ class FillInExplorer(Explorer):
         else:
             self._draw_panel(panel)
             region = Bbox.from_extents(*self._regions[panel])
-            _remember(pictures, look, canvas.copy_from_bbox(region), PICTURES_KEPT)
+            remember(pictures, look, canvas.copy_from_bbox(region), PICTURES_KEPT)
         self._drawn[panel] = look
 
     def _draw_panel(self, panel: str) -> None:
@@ -599,29 +598,3 @@ def _probability(p: float) -> str:
 
 def _shortened(text: str, most: int = SHOWN_CHARACTERS) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
-
-
-def _remember(cache: OrderedDict, key: tuple, value, kept: int = REMEMBERED) -> None:
-    """Keep value under key, and only the `kept` latest keys."""
-    cache[key] = value
-    if len(cache) > kept:
-        cache.popitem(last=False)
-
-
-def _look(artist) -> tuple:
-    """What an artist of the explorer draws: its text, or bar, colour and place."""
-    if isinstance(artist, mpl_text.Text):
-        return (
-            artist.get_text(),
-            artist.get_color(),
-            artist.get_position(),
-            artist.get_fontsize(),
-            artist.get_fontweight(),
-            artist.get_rotation(),
-            artist.get_horizontalalignment(),
-            artist.get_visible(),
-        )
-    if isinstance(artist, Rectangle):
-        shape = (artist.get_xy(), artist.get_width(), artist.get_height())
-        return (*shape, tuple(artist.get_facecolor()), artist.get_visible())
-    raise TypeError(f"no look for a {type(artist).__name__}")
