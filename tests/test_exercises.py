@@ -30,10 +30,11 @@ import test_exercises_ch11_long_context as ch11
 import test_exercises_ch12_decoder_only as ch12
 import test_exercises_ch13_induction_heads as ch13
 import test_exercises_ch14_attention_across_modalities as ch14
+import test_exercises_ch15_encoder_only as ch15
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14)
+CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15)
 CHECKERS = {name: pair for chapter in CHAPTERS for name, pair in chapter.CHECKERS.items()}
 WRONG = [wrong for chapter in CHAPTERS for wrong in chapter.WRONG]
 SCALAR_ANSWERS = {name for chapter in CHAPTERS for name in getattr(chapter, "SCALAR_ANSWERS", ())}
@@ -506,6 +507,8 @@ NO_TENSOR_TO_SWITCH = {
     "prefix-LM mask": "integer lengths",
     "logits with a head zeroed": "a model and token ids",
     "2-D sinusoidal encoding": "sizes only",
+    "segment ids": "integer token ids",
+    "whole-word masking": "integer token and word ids",
 }
 ON_LEAVES_THAT_RECORD_NONE = {"top-p filter"}  # a sampler's logits, never recording gradients
 
