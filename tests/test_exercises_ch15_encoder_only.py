@@ -800,7 +800,7 @@ ALONE = [  # mistakes that coincide in some cases: each is named on its own in a
     ("whole-word masking", mask_by_negative_indexing, "take the last word's draw", "word 0's"),
     ("token-classification loss", loss_of_the_log_of_the_softmax, "the log of the softmax", "exp("),
     ("token-classification loss", loss_by_exponentiating, "exp(logits) overflows", "log of the"),
-    ("segment ids", segments_counting_the_first_separator, "counted in segment 1 (a", "pads get"),
+    ("segment ids", segments_counting_the_first_separator, "counted in segment 1: it", "pads get"),
 ]
 
 

@@ -485,24 +485,15 @@ def _segment_mistakes(ids: torch.Tensor, sep_id: int, pad_id: int) -> dict:
     right = _segments(ids, sep_id, pad_id)
     first_of_row_0 = int((ids[0] == sep_id).nonzero()[0, 0])
     mistakes = {
-        "the first [SEP] is counted in segment 1 (a cumsum of ids == sep_id counts the [SEP] "
-        "at the position itself): the first [SEP] closes the first sentence, segment 0; count "
-        "the [SEP]s strictly before each position (cumsum minus the position's own)": (
+        "the first [SEP] is counted in segment 1: it closes the first sentence, so it is "
+        "segment 0, and segment 1 starts after it (a cumsum of ids == sep_id counts the [SEP] "
+        "at the position itself; the [SEP]s strictly before a position are the cumsum minus "
+        "the position's own)": (
             through.clamp(max=1) * not_pad
         ),
         "the first [SEP] is counted in segment 1 and the second [SEP] gets 2 (a cumsum of ids "
         "== sep_id, neither shifted nor clamped): the first [SEP] is segment 0, the second "
         "sentence and its closing [SEP] are 1": through * not_pad,
-        "the pads get 1: a pad belongs to no sentence, so it gets 0 (where ids == pad_id)": (
-            before.clamp(max=1)
-        ),
-        "the pads get 2 (the count of [SEP]s before them, left in, not clamped): 0 on the pads "
-        "(where ids == pad_id), and nowhere more than 1": before,
-        "the first [SEP] is counted in segment 1, and the pads get 1: the first [SEP] closes "
-        "the first sentence (segment 0), and a pad gets 0": through.clamp(max=1),
-        "the first [SEP] is counted in segment 1 and the second [SEP] and the pads get 2 (a "
-        "cumsum of ids == sep_id, as it comes): count the [SEP]s strictly before each "
-        "position, at most 1, and 0 on the pads": through,
         "the closing [SEP] gets 0: it closes the second sentence, so it is segment 1 with it": (
             (before >= 1) & (ids != sep_id) & (ids != pad_id)
         ).long(),
@@ -519,6 +510,19 @@ def _segment_mistakes(ids: torch.Tensor, sep_id: int, pad_id: int) -> dict:
             [torch.zeros_like(is_sep[:, :1]), is_sep[:, :-1] * (through[:, :-1] == 1).long()], 1
         ),
     }
+    if (ids == pad_id).any():  # mistakes on the pads, named only where a case has some
+        mistakes |= {
+            "the pads get 1: a pad belongs to no sentence, so it gets 0 (where ids == pad_id)": (
+                before.clamp(max=1)
+            ),
+            "the pads get 2 (the count of [SEP]s before them, left in, not clamped): 0 on the "
+            "pads (where ids == pad_id), and nowhere more than 1": before,
+            "the first [SEP] is counted in segment 1, and the pads get 1: the first [SEP] "
+            "closes the first sentence (segment 0), and a pad gets 0": through.clamp(max=1),
+            "the first [SEP] is counted in segment 1 and the second [SEP] and the pads get 2 (a "
+            "cumsum of ids == sep_id, as it comes): count the [SEP]s strictly before each "
+            "position, at most 1, and 0 on the pads": through,
+        }
     if sep_id != SEP_ID:
         mistakes[
             f"looks for [SEP] as a fixed id, {SEP_ID}, not sep_id ({sep_id} here): use the argument"
@@ -544,7 +548,7 @@ def _what_is_at(ids: torch.Tensor, b: int, t: int, sep_id: int, pad_id: int) -> 
         return "the first [SEP]" if seps_before == 0 else "the closing [SEP]"
     if t == 0:
         return "[CLS]"
-    return "a token of the first sentence" if seps_before == 0 else "a token of the second one"
+    return "a token of the first sentence" if seps_before == 0 else "a token of the second sentence"
 
 
 def _name_the_position(failures: list, name: str, ids, sep_id: int, pad_id: int) -> None:
@@ -844,7 +848,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
     pieces, rows with different numbers of words), -1 for [CLS], [SEP] and pads; mask_id an
     int (not always 8002); rate a float from 0 to 0.9; seed an int. Exactly one random draw,
     torch.rand((B, words), generator=torch.Generator().manual_seed(seed)) with words =
-    word_ids.max() + 1 (at least 1): word w of row b is chosen where draw[b, w] < rate, and
+    word_ids.max() + 1 (every case has a word): word w of row b is chosen where draw[b, w] < rate, and
     every piece of a chosen word becomes mask_id; every other position keeps its id. The
     inputs are left as they were (no in-place operation on them, even one that changes no
     value: work on a copy). Without calling helpers.encoder_only.whole_word_mask (refused by

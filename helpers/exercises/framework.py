@@ -1134,8 +1134,8 @@ def _deterministic_algorithms_left(was: tuple, now: tuple) -> str:
 def _thread_count_left(was: int, now: int) -> str:
     return (
         f"leaves torch's thread count {now} (torch.set_num_threads; it was {was}): every later "
-        f"computation of the caller would run on {now} threads; leave the thread count to the "
-        f"caller"
+        f"computation of the caller would run on {now} thread{'s' if now != 1 else ''}; leave "
+        "the thread count to the caller"
     )
 
 
