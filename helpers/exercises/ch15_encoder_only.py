@@ -848,8 +848,8 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
     pieces, rows with different numbers of words), -1 for [CLS], [SEP] and pads; mask_id an
     int (not always 8002); rate a float from 0 to 0.9; seed an int. Exactly one random draw,
     torch.rand((B, words), generator=torch.Generator().manual_seed(seed)) with words =
-    word_ids.max() + 1 (every case has a word): word w of row b is chosen where draw[b, w] < rate, and
-    every piece of a chosen word becomes mask_id; every other position keeps its id. The
+    word_ids.max() + 1 (every case has a word): word w of row b is chosen where
+    draw[b, w] < rate, and every piece of a chosen word becomes mask_id; every other position keeps its id. The
     inputs are left as they were (no in-place operation on them, even one that changes no
     value: work on a copy). Without calling helpers.encoder_only.whole_word_mask (refused by
     name); a loop over the rows or the words is accepted. Each call must return within
