@@ -241,6 +241,47 @@ def test_fine_tuning_is_seeded_and_leaves_the_encoder_it_was_given_alone():
     assert not torch.equal(first.encoder.tokens.weight, encoder.tokens.weight)
 
 
+def test_saved_finetuned_models_load_with_the_scores_they_were_saved_with(tmp_path, monkeypatch):
+    pretrained, pairs = tmp_path / "pretrained.pt", tmp_path / "pairs.pt"
+    tiny = eo.PretrainRecipe(steps=1, batch_size=2, log_every=1)
+    eo.train_and_save_pretrained(pretrained, tiny, TINY)
+    eo.train_and_save_pairs(pairs, tiny, pretrained)
+    tests = {"pair": eo.pair_test_examples()[:8], "tagging": eo.tagging_examples("test")[:5]}
+    tagging_examples = eo.tagging_examples
+    monkeypatch.setattr(eo, "BUDGETS", (6,))
+    monkeypatch.setattr(eo, "pair_test_examples", lambda: tests["pair"])
+    monkeypatch.setattr(
+        eo,
+        "tagging_examples",
+        lambda split, *rest: (
+            tests["tagging"] if split == "test" else tagging_examples(split, *rest)
+        ),
+    )
+    recipe = eo.FinetuneRecipe(steps=2, batch_size=3, warmup_steps=1)
+    results = eo.train_and_save_finetuned(tmp_path / "finetuned.pt", recipe, pretrained, pairs)
+    loaded = eo.load_finetuned(tmp_path / "finetuned.pt")
+    assert loaded["recipe"] == recipe and loaded["results"] == results
+    assert set(results["pair"]) == set(eo.STARTS["pair"]) and set(
+        results["pair"]["from scratch"]
+    ) == {"6"}
+    pair_scores = eo.pair_scores(loaded["pair"], tests["pair"])
+    assert pair_scores == results["pair"]["pre-trained on pairs"]["6"]
+    tagging_scores = eo.tagging_scores(loaded["tagging"], tests["tagging"])
+    assert tagging_scores == results["tagging"]["pre-trained"]["6"]
+
+
+def test_the_shipped_fine_tuned_models_hold_every_run_s_scores():
+    loaded = eo.load_finetuned()
+    assert isinstance(loaded["pair"], eo.PairClassifier) and isinstance(
+        loaded["tagging"], eo.Tagger
+    )
+    assert loaded["recipe"] == eo.FINETUNE
+    for task in eo.TASKS:
+        assert set(loaded["results"][task]) == set(eo.STARTS[task])
+        for start in eo.STARTS[task]:
+            assert set(loaded["results"][task][start]) == {str(b) for b in eo.BUDGETS}
+
+
 def test_saved_pretrained_models_load_as_they_were_saved(tmp_path):
     path = tmp_path / "pretrained.pt"
     recipe = eo.PretrainRecipe(steps=2, batch_size=4, log_every=1)
