@@ -34,7 +34,23 @@ import test_exercises_ch15_encoder_only as ch15
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15)
+CHAPTERS = (
+    ch01,
+    ch02,
+    ch03,
+    ch04,
+    ch05,
+    ch06,
+    ch07,
+    ch08,
+    ch09,
+    ch10,
+    ch11,
+    ch12,
+    ch13,
+    ch14,
+    ch15,
+)
 CHECKERS = {name: pair for chapter in CHAPTERS for name, pair in chapter.CHECKERS.items()}
 WRONG = [wrong for chapter in CHAPTERS for wrong in chapter.WRONG]
 SCALAR_ANSWERS = {name for chapter in CHAPTERS for name in getattr(chapter, "SCALAR_ANSWERS", ())}

@@ -488,9 +488,7 @@ def _segment_mistakes(ids: torch.Tensor, sep_id: int, pad_id: int) -> dict:
         "the first [SEP] is counted in segment 1: it closes the first sentence, so it is "
         "segment 0, and segment 1 starts after it (a cumsum of ids == sep_id counts the [SEP] "
         "at the position itself; the [SEP]s strictly before a position are the cumsum minus "
-        "the position's own)": (
-            through.clamp(max=1) * not_pad
-        ),
+        "the position's own)": (through.clamp(max=1) * not_pad),
         "the first [SEP] is counted in segment 1 and the second [SEP] gets 2 (a cumsum of ids "
         "== sep_id, neither shifted nor clamped): the first [SEP] is segment 0, the second "
         "sentence and its closing [SEP] are 1": through * not_pad,
@@ -843,20 +841,20 @@ def _name_the_word(failures: list, name: str, word_ids, rate: float, seed: int) 
 @exercise_checker
 def check_whole_word_mask(learner_mask: Callable) -> bool:
     """learner_mask(ids, word_ids, mask_id, rate, seed) -> (B, n) int64: ids (B, n) int64 rows
-    [CLS] pieces [SEP] <pad> ... (or a pair, [CLS] first [SEP] second [SEP]); word_ids (B, n)
-    int64, the word each position belongs to, 0, 1, 2, ... within its row (words of 1 to 3
-    pieces, rows with different numbers of words), -1 for [CLS], [SEP] and pads; mask_id an
-    int (not always 8002); rate a float from 0 to 0.9; seed an int. Exactly one random draw,
-    torch.rand((B, words), generator=torch.Generator().manual_seed(seed)) with words =
-    word_ids.max() + 1 (every case has a word): word w of row b is chosen where
-    draw[b, w] < rate, and every piece of a chosen word becomes mask_id; every other position keeps its id. The
-    inputs are left as they were (no in-place operation on them, even one that changes no
-    value: work on a copy). Without calling helpers.encoder_only.whole_word_mask (refused by
-    name); a loop over the rows or the words is accepted. Each call must return within
-    ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype, random
-    generator, anomaly detection, deterministic-algorithms setting, thread count and module
-    hooks as they were: the draw comes from a generator of its own, never from torch's global
-    one (torch.manual_seed reseeds that one for every later caller)."""
+    [CLS] pieces [SEP] <pad> ... (or a pair, [CLS] first [SEP] second [SEP]); word_ids (B,
+    n) int64, the word each position belongs to, 0, 1, 2, ... within its row (words of 1 to
+    3 pieces, rows with different numbers of words), -1 for [CLS], [SEP] and pads; mask_id
+    an int (not always 8002); rate a float from 0 to 0.9; seed an int. Exactly one random
+    draw, torch.rand((B, words), generator=torch.Generator().manual_seed(seed)) with words =
+    word_ids.max() + 1 (every case has a word): word w of row b is chosen where draw[b, w] <
+    rate, and every piece of a chosen word becomes mask_id; every other position keeps its
+    id. The inputs are left as they were (no in-place operation on them, even one that
+    changes no value: work on a copy). Without calling helpers.encoder_only.whole_word_mask
+    (refused by name); a loop over the rows or the words is accepted. Each call must return
+    within ANSWER_TIME_LIMIT_SECONDS (5 s) and leave torch's grad mode, default dtype,
+    random generator, anomaly detection, deterministic-algorithms setting, thread count and
+    module hooks as they were: the draw comes from a generator of its own, never from
+    torch's global one (torch.manual_seed reseeds that one for every later caller)."""
     failures, passed = [], 0
     answers = _own_generator(TimedAnswers(learner_mask))
     for name, ids, word_ids, mask_id, rate, seed in whole_word_cases():
