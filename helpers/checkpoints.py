@@ -410,7 +410,8 @@ def _read(path: Path, fix: str) -> object:
     try:
         with zipfile.ZipFile(path) as archive:
             problem = _records_problem(archive)
-    except zipfile.BadZipFile as error:  # a record that fails its CRC: damaged after writing
+    except (zipfile.BadZipFile, ValueError) as error:  # a record that fails its CRC, or a
+        # local header whose name cannot be read (UnicodeDecodeError): damaged after writing
         raise CheckpointError(f"{path} is damaged ({error}); {fix}") from None
     if problem:
         raise CheckpointError(f"{path} cannot be loaded: {problem}; {fix}")

@@ -228,7 +228,7 @@ class TextEncoder(nn.Module):
         x = self.tokens(ids) + self.positions.weight[:n]  # (B, n, d_model)
         x = x + (self.segments.weight[0] if segments is None else self.segments(segments))
         x = self.dropout(x)
-        mask = self.attention_mask(ids)  # (B, 1, n) or (B, n, n), True where allowed
+        mask = self._attention_mask(ids)  # (B, 1, n) or (B, n, n), True where allowed
         for block in self.blocks:
             x = block(x, mask)
         return self.norm(x)
@@ -236,6 +236,10 @@ class TextEncoder(nn.Module):
     def attention_mask(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, 1, n): every query may read every key that is not a pad; causal: (B, n, n),
         and only the keys at or before it."""
+        _check_ids(ids, self.config, "ids")
+        return self._attention_mask(ids)
+
+    def _attention_mask(self, ids: torch.Tensor) -> torch.Tensor:
         if self.config.causal:
             return _causal_padding_mask(ids, PAD_ID)  # (B, n, n): chapter 06's decoder mask
         return _padding_mask(ids, PAD_ID)  # (B, 1, n): chapter 06's encoder mask
@@ -1232,10 +1236,18 @@ def _check_ids(ids: object, config: EncoderConfig, name: str) -> torch.Tensor:
     return ids
 
 
+MOST_VOCABULARY = 2**24  # mask_tokens draws from a table of every ordinary id: 8 bytes each
+
+
 def _check_masking(ids, mask_id, vocab_size, special_ids, rate, generator):
     """mask_tokens' arguments, as it uses them: (mask_id, vocab_size, special ids as a tensor,
     rate)."""
     vocab_size = validation.whole_number(vocab_size, "vocab_size")
+    if vocab_size > MOST_VOCABULARY:
+        raise ValueError(
+            f"vocab_size must be at most 2^24 = {MOST_VOCABULARY:,} (the largest vocabularies in "
+            f"use hold a few hundred thousand ids), got {validation.shown(vocab_size)}"
+        )
     validation.token_ids(ids, "ids", vocab_size, "(B, n)")
     mask_id = validation.whole_number(mask_id, "mask_id", minimum=0)
     if mask_id >= vocab_size:

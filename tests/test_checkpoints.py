@@ -876,3 +876,16 @@ def test_loading_a_checksum_file_names_the_checkpoint_it_checks(tmp_path):
     hostile pass)."""
     with pytest.raises(CheckpointError, match=r"is a checksum file: load the checkpoint it checks"):
         load_checkpoint(tmp_path / "model.pt.sha256", ("weights",), "make models")
+
+
+def test_a_name_damaged_in_a_records_local_header_is_a_checkpoint_error(tmp_path):
+    """A byte of an entry's name changed after writing, its checksum recomputed: zipfile's
+    directory still reads, the entry's own header does not (UnicodeDecodeError)."""
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, {"weights": {"w": torch.ones(3)}})
+    raw = bytearray(path.read_bytes())
+    raw[30 + 10] = 0x8B  # the 11th byte of the first entry's name, after its 30-byte header
+    path.write_bytes(bytes(raw))
+    checksum_path(path).write_text(f"{sha256(path)}  {path.name}\n")
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_checkpoint(path, ("weights",), "make it")

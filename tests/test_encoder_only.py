@@ -544,3 +544,12 @@ def test_a_saved_file_with_the_wrong_contents_is_a_checkpoint_error(tmp_path):
         save_checkpoint(tmp_path / "damaged.pt", damaged)
         with pytest.raises(CheckpointError, match="rebuild it with"):
             eo.load_pairs_model(tmp_path / "damaged.pt")
+
+
+def test_a_vocabulary_too_large_to_draw_from_and_one_dimensional_ids_are_named():
+    ids = torch.tensor([[8000, 5, 6, 8001]])
+    for vocab_size in (10**11, 2**70):
+        with pytest.raises(ValueError, match="vocab_size must be at most 2\\^24"):
+            eo.mask_tokens(ids, 8002, vocab_size, [0, 8000, 8001, 8002])
+    with pytest.raises(ValueError, match="ids must be"):
+        eo.TextEncoder(TINY).attention_mask(torch.tensor([8000, 5, 8001]))
