@@ -296,3 +296,16 @@ def test_the_default_view_of_the_saved_models_renders():
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     explorer.controls["translation"].value = "Tom a une voiture bleue."
     assert 0 <= explorer.state["match"] <= 1 and explorer._repr_png_() != png
+
+
+def test_models_whose_weights_hold_no_numbers_or_nan_are_refused(models):
+    encoders, pair = models
+    diverged = TextEncoder(EncoderConfig(**SMALL))
+    with torch.no_grad():
+        diverged.tokens.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="models\\['masked'\\]'s weight tokens.weight holds NaN"):
+        FillInExplorer(models={**encoders, "masked": diverged}, pair_model=pair)
+    with torch.device("meta"):
+        empty = PairClassifier(TextEncoder(EncoderConfig(**SMALL)))
+    with pytest.raises(ValueError, match="pair_model's weight .* is on the meta device"):
+        FillInExplorer(models=encoders, pair_model=empty)
