@@ -39,6 +39,9 @@ Modules, by the chapter that introduces them:
   pre-trained on chapter 08's sentences; filling in a blank, both ways against the left only;
   fine-tuning through [CLS] (is this French a translation?) and per token (punctuation and
   capitals), pre-trained against from scratch at several label budgets; their saved models.
+- 16 ``todays_attention``: the attention inside today's open models: a softmax with a learned
+  sink logit per head, and multi-head latent attention (one cached latent per position, a
+  rotated key part shared by the heads, the absorbed form used when decoding, its LatentCache).
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``

@@ -1,0 +1,231 @@
+"""Chapter 16: the attention inside today's open models.
+
+Read top to bottom: softmax_with_sink (a learned sink logit per head, as gpt-oss ships), then
+multi-head latent attention (DeepSeek-V2/V3): keys and values made from one small latent per
+position, a rotated key part shared by every head, the absorbed form used when decoding, and
+the LatentCache that holds only the latents and the rotated key parts. Each public function
+checks its arguments once, at its door, with the guards at the bottom of this file.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from helpers import validation
+from helpers.attention import _checked_masks, _masked_softmax
+from helpers.positional import rotated
+
+
+def softmax_with_sink(
+    scores: torch.Tensor, sink_logits: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Softmax over the keys of (B, heads, q, k) scores with one more logit per head, the sink
+    (sink_logits, (heads,)): it takes weight and brings no value, so each row sums to at most 1,
+    and a head with nothing to gather can give its weight to the sink instead of to a token.
+    mask: boolean, broadcastable to the scores, True where a query may attend to a key. A sink
+    logit of -inf gives masked_softmax's weights; a row with every key masked is all zeros.
+    Gradients reach the scores and the sink logits; 16-bit scores are normalised in float32."""
+    mask = _check_sink_inputs(scores, sink_logits, mask)
+    return _softmax_with_sink(scores, sink_logits, mask)
+
+
+def _softmax_with_sink(scores, sink_logits, mask) -> torch.Tensor:
+    sink = sink_logits.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (B, h, q, 1)
+    joined = torch.cat([scores, sink], dim=-1)  # (B, heads, q, k + 1): the sink is the last key
+    allowed = torch.ones_like(joined, dtype=torch.bool)
+    if mask is not None:
+        allowed[..., :-1] = mask.expand(scores.shape)
+    return _masked_softmax(joined, None, allowed)[..., :-1]  # (B, heads, q, k)
+
+
+class LatentCache:
+    """What multi-head latent attention keeps of the positions it has read: per position, the
+    latent (d_latent) and the rotated key part (d_rope), side by side in one tensor
+    (B, cached, d_latent + d_rope). Empty when made; each forward pass through it extends it."""
+
+    def __init__(self):
+        self.entries: torch.Tensor | None = None  # (B, cached, d_latent + d_rope)
+
+    def __len__(self) -> int:
+        return 0 if self.entries is None else self.entries.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the cache holds now."""
+        return 0 if self.entries is None else self.entries.numel() * self.entries.element_size()
+
+    def _extend(self, new: torch.Tensor) -> torch.Tensor:
+        """Append new (B, n, d_latent + d_rope); return every entry, (B, cached + n, ...)."""
+        self.entries = new if self.entries is None else torch.cat([self.entries, new], dim=1)
+        return self.entries
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Causal self-attention whose keys and values come from one latent per position
+    (DeepSeek-V2's multi-head latent attention), x (B, n, d_model) -> (B, n, d_model).
+
+    Each position is projected down to a latent c (d_latent); head h's key and value are
+    W_up_key[h] c and W_up_value[h] c (d_head each). RoPE cannot turn a key made from c without
+    spoiling the cache (a rotation between W_up_key and the query would depend on the position),
+    so a separate small key part k_rope (d_rope), shared by every head, is turned by its
+    position, and each head's query has a turned part of the same size to match it:
+    score = (q_content . W_up_key[h] c + q_rope . k_rope) / sqrt(d_head + d_rope).
+
+    absorbed=True computes the same output in the form used when decoding: W_up_key[h] is folded
+    into the query (q_content W_up_key[h] is a vector of size d_latent, scored against the
+    latents themselves) and W_up_value[h] into the output projection, so no key or value is
+    ever made from the cached latents. DeepSeek also projects the queries through a latent of
+    their own; this layer projects them directly, which changes no cache.
+    """
+
+    def __init__(
+        self, d_model: int, num_heads: int, d_latent: int, d_rope: int, d_head: int | None = None
+    ):
+        super().__init__()
+        d_model, num_heads, d_latent, d_rope, d_head = _checked_latent_sizes(
+            d_model, num_heads, d_latent, d_rope, d_head
+        )
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_head
+        self.d_latent, self.d_rope = d_latent, d_rope
+        self.W_q = nn.Linear(d_model, num_heads * (d_head + d_rope), bias=False)
+        self.W_down = nn.Linear(d_model, d_latent, bias=False)  # the latent: all that is cached
+        self.W_rope_key = nn.Linear(d_model, d_rope, bias=False)  # the shared rotated key part
+        self.W_up_key = nn.Linear(d_latent, num_heads * d_head, bias=False)
+        self.W_up_value = nn.Linear(d_latent, num_heads * d_head, bias=False)
+        self.W_o = nn.Linear(num_heads * d_head, d_model, bias=False)
+        self.attention_weights: torch.Tensor | None = None  # (B, heads, n, cached + n)
+
+    def forward(
+        self, x: torch.Tensor, cache: LatentCache | None = None, absorbed: bool = False
+    ) -> torch.Tensor:
+        """x: (B, n, d_model), the positions after those the cache holds (all of them when
+        cache is None). cache: a LatentCache this pass extends with x's latents and rotated
+        key parts; feeding a sequence one position at a time through one cache gives the
+        output of the full pass."""
+        absorbed = self._check_inputs(x, cache, absorbed)
+        return self._forward(x, cache, absorbed)
+
+    def _forward(self, x, cache, absorbed) -> torch.Tensor:
+        batch, n, _ = x.shape
+        heads, d_head, d_rope = self.num_heads, self.d_head, self.d_rope
+        start = 0 if cache is None else len(cache)
+        where = torch.arange(start, start + n, device=x.device)  # (n,): the new positions
+        q = self.W_q(x).view(batch, n, heads, d_head + d_rope).transpose(1, 2)  # (B, h, n, dh+dr)
+        q_content, q_rope = q.split([d_head, d_rope], dim=-1)
+        q_rope = rotated(q_rope, where)
+        new = torch.cat(
+            [self.W_down(x), rotated(self.W_rope_key(x), where)], dim=-1
+        )  # (B, n, dl+dr)
+        entries = new if cache is None else cache._extend(new)  # (B, N, d_latent + d_rope)
+        latents, key_rope = entries.split([self.d_latent, d_rope], dim=-1)  # (B, N, dl), (B, N, dr)
+        rope_scores = q_rope @ key_rope[:, None].transpose(-1, -2)  # (B, h, n, N)
+        if absorbed:
+            up_key = self.W_up_key.weight.view(heads, d_head, self.d_latent)  # (h, dh, dl)
+            q_latent = q_content @ up_key  # (B, h, n, d_latent): the query in the latents' space
+            content_scores = q_latent @ latents[:, None].transpose(-1, -2)  # (B, h, n, N)
+        else:
+            keys = self.W_up_key(latents).view(batch, -1, heads, d_head).transpose(1, 2)
+            content_scores = q_content @ keys.transpose(-1, -2)  # (B, h, n, N)
+        scores = (content_scores + rope_scores) / math.sqrt(d_head + d_rope)
+        causal = torch.arange(entries.shape[1], device=x.device) <= where[:, None]  # (n, N)
+        weights = _masked_softmax(scores, None, causal)  # (B, h, n, N)
+        self.attention_weights = weights
+        if absorbed:
+            mixed = weights @ latents[:, None]  # (B, h, n, d_latent)
+            up_value = self.W_up_value.weight.view(heads, d_head, self.d_latent)  # (h, dh, dl)
+            out = self.W_o.weight.view(self.d_model, heads, d_head).transpose(0, 1)  # (h, dm, dh)
+            folded = out @ up_value  # (h, d_model, d_latent): W_o's part for head h, then W_uv
+            return torch.einsum("bhnl,hml->bnm", mixed, folded)  # (B, n, d_model)
+        values = self.W_up_value(latents).view(batch, -1, heads, d_head).transpose(1, 2)
+        mixed = weights @ values  # (B, h, n, d_head)
+        return self.W_o(mixed.transpose(1, 2).reshape(batch, n, heads * d_head))
+
+    def _check_inputs(self, x: object, cache: object, absorbed: object) -> bool:
+        validation.dense_tensor(x, "x", "(B, n, d_model)")
+        if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must be floating point (B, n, d_model = {self.d_model}), got {x.dtype} "
+                f"{tuple(x.shape)}"
+            )
+        if not x.shape[0] or not x.shape[1]:
+            raise ValueError(
+                f"x must hold at least one sequence and one position, got {tuple(x.shape)}"
+            )
+        if x.dtype != self.W_q.weight.dtype or x.device != self.W_q.weight.device:
+            raise ValueError(
+                f"x must be of the layer's dtype and device ({self.W_q.weight.dtype} on "
+                f"{self.W_q.weight.device}), got {x.dtype} on {x.device}"
+            )
+        if cache is not None:
+            _check_cache(cache, x, self.d_latent + self.d_rope)
+        return validation.flag(absorbed, "absorbed")
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_sink_inputs(scores: object, sink_logits: object, mask: object) -> torch.Tensor | None:
+    validation.dense_tensor(scores, "scores", "(B, heads, q, k)")
+    if not scores.is_floating_point() or scores.dim() != 4:
+        raise ValueError(
+            f"scores must be floating point (B, heads, q, k), got {scores.dtype} "
+            f"{tuple(scores.shape)}"
+        )
+    validation.dense_tensor(sink_logits, "sink_logits", "(heads,)")
+    if not sink_logits.is_floating_point() or tuple(sink_logits.shape) != (scores.shape[1],):
+        raise ValueError(
+            f"sink_logits must be floating point, one per head: ({scores.shape[1]},), got "
+            f"{sink_logits.dtype} {tuple(sink_logits.shape)}"
+        )
+    if sink_logits.device != scores.device:
+        raise ValueError(
+            f"sink_logits must be on the scores' device ({scores.device}), got {sink_logits.device}"
+        )
+    if sink_logits.isnan().any() or (sink_logits == float("inf")).any():
+        raise ValueError("sink_logits hold NaN or +inf: no weight could be given to any key")
+    _, mask = _checked_masks(scores.shape, scores.device, None, mask)
+    return mask
+
+
+def _checked_latent_sizes(d_model, num_heads, d_latent, d_rope, d_head) -> tuple:
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    d_latent = validation.whole_number(d_latent, "d_latent")
+    d_rope = validation.whole_number(d_rope, "d_rope")
+    if d_rope % 2:
+        raise ValueError(f"d_rope must be even (RoPE turns pairs of dimensions), got {d_rope}")
+    if d_head is None:
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model ({d_model}) must divide into num_heads ({num_heads}) heads, or name "
+                f"d_head"
+            )
+        d_head = d_model // num_heads
+    d_head = validation.whole_number(d_head, "d_head")
+    widest = max(d_model * num_heads * (d_head + d_rope), d_latent * num_heads * d_head)
+    if widest > validation.MOST_LAYER_WEIGHTS:
+        raise ValueError(
+            f"these sizes make a projection of {widest:,} weights, more than "
+            f"{validation.MOST_LAYER_WEIGHTS:,}: a typing slip?"
+        )
+    return d_model, num_heads, d_latent, d_rope, d_head
+
+
+def _check_cache(cache: object, x: torch.Tensor, width: int) -> None:
+    if not isinstance(cache, LatentCache):
+        raise TypeError(f"cache must be a LatentCache or None, got {type(cache).__name__}")
+    if cache.entries is None:
+        return
+    held = cache.entries
+    if held.shape[0] != x.shape[0] or held.shape[2] != width:
+        raise ValueError(
+            f"the cache holds (B={held.shape[0]}, cached, {held.shape[2]}) entries: x must have "
+            f"its batch, and the layer its width d_latent + d_rope = {width}; got x "
+            f"{tuple(x.shape)}"
+        )
+    if held.dtype != x.dtype or held.device != x.device:
+        raise ValueError(
+            f"the cache holds {held.dtype} on {held.device}; x is {x.dtype} on {x.device}"
+        )

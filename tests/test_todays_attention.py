@@ -1,0 +1,147 @@
+"""Chapter 16's helpers: the softmax with a sink logit, and multi-head latent attention in its
+plain and absorbed forms, with and without its cache."""
+
+import pytest
+import torch
+
+from helpers.attention import masked_softmax
+from helpers.todays_attention import LatentCache, MultiHeadLatentAttention, softmax_with_sink
+
+
+def scores_and_mask(seed=0, shape=(2, 3, 4, 5)):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(shape, generator=generator, dtype=torch.float64)
+    mask = torch.rand(shape, generator=generator) < 0.7
+    return scores, mask
+
+
+def test_a_sink_of_minus_infinity_is_masked_softmax():
+    scores, mask = scores_and_mask()
+    sink = torch.full((3,), float("-inf"), dtype=torch.float64)
+    assert torch.equal(softmax_with_sink(scores, sink, mask), masked_softmax(scores, mask=mask))
+
+
+def test_the_sink_takes_the_weight_it_is_given_and_brings_no_value():
+    scores, mask = scores_and_mask(1)
+    sink = torch.tensor([-1.0, 0.0, 2.0], dtype=torch.float64)
+    weights = softmax_with_sink(scores, sink, mask)
+    kept = torch.where(mask, scores.exp(), 0).sum(-1)  # (B, heads, q)
+    assert torch.allclose(weights.sum(-1), kept / (kept + sink.exp()[:, None]))
+    assert (weights.sum(-1) < 1).all() and (weights[~mask] == 0).all()
+    by_hand = torch.where(mask, scores.exp(), 0) / (kept + sink.exp()[:, None])[..., None]
+    assert torch.allclose(weights, by_hand)
+
+
+def test_a_row_with_every_key_masked_is_zeros_whatever_the_sink():
+    scores, _ = scores_and_mask(2)
+    mask = torch.zeros(scores.shape, dtype=torch.bool)
+    for sink in (torch.zeros(3), torch.full((3,), float("-inf"))):
+        weights = softmax_with_sink(scores, sink.double(), mask)
+        assert torch.equal(weights, torch.zeros_like(scores))
+
+
+def test_gradients_reach_the_sink_logits_and_16_bit_scores_keep_their_dtype():
+    scores, mask = scores_and_mask(3)
+    sink = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    softmax_with_sink(scores, sink, mask)[..., 0].sum().backward()
+    assert sink.grad is not None and (sink.grad != 0).all()
+    half = softmax_with_sink(scores.half(), torch.zeros(3, dtype=torch.float16), mask)
+    assert half.dtype == torch.float16 and half.isfinite().all()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((torch.zeros(2, 3, 4), torch.zeros(3)), "scores must be floating point \\(B, heads"),
+        ((torch.zeros(2, 3, 4, 5), torch.zeros(4)), "one per head: \\(3,\\)"),
+        ((torch.zeros(2, 3, 4, 5), torch.tensor([0.0, float("nan"), 0.0])), "NaN or \\+inf"),
+        (
+            (torch.zeros(2, 3, 4, 5), torch.zeros(3, dtype=torch.long)),
+            "sink_logits must be floating",
+        ),
+    ],
+)
+def test_bad_sink_inputs_are_named(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        softmax_with_sink(*arguments)
+
+
+def latent_layer(seed=0, **sizes):
+    torch.manual_seed(seed)
+    sizes = {"d_model": 16, "num_heads": 4, "d_latent": 6, "d_rope": 4} | sizes
+    return MultiHeadLatentAttention(**sizes).double()
+
+
+def test_the_absorbed_form_gives_the_plain_forms_output():
+    layer = latent_layer()
+    x = torch.randn(3, 7, 16, dtype=torch.float64)
+    plain, absorbed = layer(x), layer(x, absorbed=True)
+    assert plain.shape == (3, 7, 16)
+    assert torch.allclose(plain, absorbed, atol=1e-12)
+
+
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_one_position_at_a_time_through_the_cache_gives_the_full_pass(absorbed):
+    layer = latent_layer(1, d_head=5)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    full = layer(x)
+    cache = LatentCache()
+    steps = [layer(x[:, t : t + 1], cache, absorbed) for t in range(6)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-12)
+    assert cache.entries.shape == (2, 6, 6 + 4)  # the latents and the rotated key parts only
+    assert cache.nbytes == 2 * 6 * 10 * 8
+    prompt_then_steps = LatentCache()
+    first = layer(x[:, :4], prompt_then_steps, absorbed)
+    rest = [layer(x[:, t : t + 1], prompt_then_steps, absorbed) for t in (4, 5)]
+    assert torch.allclose(torch.cat([first, *rest], dim=1), full, atol=1e-12)
+
+
+def test_a_later_position_never_changes_an_earlier_output():
+    layer = latent_layer(2)
+    x = torch.randn(1, 5, 16, dtype=torch.float64)
+    changed = x.clone()
+    changed[:, 3:] = torch.randn(1, 2, 16, dtype=torch.float64)
+    assert torch.equal(layer(x)[:, :3], layer(changed)[:, :3])
+    assert not torch.allclose(layer(x)[:, 3:], layer(changed)[:, 3:])
+
+
+def test_scores_depend_on_the_distance_through_the_rotated_part():
+    layer = latent_layer(3)
+    with torch.no_grad():
+        layer.W_down.weight.zero_()  # only the rotated parts score
+    x = torch.randn(1, 1, 16, dtype=torch.float64).expand(1, 6, 16)  # one token, six positions
+    layer(x)
+    weights = layer.attention_weights[0, 0]  # (6, 6)
+    assert torch.allclose(weights[3, 2] / weights[3, 1], weights[5, 4] / weights[5, 3])
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ({"d_rope": 3}, "d_rope must be even"),
+        ({"d_model": 15}, "must divide into num_heads"),
+        ({"d_latent": 0}, "d_latent must be a whole number >= 1"),
+        ({"d_model": 2**20, "d_latent": 2**10}, "a typing slip"),
+    ],
+)
+def test_bad_sizes_are_named(sizes, message):
+    with pytest.raises(ValueError, match=message):
+        MultiHeadLatentAttention(
+            **{"d_model": 16, "num_heads": 4, "d_latent": 6, "d_rope": 4} | sizes
+        )
+
+
+def test_bad_inputs_and_caches_are_named():
+    layer = latent_layer()
+    with pytest.raises(ValueError, match="x must be floating point \\(B, n, d_model = 16\\)"):
+        layer(torch.zeros(2, 3, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="layer's dtype"):
+        layer(torch.zeros(2, 3, 16))
+    with pytest.raises(TypeError, match="cache must be a LatentCache"):
+        layer(torch.zeros(2, 3, 16, dtype=torch.float64), cache={})
+    cache = LatentCache()
+    layer(torch.zeros(2, 3, 16, dtype=torch.float64), cache)
+    with pytest.raises(ValueError, match="x must have its batch"):
+        layer(torch.zeros(3, 1, 16, dtype=torch.float64), cache)
+    with pytest.raises(ValueError, match="absorbed must be"):
+        layer(torch.zeros(2, 1, 16, dtype=torch.float64), absorbed="yes")
