@@ -7,6 +7,7 @@ the LatentCache that holds only the latents and the rotated key parts. Each publ
 checks its arguments once, at its door, with the guards at the bottom of this file.
 """
 
+import dataclasses
 import math
 
 import torch
@@ -160,6 +161,80 @@ class MultiHeadLatentAttention(nn.Module):
         if cache is not None:
             _check_cache(cache, x, self.d_latent + self.d_rope)
         return validation.flag(absorbed, "absorbed")
+
+
+def latent_cache_bytes(
+    num_layers: int,
+    d_latent: int,
+    d_rope: int,
+    tokens: int,
+    batch: int = 1,
+    bytes_per_number: int = 2,
+) -> int:
+    """The bytes of multi-head latent attention's cache: layers x (latent + rotated key part) x
+    tokens x batch x bytes per number (2 for bfloat16). Compare chapter 10's kv_cache_bytes:
+    2 x layers x key/value heads x head size x ..., which grows with the heads; this does not."""
+    sizes = {
+        "num_layers": num_layers,
+        "d_latent": d_latent,
+        "d_rope": d_rope,
+        "tokens": tokens,
+        "batch": batch,
+        "bytes_per_number": bytes_per_number,
+    }
+    checked = {name: validation.whole_number(value, name) for name, value in sizes.items()}
+    width = checked.pop("d_latent") + checked.pop("d_rope")
+    return width * math.prod(checked.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class LatentModelShape:
+    """The sizes of a published model with multi-head latent attention that decide its cache."""
+
+    name: str
+    num_layers: int
+    num_heads: int
+    head_size: int  # of each head's content part (its queries, keys and values)
+    d_latent: int
+    d_rope: int
+    context_length: int
+    source: str
+
+    def cache_bytes(self, tokens: int | None = None, batch: int = 1, bytes_per_number: int = 2):
+        """The latent cache for `tokens` (default: the full context), in bfloat16."""
+        tokens = self.context_length if tokens is None else tokens
+        return latent_cache_bytes(
+            self.num_layers, self.d_latent, self.d_rope, tokens, batch, bytes_per_number
+        )
+
+
+# Sizes as published: the papers' hyper-parameter sections and the models' configuration files.
+PUBLISHED_LATENT_MODELS = (
+    LatentModelShape(
+        "DeepSeek-V2",
+        num_layers=60,
+        num_heads=128,
+        head_size=128,
+        d_latent=512,
+        d_rope=64,
+        context_length=131072,
+        source="DeepSeek-AI 2024, DeepSeek-V2 (arXiv:2405.04434), section 3.1.1: 60 layers, "
+        "128 heads of 128, KV compression dimension 512, decoupled key 64, context 128K; "
+        "deepseek-ai/DeepSeek-V2 config.json (kv_lora_rank 512, qk_rope_head_dim 64)",
+    ),
+    LatentModelShape(
+        "DeepSeek-V3",
+        num_layers=61,
+        num_heads=128,
+        head_size=128,
+        d_latent=512,
+        d_rope=64,
+        context_length=131072,
+        source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv:2412.19437), section 4.2: "
+        "61 layers, 128 heads of 128, KV compression dimension 512, decoupled key 64, context "
+        "128K; deepseek-ai/DeepSeek-V3 config.json (kv_lora_rank 512, qk_rope_head_dim 64)",
+    ),
+)
 
 
 # The checks: each public function above calls these once, at its door, and what it then

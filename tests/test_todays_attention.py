@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from helpers.attention import masked_softmax
-from helpers.todays_attention import LatentCache, MultiHeadLatentAttention, softmax_with_sink
+from helpers.efficient import PUBLISHED_MODELS, kv_cache_bytes
+from helpers.todays_attention import (
+    PUBLISHED_LATENT_MODELS,
+    LatentCache,
+    MultiHeadLatentAttention,
+    latent_cache_bytes,
+    softmax_with_sink,
+)
 
 
 def scores_and_mask(seed=0, shape=(2, 3, 4, 5)):
@@ -145,3 +152,26 @@ def test_bad_inputs_and_caches_are_named():
         layer(torch.zeros(3, 1, 16, dtype=torch.float64), cache)
     with pytest.raises(ValueError, match="absorbed must be"):
         layer(torch.zeros(2, 1, 16, dtype=torch.float64), absorbed="yes")
+
+
+def test_a_latent_cache_holds_the_bytes_counted_for_it():
+    layer = latent_layer(4)
+    cache = LatentCache()
+    layer(torch.randn(3, 9, 16, dtype=torch.float64), cache)
+    assert cache.nbytes == latent_cache_bytes(1, 6, 4, tokens=9, batch=3, bytes_per_number=8)
+
+
+def test_deepseek_v3_caches_four_and_a_half_heads_worth_per_layer():
+    v3 = {shape.name: shape for shape in PUBLISHED_LATENT_MODELS}["DeepSeek-V3"]
+    per_token = v3.cache_bytes(tokens=1)
+    assert per_token == 61 * (512 + 64) * 2 == 70_272
+    as_multi_head = kv_cache_bytes(61, 128, 128, tokens=1)  # the same heads, keys and values kept
+    assert as_multi_head / per_token == 2 * 128 * 128 / 576  # about 57 times more
+    assert (512 + 64) == 4.5 * 128  # DeepSeek-V2's "4.5 d_h" per layer
+    llama_70b = {shape.name: shape for shape in PUBLISHED_MODELS}["Llama 2 70B"]
+    assert llama_70b.cache_bytes(tokens=1) == 80 * 2 * 8 * 128 * 2 == 327_680
+
+
+def test_bad_cache_sizes_are_named():
+    with pytest.raises(ValueError, match="d_rope must be a whole number"):
+        latent_cache_bytes(1, 512, 0.5, 10)
