@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from helpers import validation
-from helpers.attention import _checked_masks, _masked_softmax
+from helpers.attention import _checked_masks, _masked_softmax, _merge_heads, _split_heads
 from helpers.positional import rotated
 
 
@@ -163,6 +163,167 @@ class MultiHeadLatentAttention(nn.Module):
         return validation.flag(absorbed, "absorbed")
 
 
+class RollingCache:
+    """The keys (already turned by RoPE at their positions) and values one attention layer keeps
+    of the positions it has read, with those positions: all of them, or, with a window, only the
+    last `window` and the first `keep` (the sink tokens StreamingLLM keeps). It never holds more
+    than window + keep positions. seen: how many positions have been read, so the next one is
+    position seen (its RoPE angle), whatever was dropped."""
+
+    def __init__(self, window: int | None = None, keep: int = 0):
+        self.window, self.keep = _checked_window(window, keep)
+        self.keys = self.values = None  # (B, kv_heads, held, d_head)
+        self.positions = torch.zeros(0, dtype=torch.long)  # (held,): each held key's position
+        self.seen = 0
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def _extend(self, keys, values, positions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Append the new positions; return every key, value and position this step reads, and
+        keep only those a later step may read."""
+        if self.keys is not None:
+            keys = torch.cat([self.keys, keys], dim=2)  # (B, kv_heads, held + n, d_head)
+            values = torch.cat([self.values, values], dim=2)
+            positions = torch.cat([self.positions.to(positions.device), positions])
+        self.seen = int(positions[-1]) + 1
+        kept = _readable_later(positions, self.seen, self.window, self.keep)  # (held + n,)
+        self.keys, self.values, self.positions = (
+            keys[:, :, kept],
+            values[:, :, kept],
+            positions[kept],
+        )
+        return keys, values, positions
+
+
+def _readable_later(positions, seen, window, keep) -> torch.Tensor:
+    if window is None:
+        return torch.ones_like(positions, dtype=torch.bool)
+    return (positions >= seen - window) | (positions < keep)
+
+
+def window_mask(query_positions, key_positions, window=None, keep=0) -> torch.Tensor:
+    """(q, k) boolean, True where a query may read a key: the key is not after the query, and,
+    with a window, is one of the `window` positions up to the query's or one of the first
+    `keep` positions (a sliding window with sink tokens kept)."""
+    for name, positions in (("query_positions", query_positions), ("key_positions", key_positions)):
+        validation.dense_tensor(positions, name, "(q,) or (k,)")
+        if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise ValueError(
+                f"{name} must be 1-d integer positions, got {positions.dtype} "
+                f"{tuple(positions.shape)}"
+            )
+    window, keep = _checked_window(window, keep)
+    return _allowed(query_positions, key_positions, window, keep)
+
+
+def _allowed(query_positions, key_positions, window, keep) -> torch.Tensor:
+    distance = query_positions[:, None] - key_positions[None, :]  # (q, k)
+    allowed = distance >= 0
+    if window is not None:
+        allowed = allowed & ((distance < window) | (key_positions[None, :] < keep))
+    return allowed
+
+
+class CausalSelfAttention(nn.Module):
+    """The causal self-attention of today's open decoders, with the options they combine:
+    key/value heads shared by groups of query heads (num_kv_heads: GQA, 1 is MQA), RoPE on
+    every head, QK-norm (an RMSNorm over each head's queries and keys before they are scored,
+    as OLMo 2, Qwen3 and Gemma 3 do), a learned sink logit per head (softmax_with_sink, as
+    gpt-oss does), and a sliding window with the first `keep` positions always readable.
+    x (B, n, d_model) -> (B, n, d_model); attention_weights (B, heads, n, keys read)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        qk_norm: bool = False,
+        sink: bool = False,
+        window: int | None = None,
+        keep: int = 0,
+    ):
+        super().__init__()
+        d_model, num_heads, num_kv_heads, qk_norm, sink = _checked_attention_options(
+            d_model, num_heads, num_kv_heads, qk_norm, sink
+        )
+        self.window, self.keep = _checked_window(window, keep)
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.d_head = d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
+        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else None
+        self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else None
+        self.sink_logits = nn.Parameter(torch.zeros(num_heads)) if sink else None
+        self.attention_weights: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, cache: RollingCache | None = None) -> torch.Tensor:
+        """x: (B, n, d_model), the positions after those the cache has read (all of them when
+        cache is None); the cache is extended with their keys and values."""
+        self._check_inputs(x, cache)
+        return self._forward(x, cache)
+
+    def _forward(self, x, cache) -> torch.Tensor:
+        batch, n, d_model = x.shape
+        start = 0 if cache is None else cache.seen
+        where = torch.arange(start, start + n, device=x.device)  # (n,): the new positions
+        q = _split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
+        k = _split_heads(self.W_k(x), self.num_kv_heads)  # (B, kv_heads, n, d_head)
+        v = _split_heads(self.W_v(x), self.num_kv_heads)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotated(q, where), rotated(k, where)
+        key_positions = where
+        if cache is not None:
+            k, v, key_positions = cache._extend(k, v, where)  # (B, kv_heads, read, d_head)
+        group = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(group, dim=1)  # (B, heads, read, d_head): head h reads h // group
+        v = v.repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (B, heads, n, read)
+        allowed = _allowed(where, key_positions, self.window, self.keep)  # (n, read)
+        if self.sink_logits is None:
+            weights = _masked_softmax(scores, None, allowed)
+        else:
+            weights = _softmax_with_sink(scores, self.sink_logits, allowed)
+        self.attention_weights = weights
+        return self.W_o(_merge_heads(weights @ v))  # (B, n, d_model)
+
+    def new_cache(self) -> RollingCache:
+        """An empty cache with this layer's window and kept positions."""
+        return RollingCache(self.window, self.keep)
+
+    def _check_inputs(self, x: object, cache: object) -> None:
+        validation.dense_tensor(x, "x", "(B, n, d_model)")
+        d_model = self.W_q.in_features
+        if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != d_model or not x.numel():
+            raise ValueError(
+                f"x must be floating point (B, n, d_model = {d_model}), B and n at least 1, "
+                f"got {x.dtype} {tuple(x.shape)}"
+            )
+        if x.dtype != self.W_q.weight.dtype:
+            raise ValueError(
+                f"x must be of the layer's dtype {self.W_q.weight.dtype}, got {x.dtype}"
+            )
+        if cache is None:
+            return
+        if not isinstance(cache, RollingCache):
+            raise TypeError(f"cache must be a RollingCache or None, got {type(cache).__name__}")
+        if (cache.window, cache.keep) != (self.window, self.keep):
+            raise ValueError(
+                f"cache keeps window={cache.window}, keep={cache.keep}; the layer reads "
+                f"window={self.window}, keep={self.keep}: make it with layer.new_cache()"
+            )
+        if cache.keys is not None and (
+            cache.keys.shape[:2] != (x.shape[0], self.num_kv_heads) or cache.keys.dtype != x.dtype
+        ):
+            raise ValueError(
+                f"the cache holds keys {tuple(cache.keys.shape)} {cache.keys.dtype}: x must "
+                f"have its batch and dtype, the layer {self.num_kv_heads} key/value heads"
+            )
+
+
 def latent_cache_bytes(
     num_layers: int,
     d_latent: int,
@@ -262,6 +423,40 @@ def _check_sink_inputs(scores: object, sink_logits: object, mask: object) -> tor
         raise ValueError("sink_logits hold NaN or +inf: no weight could be given to any key")
     _, mask = _checked_masks(scores.shape, scores.device, None, mask)
     return mask
+
+
+def _checked_window(window: object, keep: object) -> tuple[int | None, int]:
+    if window is not None:
+        window = validation.whole_number(window, "window")
+    keep = validation.whole_number(keep, "keep", minimum=0)
+    if keep and window is None:
+        raise ValueError(f"keep ({keep}) only means something with a window: name one")
+    return window, keep
+
+
+def _checked_attention_options(d_model, num_heads, num_kv_heads, qk_norm, sink) -> tuple:
+    d_model = validation.whole_number(d_model, "d_model")
+    num_heads = validation.whole_number(num_heads, "num_heads")
+    if d_model % num_heads:
+        raise ValueError(f"d_model ({d_model}) must divide into num_heads ({num_heads}) heads")
+    if (d_model // num_heads) % 2:
+        raise ValueError(f"each head's size must be even for RoPE, got {d_model // num_heads}")
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    num_kv_heads = validation.whole_number(num_kv_heads, "num_kv_heads")
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_kv_heads ({num_kv_heads}) must divide num_heads ({num_heads}): each key/value "
+            f"head serves a group of query heads"
+        )
+    if d_model * d_model > validation.MOST_LAYER_WEIGHTS:
+        raise ValueError(f"d_model {d_model} makes a projection of {d_model**2:,} weights")
+    return (
+        d_model,
+        num_heads,
+        num_kv_heads,
+        validation.flag(qk_norm, "qk_norm"),
+        validation.flag(sink, "sink"),
+    )
 
 
 def _checked_latent_sizes(d_model, num_heads, d_latent, d_rope, d_head) -> tuple:

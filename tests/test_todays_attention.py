@@ -8,10 +8,13 @@ from helpers.attention import masked_softmax
 from helpers.efficient import PUBLISHED_MODELS, kv_cache_bytes
 from helpers.todays_attention import (
     PUBLISHED_LATENT_MODELS,
+    CausalSelfAttention,
     LatentCache,
     MultiHeadLatentAttention,
+    RollingCache,
     latent_cache_bytes,
     softmax_with_sink,
+    window_mask,
 )
 
 
@@ -175,3 +178,121 @@ def test_deepseek_v3_caches_four_and_a_half_heads_worth_per_layer():
 def test_bad_cache_sizes_are_named():
     with pytest.raises(ValueError, match="d_rope must be a whole number"):
         latent_cache_bytes(1, 512, 0.5, 10)
+
+
+# Every cache equals no cache: the same layer read in one pass, one position at a time, and a
+# prompt then one position at a time, gives the same output; a cache with a window keeps no more
+# than it may read again.
+
+VARIANTS = {
+    "multi-head": {},
+    "grouped-query": {"num_kv_heads": 2},
+    "multi-query": {"num_kv_heads": 1},
+    "QK-norm": {"qk_norm": True},
+    "sink logits": {"sink": True},
+    "window 3": {"window": 3},
+    "window 3, first 2 kept": {"window": 3, "keep": 2},
+    "everything": {"num_kv_heads": 2, "qk_norm": True, "sink": True, "window": 4, "keep": 1},
+}
+
+
+def attention_layer(seed=0, **options):
+    torch.manual_seed(seed)
+    layer = CausalSelfAttention(16, 4, **options).double()
+    if layer.sink_logits is not None:
+        with torch.no_grad():
+            layer.sink_logits.normal_()
+    return layer
+
+
+def through_cache(layer, x, prompt):
+    cache = layer.new_cache()
+    pieces = [layer(x[:, :prompt], cache)] if prompt else []
+    pieces += [layer(x[:, t : t + 1], cache) for t in range(prompt, x.shape[1])]
+    return torch.cat(pieces, dim=1), cache
+
+
+@pytest.mark.parametrize("options", VARIANTS.values(), ids=list(VARIANTS))
+def test_every_cache_gives_the_output_of_no_cache(options):
+    layer = attention_layer(**options)
+    x = torch.randn(2, 11, 16, dtype=torch.float64)
+    full = layer(x)
+    for prompt in (0, 1, 5):
+        cached, cache = through_cache(layer, x, prompt)
+        assert torch.allclose(cached, full, atol=1e-12), prompt
+        assert cache.seen == 11
+        held = 11 if layer.window is None else layer.window + layer.keep
+        assert len(cache) <= held and cache.keys.shape[2] == len(cache)
+
+
+def test_a_window_reads_only_its_window_and_the_kept_positions():
+    mask = window_mask(torch.arange(6), torch.arange(6), window=2, keep=1)
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 1, 1, 0, 0, 0],
+            [1, 0, 1, 1, 0, 0],
+            [1, 0, 0, 1, 1, 0],
+            [1, 0, 0, 0, 1, 1],
+        ],
+        dtype=torch.bool,
+    )
+    assert torch.equal(mask, expected)
+    layer = attention_layer(window=2, keep=1)
+    layer(torch.randn(1, 6, 16, dtype=torch.float64))
+    assert torch.equal(layer.attention_weights[0, 0] > 0, expected)
+
+
+class CacheThatForgetsWhereItIs(RollingCache):
+    """A typical bug: every step's keys are turned as if the sequence started again."""
+
+    def _extend(self, keys, values, positions):
+        keys, values, positions = super()._extend(keys, values, positions)
+        self.seen = 0
+        return keys, values, positions
+
+
+class CacheThatReordersHeads(RollingCache):
+    """Another: key/value heads stored in the wrong order, as a repeat() where
+    repeat_interleave() was meant would put them."""
+
+    def _extend(self, keys, values, positions):
+        return super()._extend(keys.flip(1), values.flip(1), positions)
+
+
+@pytest.mark.parametrize("broken", [CacheThatForgetsWhereItIs, CacheThatReordersHeads])
+def test_a_broken_cache_is_caught(broken):
+    layer = attention_layer(num_kv_heads=2)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    cache = broken()
+    steps = torch.cat([layer(x[:, t : t + 1], cache) for t in range(7)], dim=1)
+    assert not torch.allclose(steps, layer(x), atol=1e-6)
+
+
+def test_sink_logits_learn_and_take_weight_in_every_row():
+    layer = attention_layer(sink=True, qk_norm=True)
+    x = 100 * torch.randn(1, 8, 16, dtype=torch.float64)
+    layer(x).sum().backward()
+    assert layer.sink_logits.grad is not None and layer.sink_logits.grad.abs().sum() > 0
+    assert (layer.attention_weights.sum(-1) < 1).all()  # the sink took some weight in every row
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"num_kv_heads": 3}, "must divide num_heads"),
+        ({"keep": 2}, "only means something with a window"),
+        ({"window": 0}, "window must be a whole number >= 1"),
+        ({"qk_norm": "yes"}, "qk_norm must be"),
+    ],
+)
+def test_bad_attention_options_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        CausalSelfAttention(16, 4, **options)
+
+
+def test_a_cache_made_for_another_window_is_refused():
+    layer = attention_layer(window=3)
+    with pytest.raises(ValueError, match="make it with layer.new_cache"):
+        layer(torch.randn(1, 2, 16, dtype=torch.float64), RollingCache())
