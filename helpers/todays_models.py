@@ -1,0 +1,213 @@
+"""Chapter 16's small decoder: one model whose attention is any of today's variants
+(helpers.todays_attention), so that they can be trained on the same data and compared, and
+written with or without their caches.
+
+Read top to bottom: the config, a pre-norm block, the model, then generate().
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from helpers import validation
+from helpers.gpt import _distribution, checked_sampling
+from helpers.todays_attention import (
+    CausalSelfAttention,
+    LatentCache,
+    MultiHeadLatentAttention,
+    RollingCache,
+)
+
+ATTENTIONS = ("multi-head", "grouped-query", "latent")
+
+
+@dataclass(frozen=True)
+class TodayConfig:
+    vocab_size: int = 8000  # chapter 08's pieces
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 4
+    d_ff: int = 512  # 4 x d_model, as GPT-2
+    attention: str = "multi-head"  # or "grouped-query" (num_kv_heads), "latent" (MLA)
+    num_kv_heads: int = 1  # grouped-query only: 1 is multi-query attention
+    d_latent: int = 32  # latent only: the size cached per position, with d_rope
+    d_rope: int = 16  # latent only: the rotated key part shared by every head
+    absorbed: bool = False  # latent only: compute in the absorbed form (the same outputs)
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys (not for latent)
+    sink: bool = False  # a learned sink logit per head (not for latent)
+    window: int | None = None  # a sliding window (not for latent)
+    keep: int = 0  # with a window: the first positions every query may read
+
+    def __post_init__(self):
+        _check_config(self)
+
+
+class TodayBlock(nn.Module):
+    """Pre-norm (RMSNorm, as Llama): x + attention(norm(x)), then x + ffn(norm(x))."""
+
+    def __init__(self, config: TodayConfig):
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(config.d_model)
+        self.attention = _attention(config)
+        self.absorbed = config.absorbed
+        self.ffn_norm = nn.RMSNorm(config.d_model)
+        self.ffn = nn.Sequential(
+            nn.Linear(config.d_model, config.d_ff),
+            nn.GELU(),
+            nn.Linear(config.d_ff, config.d_model),
+        )
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        read = self.attention_norm(x)
+        if self.absorbed:
+            x = x + self.attention(read, cache, absorbed=True)  # (B, n, d_model)
+        else:
+            x = x + self.attention(read, cache)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+def _attention(config: TodayConfig) -> nn.Module:
+    if config.attention == "latent":
+        return MultiHeadLatentAttention(
+            config.d_model, config.num_heads, config.d_latent, config.d_rope
+        )
+    return CausalSelfAttention(
+        config.d_model,
+        config.num_heads,
+        config.num_kv_heads if config.attention == "grouped-query" else None,
+        config.qk_norm,
+        config.sink,
+        config.window,
+        config.keep,
+    )
+
+
+class TodayGPT(nn.Module):
+    """Token embeddings (no position embedding: every variant turns its keys with RoPE),
+    TodayBlocks, a final RMSNorm and an output layer tied to the embedding.
+    ids (B, n) -> logits (B, n, vocab_size)."""
+
+    def __init__(self, config: TodayConfig):
+        super().__init__()
+        self.config = _check_config(config)
+        self.tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(TodayBlock(config) for _ in range(config.num_layers))
+        self.norm = nn.RMSNorm(config.d_model)
+        self.output = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.output.weight = self.tokens.weight
+
+    def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+        """ids: (B, n), the positions after those the caches have read (all of them when
+        caches is None); caches: new_caches(), extended by this pass."""
+        self._check_inputs(ids, caches)
+        return self._forward(ids, caches)
+
+    def _forward(self, ids, caches) -> torch.Tensor:
+        x = self.tokens(ids)  # (B, n, d_model)
+        for index, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[index])
+        return self.output(self.norm(x))  # (B, n, vocab_size)
+
+    def new_caches(self) -> list:
+        """One empty cache per layer, of the kind its attention reads."""
+        if self.config.attention == "latent":
+            return [LatentCache() for _ in self.blocks]
+        return [block.attention.new_cache() for block in self.blocks]
+
+    def cache_bytes(self, caches: list) -> int:
+        """The bytes a list of this model's caches holds now."""
+        return sum(_held_bytes(cache) for cache in caches)
+
+    def _check_inputs(self, ids: object, caches: object) -> None:
+        validation.token_ids(ids, "ids", self.config.vocab_size, "(B, n)")
+        if not ids.numel():
+            raise ValueError(f"ids must hold at least one token, got {tuple(ids.shape)}")
+        if caches is None:
+            return
+        kind = LatentCache if self.config.attention == "latent" else RollingCache
+        if not isinstance(caches, list) or len(caches) != len(self.blocks):
+            raise ValueError(
+                f"caches must be a list of {len(self.blocks)} {kind.__name__}s, one per layer "
+                f"(model.new_caches()), got {validation.shown(caches)}"
+            )
+        if not all(isinstance(cache, kind) for cache in caches):
+            raise TypeError(f"caches must hold {kind.__name__}s (model.new_caches())")
+
+
+def _held_bytes(cache) -> int:
+    if isinstance(cache, LatentCache):
+        return cache.nbytes
+    if cache.keys is None:
+        return 0
+    return sum(t.numel() * t.element_size() for t in (cache.keys, cache.values))
+
+
+@torch.no_grad()
+def generate(
+    model: TodayGPT,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """(B, T + max_new_tokens): the prompt (B, T), then the tokens written one at a time,
+    greedily (temperature 0) or drawn with torch.multinomial from chapter 12's distribution.
+    With and without the caches the tokens are the same."""
+    if not isinstance(model, TodayGPT):
+        raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
+    model._check_inputs(ids, None)
+    max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
+    sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size, generator)
+    use_cache = validation.flag(use_cache, "use_cache")
+    return _generate(model, ids, max_new_tokens, sampling, generator, use_cache)
+
+
+def _generate(model, ids, max_new_tokens, sampling, generator, use_cache) -> torch.Tensor:
+    temperature, top_k, top_p = sampling
+    was_training = model.training
+    model.eval()
+    caches = model.new_caches() if use_cache else None
+    written, newest = ids.clone(), ids  # newest: what the model has not read yet
+    for _ in range(max_new_tokens):
+        logits = model._forward(newest if use_cache else written, caches)[:, -1].double()
+        if temperature == 0:
+            token = logits.argmax(-1, keepdim=True)  # (B, 1)
+        else:
+            probabilities = _distribution(logits, temperature, top_k, top_p)
+            token = torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
+        written = torch.cat([written, token.to(ids.dtype)], dim=1)
+        newest = token
+    model.train(was_training)
+    return written
+
+
+# The checks: each public function above calls these once, at its door, and what it then
+# computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _check_config(config: object) -> TodayConfig:
+    if not isinstance(config, TodayConfig):
+        raise TypeError(f"config must be a TodayConfig, got {type(config).__name__}")
+    if config.attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {config.attention!r}")
+    for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "num_kv_heads"):
+        validation.whole_number(getattr(config, name), name)
+    if config.absorbed and config.attention != "latent":
+        raise ValueError("absorbed is a form of latent attention: attention='latent'")
+    if config.attention == "latent" and (
+        config.qk_norm or config.sink or config.window is not None
+    ):
+        raise ValueError(
+            "qk_norm, sink and window are options of the multi-head and grouped-query "
+            "attention here, not of latent attention"
+        )
+    if config.vocab_size * config.d_model > validation.MOST_LAYER_WEIGHTS:
+        raise ValueError(
+            f"vocab_size x d_model = {config.vocab_size * config.d_model:,} weights in one "
+            f"layer: more than {validation.MOST_LAYER_WEIGHTS:,}"
+        )
+    return config

@@ -1,0 +1,104 @@
+"""Chapter 16's small decoder: every attention variant writes the same tokens with its caches
+as without them, greedily and with seeded sampling."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from helpers.todays_models import TodayConfig, TodayGPT, generate
+
+SMALL = {"vocab_size": 50, "d_model": 16, "num_heads": 4, "num_layers": 2, "d_ff": 32}
+VARIANTS = {
+    "multi-head": {},
+    "grouped-query": {"attention": "grouped-query", "num_kv_heads": 2},
+    "multi-query": {"attention": "grouped-query", "num_kv_heads": 1},
+    "latent": {"attention": "latent", "d_latent": 6, "d_rope": 4},
+    "latent, absorbed": {"attention": "latent", "d_latent": 6, "d_rope": 4, "absorbed": True},
+    "QK-norm and sinks": {"qk_norm": True, "sink": True},
+    "window 4, first 2 kept": {"window": 4, "keep": 2},
+}
+
+
+def model_of(seed=0, **options):
+    torch.manual_seed(seed)
+    model = TodayGPT(TodayConfig(**SMALL, **options)).double().eval()
+    for block in model.blocks:
+        if getattr(block.attention, "sink_logits", None) is not None:
+            with torch.no_grad():
+                block.attention.sink_logits.normal_()
+    return model
+
+
+def prompts(batch=3, length=5, seed=1):
+    return torch.randint(50, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("options", VARIANTS.values(), ids=list(VARIANTS))
+def test_the_caches_change_no_logit_and_no_token(options):
+    model = model_of(**options)
+    ids = prompts(length=12)
+    full = model(ids)
+    caches = model.new_caches()
+    pieces = [model(ids[:, :5], caches)] + [model(ids[:, t : t + 1], caches) for t in range(5, 12)]
+    assert torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-10)
+    for sampling in ({}, {"temperature": 1.0, "top_k": 10}):
+        written = [
+            generate(
+                model,
+                prompts(),
+                9,
+                generator=torch.Generator().manual_seed(3),
+                use_cache=use,
+                **sampling,
+            )
+            for use in (True, False)
+        ]
+        assert written[0].shape == (3, 14) and torch.equal(written[0], written[1])
+
+
+def test_the_absorbed_form_writes_what_the_plain_form_writes():
+    plain = model_of(**VARIANTS["latent"])
+    absorbed = TodayGPT(dataclasses.replace(plain.config, absorbed=True)).double().eval()
+    absorbed.load_state_dict(plain.state_dict())
+    assert torch.allclose(plain(prompts()), absorbed(prompts()), atol=1e-10)
+    assert torch.equal(generate(plain, prompts(), 6), generate(absorbed, prompts(), 6))
+
+
+def test_what_each_variant_caches():
+    ids = prompts(batch=2, length=10)
+    held = {}
+    for name, options in VARIANTS.items():
+        model = model_of(**options)
+        caches = model.new_caches()
+        model(ids, caches)
+        held[name] = model.cache_bytes(caches)
+    per_layer = 2 * 10 * 8  # batch x positions x bytes of a float64
+    assert held["multi-head"] == 2 * per_layer * 2 * 16  # keys and values, 4 heads of 4
+    assert held["grouped-query"] == 2 * per_layer * 2 * 8  # 2 key/value heads
+    assert held["multi-query"] == 2 * per_layer * 2 * 4
+    assert held["latent"] == held["latent, absorbed"] == 2 * per_layer * (6 + 4)
+    assert held["window 4, first 2 kept"] == 2 * (2 * 6 * 8) * 2 * 16  # 6 of the 10 positions
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"attention": "sparse"}, "attention must be one of"),
+        ({"attention": "latent", "sink": True}, "not of latent attention"),
+        ({"absorbed": True}, "absorbed is a form of latent attention"),
+    ],
+)
+def test_bad_configs_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        TodayConfig(**SMALL, **options)
+
+
+def test_bad_ids_and_caches_are_named():
+    model = model_of()
+    with pytest.raises(ValueError, match="ids"):
+        model(torch.tensor([[0, 50]]))
+    with pytest.raises(ValueError, match="caches must be a list of 2 RollingCaches"):
+        model(prompts(), [])
+    with pytest.raises(TypeError, match="model must be a TodayGPT"):
+        generate(object(), prompts(), 2)
