@@ -5,12 +5,16 @@ written with or without their caches.
 Read top to bottom: the config, a pre-norm block, the model, then generate().
 """
 
+import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from helpers import validation
+from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.gpt import _distribution, checked_sampling
 from helpers.todays_attention import (
     CausalSelfAttention,
@@ -18,6 +22,8 @@ from helpers.todays_attention import (
     MultiHeadLatentAttention,
     RollingCache,
 )
+from helpers.training import _learning_rate_factor
+from helpers.translation import EOS_ID, load_pairs, load_tokenizer
 
 ATTENTIONS = ("multi-head", "grouped-query", "latent")
 
@@ -96,6 +102,7 @@ class TodayGPT(nn.Module):
         self.norm = nn.RMSNorm(config.d_model)
         self.output = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.output.weight = self.tokens.weight
+        nn.init.normal_(self.tokens.weight, std=0.02)  # GPT-2's: logits near 0 at the start
 
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
         """ids: (B, n), the positions after those the caches have read (all of them when
@@ -183,6 +190,79 @@ def _generate(model, ids, max_new_tokens, sampling, generator, use_cache) -> tor
         newest = token
     model.train(was_training)
     return written
+
+
+# Training: chapter 08's sentence pairs packed end to end into windows
+
+
+def packed_windows(split: str, length: int, seed: int = 0) -> torch.Tensor:
+    """(windows, length) int64: the split's sentence pairs in a seeded order, each written
+    "English <eos> French <eos>" in chapter 08's pieces, end to end, cut into windows of
+    `length` (the last, shorter piece dropped). A French sentence can be read off the English
+    just before it: a reason to look back far, as the sinks and windows of this chapter need."""
+    length = validation.whole_number(length, "length", minimum=2)
+    seed = validation.seed(seed)
+    pairs = load_pairs(split)  # checks the split
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed)).tolist()
+    tokenizer = load_tokenizer()
+    texts = [text for i in order for text in pairs[i]]
+    stream = [
+        piece for encoding in tokenizer.encode_batch(texts) for piece in (*encoding.ids, EOS_ID)
+    ]
+    windows = len(stream) // length
+    return torch.tensor(stream[: windows * length]).view(windows, length)
+
+
+@dataclass(frozen=True)
+class TodayRecipe:
+    steps: int = 2000
+    batch_size: int = 16  # windows per step
+    learning_rate: float = 1e-3
+    warmup_steps: int = 100  # then a cosine decay to 5%
+    weight_decay: float = 0.01
+    log_every: int = 50
+    seed: int = 0
+
+
+def train(
+    config: TodayConfig, windows: torch.Tensor, recipe: TodayRecipe = TodayRecipe(), progress=True
+) -> dict:
+    """A TodayGPT trained to predict every next piece of the windows, on one thread, seeded:
+    {"model", "log": {"step", "loss"}, "seconds"}."""
+    config = _check_config(config)
+    validation.token_ids(windows, "windows", config.vocab_size, "(windows, length)")
+    if not isinstance(recipe, TodayRecipe):
+        raise TypeError(f"recipe must be a TodayRecipe, got {type(recipe).__name__}")
+    progress = validation.flag(progress, "progress")
+    with one_torch_thread(), keeping_random_state(), trainable_float32():
+        torch.manual_seed(recipe.seed)
+        model = TodayGPT(config)
+        return _train(model, windows, recipe, progress)
+
+
+def _train(model, windows, recipe, progress) -> dict:
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
+    )
+    generator = torch.Generator().manual_seed(recipe.seed)
+    log, start = {"step": [], "loss": []}, time.perf_counter()
+    for step in tqdm(range(1, recipe.steps + 1), desc=model.config.attention, disable=not progress):
+        chosen = torch.randint(len(windows), (recipe.batch_size,), generator=generator)
+        batch = windows[chosen]  # (batch, length)
+        logits = model._forward(batch[:, :-1], None)  # (batch, length - 1, vocab)
+        loss = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % recipe.log_every == 0 or step == recipe.steps:
+            log["step"].append(step)
+            log["loss"].append(loss.item())
+    return {"model": model.eval(), "log": log, "seconds": time.perf_counter() - start}
 
 
 # The checks: each public function above calls these once, at its door, and what it then

@@ -6,7 +6,15 @@ import dataclasses
 import pytest
 import torch
 
-from helpers.todays_models import TodayConfig, TodayGPT, generate
+from helpers.todays_models import (
+    TodayConfig,
+    TodayGPT,
+    TodayRecipe,
+    generate,
+    packed_windows,
+    train,
+)
+from helpers.translation import EOS_ID
 
 SMALL = {"vocab_size": 50, "d_model": 16, "num_heads": 4, "num_layers": 2, "d_ff": 32}
 VARIANTS = {
@@ -102,3 +110,21 @@ def test_bad_ids_and_caches_are_named():
         model(prompts(), [])
     with pytest.raises(TypeError, match="model must be a TodayGPT"):
         generate(object(), prompts(), 2)
+
+
+def test_windows_are_the_pairs_end_to_end_in_a_seeded_order():
+    windows = packed_windows("test", 64)
+    assert windows.shape[1] == 64 and windows.dtype == torch.long
+    assert torch.equal(windows, packed_windows("test", 64))
+    assert not torch.equal(windows, packed_windows("test", 64, seed=1))
+    assert (windows == EOS_ID).sum() >= 2 * (windows.numel() // 64 // 4)  # short sentences
+
+
+def test_training_is_seeded_and_lowers_the_loss():
+    windows = torch.randint(50, (40, 9), generator=torch.Generator().manual_seed(0))
+    windows[:, 1::2] = windows[:, 0::2][:, :4]  # each piece repeated: something to learn
+    recipe = TodayRecipe(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=3, log_every=10)
+    first = train(TodayConfig(**SMALL), windows, recipe, progress=False)
+    again = train(TodayConfig(**SMALL), windows, recipe, progress=False)
+    assert first["log"] == again["log"] and first["log"]["step"] == [10, 20, 30]
+    assert first["log"]["loss"][-1] < first["log"]["loss"][0]
