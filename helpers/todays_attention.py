@@ -258,6 +258,7 @@ class CausalSelfAttention(nn.Module):
         self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else None
         self.sink_logits = nn.Parameter(torch.zeros(num_heads)) if sink else None
         self.attention_weights: torch.Tensor | None = None
+        self.largest_score: torch.Tensor | None = None  # the largest |score| of the last pass
 
     def forward(self, x: torch.Tensor, cache: RollingCache | None = None) -> torch.Tensor:
         """x: (B, n, d_model), the positions after those the cache has read (all of them when
@@ -283,6 +284,7 @@ class CausalSelfAttention(nn.Module):
         v = v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (B, heads, n, read)
         allowed = _allowed(where, key_positions, self.window, self.keep)  # (n, read)
+        self.largest_score = scores.detach().masked_fill(~allowed, 0).abs().amax()
         if self.sink_logits is None:
             weights = _masked_softmax(scores, None, allowed)
         else:

@@ -248,7 +248,8 @@ def _train(model, windows, recipe, progress) -> dict:
         optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
     )
     generator = torch.Generator().manual_seed(recipe.seed)
-    log, start = {"step": [], "loss": []}, time.perf_counter()
+    log = {"step": [], "loss": [], "largest score": [], "entropy": []}
+    start = time.perf_counter()
     for step in tqdm(range(1, recipe.steps + 1), desc=model.config.attention, disable=not progress):
         chosen = torch.randint(len(windows), (recipe.batch_size,), generator=generator)
         batch = windows[chosen]  # (batch, length)
@@ -262,7 +263,26 @@ def _train(model, windows, recipe, progress) -> dict:
         if step % recipe.log_every == 0 or step == recipe.steps:
             log["step"].append(step)
             log["loss"].append(loss.item())
+            log["largest score"].append(_largest_score(model))
+            log["entropy"].append(_mean_entropy(model))
     return {"model": model.eval(), "log": log, "seconds": time.perf_counter() - start}
+
+
+def _largest_score(model: TodayGPT) -> float | None:
+    """The largest |attention score| of the last pass, over every layer (None for latent
+    attention, which does not keep it): the number QK-norm keeps from growing."""
+    found = [getattr(block.attention, "largest_score", None) for block in model.blocks]
+    return None if None in found else max(float(score) for score in found)
+
+
+def _mean_entropy(model: TodayGPT) -> float:
+    """The mean entropy (nats) of every attention row of the last pass, over every layer and
+    head: near 0 when each query puts all its weight on one key."""
+    entropies = []
+    for block in model.blocks:
+        weights = block.attention.attention_weights.detach()  # (B, heads, n, keys)
+        entropies.append(-(weights * weights.clamp_min(1e-30).log()).sum(-1).mean())
+    return float(torch.stack(entropies).mean())
 
 
 # The checks: each public function above calls these once, at its door, and what it then

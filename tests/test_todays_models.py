@@ -128,3 +128,14 @@ def test_training_is_seeded_and_lowers_the_loss():
     again = train(TodayConfig(**SMALL), windows, recipe, progress=False)
     assert first["log"] == again["log"] and first["log"]["step"] == [10, 20, 30]
     assert first["log"]["loss"][-1] < first["log"]["loss"][0]
+
+
+def test_the_log_follows_the_largest_score_and_the_attention_entropy():
+    windows = torch.randint(50, (20, 9), generator=torch.Generator().manual_seed(0))
+    recipe = TodayRecipe(steps=4, batch_size=4, warmup_steps=1, log_every=2)
+    log = train(TodayConfig(**SMALL, qk_norm=True), windows, recipe, progress=False)["log"]
+    assert len(log["largest score"]) == len(log["entropy"]) == 2
+    assert all(0 < score <= 2.5 for score in log["largest score"])  # normed: |q.k|/sqrt(4) <= 2
+    assert all(0 < entropy <= torch.log(torch.tensor(8.0)) for entropy in log["entropy"])
+    latent = train(TodayConfig(**SMALL, **VARIANTS["latent"]), windows, recipe, progress=False)
+    assert latent["log"]["largest score"] == [None, None]
