@@ -15,7 +15,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import _checked_masks, _masked_softmax, _merge_heads, _split_heads
-from helpers.positional import rotated
+from helpers.positional import _frequencies
 
 
 def softmax_with_sink(
@@ -40,6 +40,18 @@ def _softmax_with_sink(scores, sink_logits, mask) -> torch.Tensor:
     return _masked_softmax(joined, None, allowed)[..., :-1]  # (B, heads, q, k)
 
 
+def _turned(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """RoPE with a position per row: x (B, n, d) or (B, heads, n, d), positions (B, n) (a row's
+    left pads get negative positions: they are never read). Chapter 11's rotation, pair by pair."""
+    rates = _frequencies(x.shape[-1], 10000.0).to(x.device)  # (d / 2,), float64
+    angles = positions.to(torch.float64)[..., None] * rates  # (B, n, d / 2)
+    if x.dim() == 4:
+        angles = angles[:, None]  # (B, 1, n, d / 2): the same for every head
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
 class LatentCache:
     """What multi-head latent attention keeps of the positions it has read: per position, the
     latent (d_latent) and the rotated key part (d_rope), side by side in one tensor
@@ -47,6 +59,7 @@ class LatentCache:
 
     def __init__(self):
         self.entries: torch.Tensor | None = None  # (B, cached, d_latent + d_rope)
+        self.pads: torch.Tensor | None = None  # (B,): each row's left pads, fixed at the first pass
 
     def __len__(self) -> int:
         return 0 if self.entries is None else self.entries.shape[1]
@@ -98,26 +111,35 @@ class MultiHeadLatentAttention(nn.Module):
         self.attention_weights: torch.Tensor | None = None  # (B, heads, n, cached + n)
 
     def forward(
-        self, x: torch.Tensor, cache: LatentCache | None = None, absorbed: bool = False
+        self,
+        x: torch.Tensor,
+        cache: LatentCache | None = None,
+        absorbed: bool = False,
+        pads: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: (B, n, d_model), the positions after those the cache holds (all of them when
         cache is None). cache: a LatentCache this pass extends with x's latents and rotated
         key parts; feeding a sequence one position at a time through one cache gives the
-        output of the full pass."""
+        output of the full pass. pads: (B,) the left pads of each row, so that rows of different
+        lengths share a batch (None: none); the same on every pass through one cache."""
         absorbed = self._check_inputs(x, cache, absorbed)
-        return self._forward(x, cache, absorbed)
+        pads = _checked_pads(pads, x, cache)
+        return self._forward(x, cache, absorbed, pads)
 
-    def _forward(self, x, cache, absorbed) -> torch.Tensor:
+    def _forward(self, x, cache, absorbed, pads) -> torch.Tensor:
         batch, n, _ = x.shape
         heads, d_head, d_rope = self.num_heads, self.d_head, self.d_rope
         start = 0 if cache is None else len(cache)
-        where = torch.arange(start, start + n, device=x.device)  # (n,): the new positions
+        slots = torch.arange(start, start + n, device=x.device)  # (n,): the new slots
+        where = slots - pads[:, None]  # (B, n): each row's positions
         q = self.W_q(x).view(batch, n, heads, d_head + d_rope).transpose(1, 2)  # (B, h, n, dh+dr)
         q_content, q_rope = q.split([d_head, d_rope], dim=-1)
-        q_rope = rotated(q_rope, where)
+        q_rope = _turned(q_rope, where)
         new = torch.cat(
-            [self.W_down(x), rotated(self.W_rope_key(x), where)], dim=-1
+            [self.W_down(x), _turned(self.W_rope_key(x), where)], dim=-1
         )  # (B, n, dl+dr)
+        if cache is not None:
+            cache.pads = pads
         entries = new if cache is None else cache._extend(new)  # (B, N, d_latent + d_rope)
         latents, key_rope = entries.split([self.d_latent, d_rope], dim=-1)  # (B, N, dl), (B, N, dr)
         rope_scores = q_rope @ key_rope[:, None].transpose(-1, -2)  # (B, h, n, N)
@@ -129,8 +151,9 @@ class MultiHeadLatentAttention(nn.Module):
             keys = self.W_up_key(latents).view(batch, -1, heads, d_head).transpose(1, 2)
             content_scores = q_content @ keys.transpose(-1, -2)  # (B, h, n, N)
         scores = (content_scores + rope_scores) / math.sqrt(d_head + d_rope)
-        causal = torch.arange(entries.shape[1], device=x.device) <= where[:, None]  # (n, N)
-        weights = _masked_softmax(scores, None, causal)  # (B, h, n, N)
+        key_where = torch.arange(entries.shape[1], device=x.device) - pads[:, None]  # (B, N)
+        allowed = _allowed_rows(where, key_where, None, 0)  # (B, n, N)
+        weights = _masked_softmax(scores, None, allowed[:, None])  # (B, h, n, N)
         self.attention_weights = weights
         if absorbed:
             mixed = weights @ latents[:, None]  # (B, h, n, d_latent)
@@ -173,33 +196,34 @@ class RollingCache:
     def __init__(self, window: int | None = None, keep: int = 0):
         self.window, self.keep = _checked_window(window, keep)
         self.keys = self.values = None  # (B, kv_heads, held, d_head)
-        self.positions = torch.zeros(0, dtype=torch.long)  # (held,): each held key's position
+        self.slots = torch.zeros(0, dtype=torch.long)  # (held,): each held key's slot
+        self.pads: torch.Tensor | None = None  # (B,): each row's left pads, fixed at the first pass
         self.seen = 0
 
     def __len__(self) -> int:
-        return len(self.positions)
+        return len(self.slots)
 
-    def _extend(self, keys, values, positions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Append the new positions; return every key, value and position this step reads, and
-        keep only those a later step may read."""
+    def _extend(self, keys, values, slots, pads) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Append the new slots (a row's position is its slot less its left pads); return every
+        key, value and slot this step reads, and keep only those a later step may read."""
+        self.pads = pads
         if self.keys is not None:
             keys = torch.cat([self.keys, keys], dim=2)  # (B, kv_heads, held + n, d_head)
             values = torch.cat([self.values, values], dim=2)
-            positions = torch.cat([self.positions.to(positions.device), positions])
-        self.seen = int(positions[-1]) + 1
-        kept = _readable_later(positions, self.seen, self.window, self.keep)  # (held + n,)
-        self.keys, self.values, self.positions = (
-            keys[:, :, kept],
-            values[:, :, kept],
-            positions[kept],
-        )
-        return keys, values, positions
+            slots = torch.cat([self.slots.to(slots.device), slots])
+        self.seen = int(slots[-1]) + 1
+        kept = _readable_later(slots, self.seen, self.window, self.keep, pads)  # (held + n,)
+        self.keys, self.values, self.slots = keys[:, :, kept], values[:, :, kept], slots[kept]
+        return keys, values, slots
 
 
-def _readable_later(positions, seen, window, keep) -> torch.Tensor:
+def _readable_later(slots, seen, window, keep, pads) -> torch.Tensor:
+    """The slots some row may still read: the last `window`, and each row's first `keep`
+    positions (a row's pads are never read)."""
     if window is None:
-        return torch.ones_like(positions, dtype=torch.bool)
-    return (positions >= seen - window) | (positions < keep)
+        return slots >= int(pads.min())
+    first = (slots >= int(pads.min())) & (slots < int(pads.max()) + keep)
+    return (slots >= seen - window) | first
 
 
 def window_mask(query_positions, key_positions, window=None, keep=0) -> torch.Tensor:
@@ -218,10 +242,15 @@ def window_mask(query_positions, key_positions, window=None, keep=0) -> torch.Te
 
 
 def _allowed(query_positions, key_positions, window, keep) -> torch.Tensor:
-    distance = query_positions[:, None] - key_positions[None, :]  # (q, k)
-    allowed = distance >= 0
+    return _allowed_rows(query_positions[None], key_positions[None], window, keep)[0]
+
+
+def _allowed_rows(query_positions, key_positions, window, keep) -> torch.Tensor:
+    """(B, q, k) from each row's positions (B, q) and (B, k); a negative position is a pad."""
+    distance = query_positions[:, :, None] - key_positions[:, None, :]  # (B, q, k)
+    allowed = (distance >= 0) & (key_positions[:, None, :] >= 0)
     if window is not None:
-        allowed = allowed & ((distance < window) | (key_positions[None, :] < keep))
+        allowed = allowed & ((distance < window) | (key_positions[:, None, :] < keep))
     return allowed
 
 
@@ -260,30 +289,39 @@ class CausalSelfAttention(nn.Module):
         self.attention_weights: torch.Tensor | None = None
         self.largest_score: torch.Tensor | None = None  # the largest |score| of the last pass
 
-    def forward(self, x: torch.Tensor, cache: RollingCache | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: RollingCache | None = None, pads: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """x: (B, n, d_model), the positions after those the cache has read (all of them when
-        cache is None); the cache is extended with their keys and values."""
+        cache is None); the cache is extended with their keys and values. pads: (B,) the left
+        pads of each row, so that rows of different lengths share a batch (None: none); the same
+        on every pass through one cache."""
         self._check_inputs(x, cache)
-        return self._forward(x, cache)
+        pads = _checked_pads(pads, x, cache)
+        return self._forward(x, cache, pads)
 
-    def _forward(self, x, cache) -> torch.Tensor:
+    def _forward(self, x, cache, pads) -> torch.Tensor:
         batch, n, d_model = x.shape
         start = 0 if cache is None else cache.seen
-        where = torch.arange(start, start + n, device=x.device)  # (n,): the new positions
+        slots = torch.arange(start, start + n, device=x.device)  # (n,): the new slots
+        where = slots - pads[:, None]  # (B, n): each row's positions
         q = _split_heads(self.W_q(x), self.num_heads)  # (B, heads, n, d_head)
         k = _split_heads(self.W_k(x), self.num_kv_heads)  # (B, kv_heads, n, d_head)
         v = _split_heads(self.W_v(x), self.num_kv_heads)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotated(q, where), rotated(k, where)
-        key_positions = where
+        q, k = _turned(q, where), _turned(k, where)
+        key_slots = slots
         if cache is not None:
-            k, v, key_positions = cache._extend(k, v, where)  # (B, kv_heads, read, d_head)
+            k, v, key_slots = cache._extend(k, v, slots, pads)  # (B, kv_heads, read, d_head)
         group = self.num_heads // self.num_kv_heads
         k = k.repeat_interleave(group, dim=1)  # (B, heads, read, d_head): head h reads h // group
         v = v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (B, heads, n, read)
-        allowed = _allowed(where, key_positions, self.window, self.keep)  # (n, read)
+        key_where = key_slots - pads[:, None]  # (B, read)
+        allowed = _allowed_rows(where, key_where, self.window, self.keep)[
+            :, None
+        ]  # (B, 1, n, read)
         self.largest_score = scores.detach().masked_fill(~allowed, 0).abs().amax()
         if self.sink_logits is None:
             weights = _masked_softmax(scores, None, allowed)
@@ -425,6 +463,29 @@ def _check_sink_inputs(scores: object, sink_logits: object, mask: object) -> tor
         raise ValueError("sink_logits hold NaN or +inf: no weight could be given to any key")
     _, mask = _checked_masks(scores.shape, scores.device, None, mask)
     return mask
+
+
+def _checked_pads(pads: object, x: torch.Tensor, cache: object) -> torch.Tensor:
+    """pads as (B,) int64 on x's device (zeros for None), after checking that they are whole
+    numbers >= 0 and the same as the cache's first pass had."""
+    if pads is None:
+        pads = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    validation.dense_tensor(pads, "pads", "(B,)")
+    if pads.shape != (x.shape[0],) or pads.is_floating_point() or pads.dtype == torch.bool:
+        raise ValueError(
+            f"pads must be (B,) = ({x.shape[0]},) integers, each row's left pads, got "
+            f"{pads.dtype} {tuple(pads.shape)}"
+        )
+    if (pads < 0).any():
+        raise ValueError(f"pads must be >= 0, got {pads.tolist()}")
+    pads = pads.to(device=x.device, dtype=torch.long)
+    held = getattr(cache, "pads", None)
+    if held is not None and not torch.equal(held, pads):
+        raise ValueError(
+            f"pads must be the same on every pass through one cache: it began with "
+            f"{held.tolist()}, got {pads.tolist()}"
+        )
+    return pads
 
 
 def _checked_window(window: object, keep: object) -> tuple[int | None, int]:

@@ -64,12 +64,12 @@ class TodayBlock(nn.Module):
             nn.Linear(config.d_ff, config.d_model),
         )
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache=None, pads=None) -> torch.Tensor:
         read = self.attention_norm(x)
         if self.absorbed:
-            x = x + self.attention(read, cache, absorbed=True)  # (B, n, d_model)
+            x = x + self.attention(read, cache, absorbed=True, pads=pads)  # (B, n, d_model)
         else:
-            x = x + self.attention(read, cache)
+            x = x + self.attention(read, cache, pads=pads)
         return x + self.ffn(self.ffn_norm(x))
 
 
@@ -104,16 +104,19 @@ class TodayGPT(nn.Module):
         self.output.weight = self.tokens.weight
         nn.init.normal_(self.tokens.weight, std=0.02)  # GPT-2's: logits near 0 at the start
 
-    def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:
+    def forward(
+        self, ids: torch.Tensor, caches: list | None = None, pads: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """ids: (B, n), the positions after those the caches have read (all of them when
-        caches is None); caches: new_caches(), extended by this pass."""
+        caches is None); caches: new_caches(), extended by this pass. pads: (B,) each row's
+        left pads (their ids are never read), the same on every pass through the caches."""
         self._check_inputs(ids, caches)
-        return self._forward(ids, caches)
+        return self._forward(ids, caches, pads)
 
-    def _forward(self, ids, caches) -> torch.Tensor:
+    def _forward(self, ids, caches, pads=None) -> torch.Tensor:
         x = self.tokens(ids)  # (B, n, d_model)
         for index, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[index])
+            x = block(x, None if caches is None else caches[index], pads)
         return self.output(self.norm(x))  # (B, n, vocab_size)
 
     def new_caches(self) -> list:
@@ -160,27 +163,31 @@ def generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    pads: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(B, T + max_new_tokens): the prompt (B, T), then the tokens written one at a time,
     greedily (temperature 0) or drawn with torch.multinomial from chapter 12's distribution.
-    With and without the caches the tokens are the same."""
+    With and without the caches the tokens are the same. pads: (B,) the left pads of each
+    prompt, for prompts of different lengths in one batch: a row then writes what it would
+    write alone."""
     if not isinstance(model, TodayGPT):
         raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
     model._check_inputs(ids, None)
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
     sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size, generator)
     use_cache = validation.flag(use_cache, "use_cache")
-    return _generate(model, ids, max_new_tokens, sampling, generator, use_cache)
+    pads = _checked_prompt_pads(pads, ids)
+    return _generate(model, ids, max_new_tokens, sampling, generator, use_cache, pads)
 
 
-def _generate(model, ids, max_new_tokens, sampling, generator, use_cache) -> torch.Tensor:
+def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, pads) -> torch.Tensor:
     temperature, top_k, top_p = sampling
     was_training = model.training
     model.eval()
     caches = model.new_caches() if use_cache else None
     written, newest = ids.clone(), ids  # newest: what the model has not read yet
     for _ in range(max_new_tokens):
-        logits = model._forward(newest if use_cache else written, caches)[:, -1].double()
+        logits = model._forward(newest if use_cache else written, caches, pads)[:, -1].double()
         if temperature == 0:
             token = logits.argmax(-1, keepdim=True)  # (B, 1)
         else:
@@ -287,6 +294,20 @@ def _mean_entropy(model: TodayGPT) -> float:
 
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
+
+
+def _checked_prompt_pads(pads: object, ids: torch.Tensor) -> torch.Tensor | None:
+    if pads is None:
+        return None
+    validation.dense_tensor(pads, "pads", "(B,)")
+    if pads.shape != (ids.shape[0],) or pads.is_floating_point() or pads.dtype == torch.bool:
+        raise ValueError(f"pads must be (B,) = ({ids.shape[0]},) integers, got {tuple(pads.shape)}")
+    if (pads < 0).any() or (pads >= ids.shape[1]).any():
+        raise ValueError(
+            f"pads must leave each prompt at least one token: 0 <= pads < {ids.shape[1]}, got "
+            f"{pads.tolist()}"
+        )
+    return pads.long()
 
 
 def _check_config(config: object) -> TodayConfig:

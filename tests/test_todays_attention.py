@@ -247,18 +247,18 @@ def test_a_window_reads_only_its_window_and_the_kept_positions():
 class CacheThatForgetsWhereItIs(RollingCache):
     """A typical bug: every step's keys are turned as if the sequence started again."""
 
-    def _extend(self, keys, values, positions):
-        keys, values, positions = super()._extend(keys, values, positions)
+    def _extend(self, keys, values, slots, pads):
+        keys, values, slots = super()._extend(keys, values, slots, pads)
         self.seen = 0
-        return keys, values, positions
+        return keys, values, slots
 
 
 class CacheThatReordersHeads(RollingCache):
     """Another: key/value heads stored in the wrong order, as a repeat() where
     repeat_interleave() was meant would put them."""
 
-    def _extend(self, keys, values, positions):
-        return super()._extend(keys.flip(1), values.flip(1), positions)
+    def _extend(self, keys, values, slots, pads):
+        return super()._extend(keys.flip(1), values.flip(1), slots, pads)
 
 
 @pytest.mark.parametrize("broken", [CacheThatForgetsWhereItIs, CacheThatReordersHeads])
@@ -296,3 +296,31 @@ def test_a_cache_made_for_another_window_is_refused():
     layer = attention_layer(window=3)
     with pytest.raises(ValueError, match="make it with layer.new_cache"):
         layer(torch.randn(1, 2, 16, dtype=torch.float64), RollingCache())
+
+
+def test_pads_are_named_when_wrong_or_changed_through_one_cache():
+    layer = attention_layer()
+    x = torch.randn(2, 3, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match="pads must be >= 0"):
+        layer(x, pads=torch.tensor([0, -1]))
+    with pytest.raises(ValueError, match="pads must be \\(B,\\) = \\(2,\\) integers"):
+        layer(x, pads=torch.tensor([0.0, 1.0]))
+    cache = layer.new_cache()
+    layer(x, cache, pads=torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match="the same on every pass through one cache"):
+        layer(x[:, :1], cache, pads=torch.tensor([0, 1]))
+    latent = latent_layer()
+    latent_cache = LatentCache()
+    latent(x, latent_cache, pads=torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="the same on every pass through one cache"):
+        latent(x[:, :1], latent_cache)
+
+
+def test_a_rows_pads_are_never_read():
+    layer = attention_layer(num_kv_heads=2, window=3, keep=1)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    changed = x.clone()
+    changed[1, :2] = torch.randn(2, 16, dtype=torch.float64)  # row 1's two pads
+    pads = torch.tensor([0, 2])
+    assert torch.equal(layer(x, pads=pads)[1, 2:], layer(changed, pads=pads)[1, 2:])
+    assert torch.allclose(layer(x, pads=pads)[1, 2:], layer(x[1:, 2:])[0], atol=1e-12)

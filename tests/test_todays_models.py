@@ -139,3 +139,29 @@ def test_the_log_follows_the_largest_score_and_the_attention_entropy():
     assert all(0 < entropy <= torch.log(torch.tensor(8.0)) for entropy in log["entropy"])
     latent = train(TodayConfig(**SMALL, **VARIANTS["latent"]), windows, recipe, progress=False)
     assert latent["log"]["largest score"] == [None, None]
+
+
+@pytest.mark.parametrize("options", VARIANTS.values(), ids=list(VARIANTS))
+def test_prompts_of_different_lengths_write_what_each_writes_alone(options):
+    model = model_of(**options)
+    alone = [prompts(1, length, seed) for seed, length in enumerate((6, 2, 4))]
+    pads = torch.tensor([0, 4, 2])
+    batch = torch.cat([torch.nn.functional.pad(p, (6 - p.shape[1], 0), value=7) for p in alone])
+    for use_cache in (True, False):  # greedy: each row writes what it writes alone
+        written = generate(model, batch, 5, use_cache=use_cache, pads=pads)
+        for row, prompt in enumerate(alone):
+            own = generate(model, prompt, 5, use_cache=use_cache)
+            assert torch.equal(written[row, -5:], own[0, -5:]), (row, use_cache)
+    drawn = [  # sampled: one draw per row and step, the same with the caches as without
+        generate(
+            model,
+            batch,
+            5,
+            1.0,
+            generator=torch.Generator().manual_seed(4),
+            use_cache=use,
+            pads=pads,
+        )
+        for use in (True, False)
+    ]
+    assert torch.equal(*drawn)
