@@ -188,10 +188,11 @@ class MultiHeadLatentAttention(nn.Module):
 
 class RollingCache:
     """The keys (already turned by RoPE at their positions) and values one attention layer keeps
-    of the positions it has read, with those positions: all of them, or, with a window, only the
-    last `window` and the first `keep` (the sink tokens StreamingLLM keeps). It never holds more
-    than window + keep positions. seen: how many positions have been read, so the next one is
-    position seen (its RoPE angle), whatever was dropped."""
+    of the slots it has read: all of them, or, with a window, only the last `window` and each
+    row's first `keep` positions (the sink tokens StreamingLLM keeps). It never holds more than
+    window + keep slots, or, when rows have different left pads, window + keep + the largest
+    difference between two rows' pads. seen: how many slots have been read, so that the next
+    is slot seen (a row's position: the slot less its pads), whatever was dropped."""
 
     def __init__(self, window: int | None = None, keep: int = 0):
         self.window, self.keep = _checked_window(window, keep)

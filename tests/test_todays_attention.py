@@ -324,3 +324,12 @@ def test_a_rows_pads_are_never_read():
     pads = torch.tensor([0, 2])
     assert torch.equal(layer(x, pads=pads)[1, 2:], layer(changed, pads=pads)[1, 2:])
     assert torch.allclose(layer(x, pads=pads)[1, 2:], layer(x[1:, 2:])[0], atol=1e-12)
+
+
+def test_a_window_cache_holds_no_more_than_its_window_and_kept_slots_and_the_pads_between():
+    layer = attention_layer(window=3, keep=2)
+    cache = layer.new_cache()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    for t in range(12):
+        layer(x[:, t : t + 1], cache, pads=torch.tensor([0, 4]))
+        assert len(cache) <= 3 + 2 + 4
