@@ -40,8 +40,12 @@ Modules, by the chapter that introduces them:
   fine-tuning through [CLS] (is this French a translation?) and per token (punctuation and
   capitals), pre-trained against from scratch at several label budgets; their saved models.
 - 16 ``todays_attention``: the attention inside today's open models: a softmax with a learned
-  sink logit per head, and multi-head latent attention (one cached latent per position, a
-  rotated key part shared by the heads, the absorbed form used when decoding, its LatentCache).
+  sink logit per head; multi-head latent attention (one cached latent per position, a rotated
+  key part shared by the heads, the absorbed form used when decoding, its LatentCache) and the
+  cache bytes of published models; CausalSelfAttention with GQA, QK-norm, sink logits and a
+  sliding window with kept positions, and its RollingCache; ``todays_models``: one small decoder
+  with any of these attentions, its training windows and loop, and generate() for prompts of
+  different lengths.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``
