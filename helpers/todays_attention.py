@@ -15,6 +15,7 @@ from torch import nn
 
 from helpers import validation
 from helpers.attention import _checked_masks, _masked_softmax, _merge_heads, _split_heads
+from helpers.efficient import PUBLISHED_MODELS, ModelShape
 from helpers.positional import _frequencies
 
 
@@ -437,6 +438,47 @@ PUBLISHED_LATENT_MODELS = (
         "128K; deepseek-ai/DeepSeek-V3 config.json (kv_lora_rank 512, qk_rope_head_dim 64)",
     ),
 )
+
+
+FALCON_7B = ModelShape(  # the multi-query example: one key/value head for 71 query heads
+    "Falcon-7B",
+    num_layers=32,
+    num_heads=71,
+    num_kv_heads=1,
+    head_size=64,
+    context_length=2048,
+    source="Almazrouei et al. 2023, The Falcon Series of Open Language Models (arXiv:2311.16867); "
+    "tiiuae/falcon-7b config.json: hidden size 4544, 71 heads, 32 layers, multi_query true",
+)
+
+
+def cache_bytes_by_model(tokens: int | None = None, bytes_per_number: int = 2) -> list[dict]:
+    """One row per published model (chapter 10's Llama 2 7B, Llama 2 70B and Mistral 7B,
+    Falcon-7B, DeepSeek-V2 and V3): its attention, the bytes its cache holds per token per
+    layer and per token, and for `tokens` (default: each model's context), in 16-bit numbers."""
+    if tokens is not None:
+        tokens = validation.whole_number(tokens, "tokens")
+    bytes_per_number = validation.whole_number(bytes_per_number, "bytes_per_number")
+    rows = []
+    for shape in (*PUBLISHED_MODELS, FALCON_7B, *PUBLISHED_LATENT_MODELS):
+        if isinstance(shape, LatentModelShape):
+            kind, per_layer = "MLA", (shape.d_latent + shape.d_rope) * bytes_per_number
+        else:
+            kv = shape.num_kv_heads
+            kind = "MHA" if kv == shape.num_heads else "MQA" if kv == 1 else "GQA"
+            per_layer = 2 * kv * shape.head_size * bytes_per_number
+        length = shape.context_length if tokens is None else tokens
+        rows.append(
+            {
+                "model": shape.name,
+                "attention": kind,
+                "per token per layer": per_layer,
+                "per token": per_layer * shape.num_layers,
+                "tokens": length,
+                "cache": shape.cache_bytes(length, bytes_per_number=bytes_per_number),
+            }
+        )
+    return rows
 
 
 # The checks: each public function above calls these once, at its door, and what it then

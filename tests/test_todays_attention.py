@@ -12,6 +12,7 @@ from helpers.todays_attention import (
     LatentCache,
     MultiHeadLatentAttention,
     RollingCache,
+    cache_bytes_by_model,
     latent_cache_bytes,
     softmax_with_sink,
     window_mask,
@@ -333,3 +334,13 @@ def test_a_window_cache_holds_no_more_than_its_window_and_kept_slots_and_the_pad
     for t in range(12):
         layer(x[:, t : t + 1], cache, pads=torch.tensor([0, 4]))
         assert len(cache) <= 3 + 2 + 4
+
+
+def test_the_cache_bytes_of_published_models_side_by_side():
+    rows = {row["model"]: row for row in cache_bytes_by_model(tokens=4096)}
+    assert [rows[name]["attention"] for name in rows] == ["MHA", "GQA", "GQA", "MQA", "MLA", "MLA"]
+    assert rows["Llama 2 7B"]["per token"] == 32 * 2 * 32 * 128 * 2 == 524_288
+    assert rows["Falcon-7B"]["per token"] == 32 * 2 * 1 * 64 * 2 == 8_192
+    assert rows["DeepSeek-V3"]["per token"] == 70_272
+    assert all(row["cache"] == row["per token"] * 4096 for row in rows.values())
+    assert cache_bytes_by_model()[0]["tokens"] == 4096  # Llama 2's context
