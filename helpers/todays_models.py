@@ -5,6 +5,7 @@ written with or without their caches.
 Read top to bottom: the config, a pre-norm block, the model, then generate().
 """
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -290,6 +291,32 @@ def _mean_entropy(model: TodayGPT) -> float:
         weights = block.attention.attention_weights.detach()  # (B, heads, n, keys)
         entropies.append(-(weights * weights.clamp_min(1e-30).log()).sum(-1).mean())
     return float(torch.stack(entropies).mean())
+
+
+@torch.no_grad()
+def weight_on_first(model: TodayGPT, windows: torch.Tensor, from_position: int = 32) -> dict:
+    """Where an attention sink would show: the mean weight each head puts on position 0, over
+    the queries from `from_position` on, computed in float64, (layers, heads); and what a head
+    spreading its weight evenly would put there, the mean of 1 / (position + 1)."""
+    if not isinstance(model, TodayGPT):
+        raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
+    model._check_inputs(windows, None)
+    from_position = validation.whole_number(from_position, "from_position", minimum=0)
+    if from_position >= windows.shape[1]:
+        raise ValueError(
+            f"from_position ({from_position}) must be a position of the windows, below "
+            f"{windows.shape[1]}"
+        )
+    copy64 = copy.deepcopy(model).double().eval()
+    copy64._forward(windows, None)
+    first = torch.stack(
+        [
+            block.attention.attention_weights[:, :, from_position:, 0].mean((0, 2))
+            for block in copy64.blocks
+        ]
+    )  # (layers, heads)
+    positions = torch.arange(from_position, windows.shape[1], dtype=torch.float64)
+    return {"first": first, "even": float((1 / (positions + 1)).mean())}
 
 
 # The checks: each public function above calls these once, at its door, and what it then

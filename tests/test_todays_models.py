@@ -13,6 +13,7 @@ from helpers.todays_models import (
     generate,
     packed_windows,
     train,
+    weight_on_first,
 )
 from helpers.translation import EOS_ID
 
@@ -165,3 +166,18 @@ def test_prompts_of_different_lengths_write_what_each_writes_alone(options):
         for use in (True, False)
     ]
     assert torch.equal(*drawn)
+
+
+def test_the_weight_on_the_first_position_against_an_even_head():
+    model = model_of()
+    windows = torch.randint(50, (4, 12), generator=torch.Generator().manual_seed(0))
+    found = weight_on_first(model, windows, from_position=4)
+    assert found["first"].shape == (2, 4) and found["first"].dtype == torch.float64
+    assert found["even"] == pytest.approx(sum(1 / (p + 1) for p in range(4, 12)) / 8)
+    with torch.no_grad():  # queries of zero: every head spreads its weight evenly
+        for block in model.blocks:
+            block.attention.W_q.weight.zero_()
+    flat = weight_on_first(model, windows, from_position=4)["first"]
+    assert torch.allclose(flat, torch.full_like(flat, found["even"]))
+    with pytest.raises(ValueError, match="from_position \\(12\\) must be a position"):
+        weight_on_first(model, windows, from_position=12)
