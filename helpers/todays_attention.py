@@ -143,28 +143,33 @@ class MultiHeadLatentAttention(nn.Module):
             cache.pads = pads
         entries = new if cache is None else cache._extend(new)  # (B, N, d_latent + d_rope)
         latents, key_rope = entries.split([self.d_latent, d_rope], dim=-1)  # (B, N, dl), (B, N, dr)
+        wide = torch.float32 if x.element_size() < 4 else x.dtype  # 16-bit products overflow
+        q_rope, key_rope, latents, q_content = (
+            t.to(wide) for t in (q_rope, key_rope, latents, q_content)
+        )
         rope_scores = q_rope @ key_rope[:, None].transpose(-1, -2)  # (B, h, n, N)
         if absorbed:
-            up_key = self.W_up_key.weight.view(heads, d_head, self.d_latent)  # (h, dh, dl)
+            up_key = self.W_up_key.weight.to(wide).view(heads, d_head, self.d_latent)  # (h, dh, dl)
             q_latent = q_content @ up_key  # (B, h, n, d_latent): the query in the latents' space
             content_scores = q_latent @ latents[:, None].transpose(-1, -2)  # (B, h, n, N)
         else:
-            keys = self.W_up_key(latents).view(batch, -1, heads, d_head).transpose(1, 2)
+            keys = (latents @ self.W_up_key.weight.to(wide).T).view(batch, -1, heads, d_head)
+            keys = keys.transpose(1, 2)  # (B, h, N, d_head)
             content_scores = q_content @ keys.transpose(-1, -2)  # (B, h, n, N)
         scores = (content_scores + rope_scores) / math.sqrt(d_head + d_rope)
         key_where = torch.arange(entries.shape[1], device=x.device) - pads[:, None]  # (B, N)
         allowed = _allowed_rows(where, key_where, None, 0)  # (B, n, N)
         weights = _masked_softmax(scores, None, allowed[:, None])  # (B, h, n, N)
-        self.attention_weights = weights
+        self.attention_weights = weights.detach()  # kept for figures, outside the graph
         if absorbed:
             mixed = weights @ latents[:, None]  # (B, h, n, d_latent)
-            up_value = self.W_up_value.weight.view(heads, d_head, self.d_latent)  # (h, dh, dl)
-            out = self.W_o.weight.view(self.d_model, heads, d_head).transpose(0, 1)  # (h, dm, dh)
+            up_value = self.W_up_value.weight.to(wide).view(heads, d_head, self.d_latent)
+            out = self.W_o.weight.to(wide).view(self.d_model, heads, d_head).transpose(0, 1)
             folded = out @ up_value  # (h, d_model, d_latent): W_o's part for head h, then W_uv
-            return torch.einsum("bhnl,hml->bnm", mixed, folded)  # (B, n, d_model)
-        values = self.W_up_value(latents).view(batch, -1, heads, d_head).transpose(1, 2)
-        mixed = weights @ values  # (B, h, n, d_head)
-        return self.W_o(mixed.transpose(1, 2).reshape(batch, n, heads * d_head))
+            return torch.einsum("bhnl,hml->bnm", mixed, folded).to(x.dtype)  # (B, n, d_model)
+        values = (latents @ self.W_up_value.weight.to(wide).T).view(batch, -1, heads, d_head)
+        mixed = weights @ values.transpose(1, 2)  # (B, h, n, d_head)
+        return self.W_o(mixed.transpose(1, 2).reshape(batch, n, heads * d_head).to(x.dtype))
 
     def _check_inputs(self, x: object, cache: object, absorbed: object) -> bool:
         validation.dense_tensor(x, "x", "(B, n, d_model)")
@@ -184,6 +189,8 @@ class MultiHeadLatentAttention(nn.Module):
             )
         if cache is not None:
             _check_cache(cache, x, self.d_latent + self.d_rope)
+        cached = 0 if not isinstance(cache, LatentCache) else len(cache)
+        _check_score_size(x.shape[0] * self.num_heads, x.shape[1], cached)
         return validation.flag(absorbed, "absorbed")
 
 
@@ -234,13 +241,13 @@ def window_mask(query_positions, key_positions, window=None, keep=0) -> torch.Te
     `keep` positions (a sliding window with sink tokens kept)."""
     for name, positions in (("query_positions", query_positions), ("key_positions", key_positions)):
         validation.dense_tensor(positions, name, "(q,) or (k,)")
-        if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+        if positions.dim() != 1 or positions.dtype not in (torch.int16, torch.int32, torch.int64):
             raise ValueError(
                 f"{name} must be 1-d integer positions, got {positions.dtype} "
                 f"{tuple(positions.shape)}"
             )
     window, keep = _checked_window(window, keep)
-    return _allowed(query_positions, key_positions, window, keep)
+    return _allowed(query_positions.long(), key_positions.long(), window, keep)
 
 
 def _allowed(query_positions, key_positions, window, keep) -> torch.Tensor:
@@ -319,7 +326,10 @@ class CausalSelfAttention(nn.Module):
         group = self.num_heads // self.num_kv_heads
         k = k.repeat_interleave(group, dim=1)  # (B, heads, read, d_head): head h reads h // group
         v = v.repeat_interleave(group, dim=1)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # (B, heads, n, read)
+        wide = torch.float32 if q.element_size() < 4 else q.dtype  # 16-bit products overflow
+        scores = (
+            q.to(wide) @ k.to(wide).transpose(-1, -2) / math.sqrt(self.d_head)
+        )  # (B, h, n, read)
         key_where = key_slots - pads[:, None]  # (B, read)
         allowed = _allowed_rows(where, key_where, self.window, self.keep)[
             :, None
@@ -329,8 +339,8 @@ class CausalSelfAttention(nn.Module):
             weights = _masked_softmax(scores, None, allowed)
         else:
             weights = _softmax_with_sink(scores, self.sink_logits, allowed)
-        self.attention_weights = weights
-        return self.W_o(_merge_heads(weights @ v))  # (B, n, d_model)
+        self.attention_weights = weights.detach()  # kept for figures, outside the graph
+        return self.W_o(_merge_heads(weights.to(v.dtype) @ v))  # (B, n, d_model)
 
     def new_cache(self) -> RollingCache:
         """An empty cache with this layer's window and kept positions."""
@@ -348,6 +358,9 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(
                 f"x must be of the layer's dtype {self.W_q.weight.dtype}, got {x.dtype}"
             )
+        _check_score_size(
+            x.shape[0] * self.num_heads, x.shape[1], 0 if cache is None else len(cache)
+        )
         if cache is None:
             return
         if not isinstance(cache, RollingCache):
@@ -358,11 +371,14 @@ class CausalSelfAttention(nn.Module):
                 f"window={self.window}, keep={self.keep}: make it with layer.new_cache()"
             )
         if cache.keys is not None and (
-            cache.keys.shape[:2] != (x.shape[0], self.num_kv_heads) or cache.keys.dtype != x.dtype
+            cache.keys.shape[:2] != (x.shape[0], self.num_kv_heads)
+            or cache.keys.shape[3] != self.d_head
+            or cache.keys.dtype != x.dtype
         ):
             raise ValueError(
                 f"the cache holds keys {tuple(cache.keys.shape)} {cache.keys.dtype}: x must "
-                f"have its batch and dtype, the layer {self.num_kv_heads} key/value heads"
+                f"have its batch and dtype, the layer {self.num_kv_heads} key/value heads of "
+                f"{self.d_head}"
             )
 
 
@@ -502,10 +518,26 @@ def _check_sink_inputs(scores: object, sink_logits: object, mask: object) -> tor
         raise ValueError(
             f"sink_logits must be on the scores' device ({scores.device}), got {sink_logits.device}"
         )
-    if sink_logits.isnan().any() or (sink_logits == float("inf")).any():
-        raise ValueError("sink_logits hold NaN or +inf: no weight could be given to any key")
+    as_scores = sink_logits.to(scores.dtype)
+    if as_scores.isnan().any() or (as_scores == float("inf")).any():
+        raise ValueError(
+            f"sink_logits hold NaN or +inf in the scores' dtype {scores.dtype} (a logit beyond "
+            f"its largest number becomes inf): no weight could be given to any key"
+        )
     _, mask = _checked_masks(scores.shape, scores.device, None, mask)
     return mask
+
+
+MOST_SCORES = 2**28  # one pass's scores, rows x queries x keys (1 GiB of float32)
+
+
+def _check_score_size(rows: int, queries: int, cached: int) -> None:
+    if rows * queries * (cached + queries) > MOST_SCORES:
+        raise ValueError(
+            f"this pass would score {rows:,} rows (batch x heads) of {queries:,} queries against "
+            f"{cached + queries:,} keys: more than 2^28 scores (1 GiB of float32); read the "
+            f"sequence in shorter pieces through a cache"
+        )
 
 
 def _checked_pads(pads: object, x: torch.Tensor, cache: object) -> torch.Tensor:
@@ -533,8 +565,10 @@ def _checked_pads(pads: object, x: torch.Tensor, cache: object) -> torch.Tensor:
 
 def _checked_window(window: object, keep: object) -> tuple[int | None, int]:
     if window is not None:
-        window = validation.whole_number(window, "window")
+        window = validation.recipe_size(window, "window")
     keep = validation.whole_number(keep, "keep", minimum=0)
+    if keep > validation.LARGEST_SIZE:
+        raise ValueError(f"keep must be at most 2^31 - 1, got {validation.shown(keep)}")
     if keep and window is None:
         raise ValueError(f"keep ({keep}) only means something with a window: name one")
     return window, keep
@@ -580,7 +614,9 @@ def _checked_latent_sizes(d_model, num_heads, d_latent, d_rope, d_head) -> tuple
             )
         d_head = d_model // num_heads
     d_head = validation.whole_number(d_head, "d_head")
-    widest = max(d_model * num_heads * (d_head + d_rope), d_latent * num_heads * d_head)
+    widest = max(
+        d_model * num_heads * (d_head + d_rope), d_latent * num_heads * d_head, d_model * d_latent
+    )
     if widest > validation.MOST_LAYER_WEIGHTS:
         raise ValueError(
             f"these sizes make a projection of {widest:,} weights, more than "

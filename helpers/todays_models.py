@@ -27,6 +27,7 @@ from helpers.training import _learning_rate_factor
 from helpers.translation import EOS_ID, load_pairs, load_tokenizer
 
 ATTENTIONS = ("multi-head", "grouped-query", "latent")
+MOST_NEW_TOKENS = 2**16
 
 
 @dataclass(frozen=True)
@@ -128,14 +129,36 @@ class TodayGPT(nn.Module):
 
     def cache_bytes(self, caches: list) -> int:
         """The bytes a list of this model's caches holds now."""
+        self._check_caches(caches)
         return sum(_held_bytes(cache) for cache in caches)
 
     def _check_inputs(self, ids: object, caches: object) -> None:
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, n)")
         if not ids.numel():
             raise ValueError(f"ids must hold at least one token, got {tuple(ids.shape)}")
-        if caches is None:
-            return
+        if caches is not None:
+            self._check_caches(caches)
+            _, n = ids.shape
+            for block, cache in zip(
+                self.blocks, caches, strict=True
+            ):  # every layer, before any runs
+                if isinstance(cache, LatentCache):
+                    block.attention._check_inputs(
+                        torch.zeros(
+                            len(ids), n, self.config.d_model, dtype=block.attention.W_q.weight.dtype
+                        ),
+                        cache,
+                        False,
+                    )
+                else:
+                    block.attention._check_inputs(
+                        torch.zeros(
+                            len(ids), n, self.config.d_model, dtype=block.attention.W_q.weight.dtype
+                        ),
+                        cache,
+                    )
+
+    def _check_caches(self, caches: object) -> None:
         kind = LatentCache if self.config.attention == "latent" else RollingCache
         if not isinstance(caches, list) or len(caches) != len(self.blocks):
             raise ValueError(
@@ -144,6 +167,13 @@ class TodayGPT(nn.Module):
             )
         if not all(isinstance(cache, kind) for cache in caches):
             raise TypeError(f"caches must hold {kind.__name__}s (model.new_caches())")
+        if len({id(cache) for cache in caches}) != len(caches):
+            raise ValueError("caches must be one per layer, each its own (model.new_caches())")
+        read = {cache.seen if isinstance(cache, RollingCache) else len(cache) for cache in caches}
+        if len(read) > 1:
+            raise ValueError(
+                f"caches must have read the same positions, every layer as many: got {sorted(read)}"
+            )
 
 
 def _held_bytes(cache) -> int:
@@ -175,6 +205,11 @@ def generate(
         raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
     model._check_inputs(ids, None)
     max_new_tokens = validation.whole_number(max_new_tokens, "max_new_tokens", minimum=0)
+    if max_new_tokens > MOST_NEW_TOKENS:
+        raise ValueError(
+            f"max_new_tokens must be at most {MOST_NEW_TOKENS:,} (one token per step: more "
+            f"would write for hours), got {validation.shown(max_new_tokens)}"
+        )
     sampling = checked_sampling(temperature, top_k, top_p, model.config.vocab_size, generator)
     use_cache = validation.flag(use_cache, "use_cache")
     pads = _checked_prompt_pads(pads, ids)
@@ -218,7 +253,11 @@ def packed_windows(split: str, length: int, seed: int = 0) -> torch.Tensor:
         piece for encoding in tokenizer.encode_batch(texts) for piece in (*encoding.ids, EOS_ID)
     ]
     windows = len(stream) // length
-    return torch.tensor(stream[: windows * length]).view(windows, length)
+    if not windows:
+        raise ValueError(
+            f"length ({length:,}) must fit the {split} split's {len(stream):,} pieces at least once"
+        )
+    return torch.tensor(stream[: windows * length], dtype=torch.long).view(windows, length)
 
 
 @dataclass(frozen=True)
@@ -231,6 +270,20 @@ class TodayRecipe:
     log_every: int = 50
     seed: int = 0
 
+    def __post_init__(self):
+        sizes = ("steps", "batch_size", "log_every")
+        validation.coerce_fields(
+            self,
+            {
+                **dict.fromkeys(sizes, validation.recipe_size),
+                "warmup_steps": validation.at_least(0),
+                "seed": validation.seed,
+            },
+        )
+        learning_rate, weight_decay = validation.adamw_rates(self.learning_rate, self.weight_decay)
+        object.__setattr__(self, "learning_rate", learning_rate)
+        object.__setattr__(self, "weight_decay", weight_decay)
+
 
 def train(
     config: TodayConfig, windows: torch.Tensor, recipe: TodayRecipe = TodayRecipe(), progress=True
@@ -239,6 +292,17 @@ def train(
     {"model", "log": {"step", "loss"}, "seconds"}."""
     config = _check_config(config)
     validation.token_ids(windows, "windows", config.vocab_size, "(windows, length)")
+    if (
+        windows.dtype != torch.long
+        or windows.dim() != 2
+        or not len(windows)
+        or windows.shape[1] < 2
+    ):
+        raise ValueError(
+            f"windows must be int64 (windows, length) with at least one window of length >= 2 "
+            f"(a piece to read and the next to predict), got {windows.dtype} "
+            f"{tuple(windows.shape)}"
+        )
     if not isinstance(recipe, TodayRecipe):
         raise TypeError(f"recipe must be a TodayRecipe, got {type(recipe).__name__}")
     progress = validation.flag(progress, "progress")
@@ -328,7 +392,9 @@ def _checked_prompt_pads(pads: object, ids: torch.Tensor) -> torch.Tensor | None
         return None
     validation.dense_tensor(pads, "pads", "(B,)")
     if pads.shape != (ids.shape[0],) or pads.is_floating_point() or pads.dtype == torch.bool:
-        raise ValueError(f"pads must be (B,) = ({ids.shape[0]},) integers, got {tuple(pads.shape)}")
+        raise ValueError(
+            f"pads must be (B,) = ({ids.shape[0]},) integers, got {pads.dtype} {tuple(pads.shape)}"
+        )
     if (pads < 0).any() or (pads >= ids.shape[1]).any():
         raise ValueError(
             f"pads must leave each prompt at least one token: 0 <= pads < {ids.shape[1]}, got "
@@ -342,15 +408,29 @@ def _check_config(config: object) -> TodayConfig:
         raise TypeError(f"config must be a TodayConfig, got {type(config).__name__}")
     if config.attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {config.attention!r}")
-    for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "num_kv_heads"):
-        validation.whole_number(getattr(config, name), name)
+    for name in (
+        "vocab_size",
+        "d_model",
+        "num_heads",
+        "d_ff",
+        "num_kv_heads",
+        "d_latent",
+        "d_rope",
+    ):
+        object.__setattr__(config, name, validation.whole_number(getattr(config, name), name))
+    object.__setattr__(
+        config, "num_layers", validation.layer_count(config.num_layers, "num_layers")
+    )
+    for name in ("qk_norm", "sink", "absorbed"):
+        object.__setattr__(config, name, validation.flag(getattr(config, name), name))
+    validation.layer_weights(config.d_model, config.d_ff, "d_model x d_ff")
     if config.absorbed and config.attention != "latent":
         raise ValueError("absorbed is a form of latent attention: attention='latent'")
     if config.attention == "latent" and (
-        config.qk_norm or config.sink or config.window is not None
+        config.qk_norm or config.sink or config.window is not None or config.keep
     ):
         raise ValueError(
-            "qk_norm, sink and window are options of the multi-head and grouped-query "
+            "qk_norm, sink, window and keep are options of the multi-head and grouped-query "
             "attention here, not of latent attention"
         )
     if config.vocab_size * config.d_model > validation.MOST_LAYER_WEIGHTS:

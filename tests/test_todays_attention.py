@@ -344,3 +344,34 @@ def test_the_cache_bytes_of_published_models_side_by_side():
     assert rows["DeepSeek-V3"]["per token"] == 70_272
     assert all(row["cache"] == row["per token"] * 4096 for row in rows.values())
     assert cache_bytes_by_model()[0]["tokens"] == 4096  # Llama 2's context
+
+
+def test_16_bit_layers_score_in_float32_and_stay_finite():
+    for layer in (attention_layer(), latent_layer()):
+        half = layer.half()
+        x = (
+            1000 * torch.randn(1, 5, 16).half()
+        )  # products of such queries and keys overflow float16
+        assert half(x).isfinite().all()
+
+
+def test_a_sink_that_does_not_fit_the_scores_dtype_is_named():
+    with pytest.raises(ValueError, match="in the scores' dtype torch.float16"):
+        softmax_with_sink(torch.zeros(1, 3, 2, 2).half(), torch.full((3,), 1e5))
+
+
+def test_positions_of_small_or_other_types_and_oversized_passes_are_named():
+    with pytest.raises(ValueError, match="1-d integer positions"):
+        window_mask(torch.arange(4, dtype=torch.uint8), torch.arange(4, dtype=torch.uint8), 2)
+    assert torch.equal(
+        window_mask(torch.arange(4, dtype=torch.int16), torch.arange(4, dtype=torch.int16), 2),
+        window_mask(torch.arange(4), torch.arange(4), 2),
+    )
+    layer = attention_layer()
+    with pytest.raises(ValueError, match="more than 2\\^28 scores"):
+        layer(torch.zeros(1, 1, 16, dtype=torch.float64).expand(1, 10_000, 16))
+    other = CausalSelfAttention(32, 4).double()  # heads of 8, where the layer's are of 4
+    cache = other.new_cache()
+    other(torch.zeros(1, 2, 32, dtype=torch.float64), cache)
+    with pytest.raises(ValueError, match="key/value heads of 4"):
+        layer(torch.zeros(1, 1, 16, dtype=torch.float64), cache)

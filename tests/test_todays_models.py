@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 import torch
 
+from helpers.todays_attention import RollingCache
 from helpers.todays_models import (
     TodayConfig,
     TodayGPT,
@@ -181,3 +182,59 @@ def test_the_weight_on_the_first_position_against_an_even_head():
     assert torch.allclose(flat, torch.full_like(flat, found["even"]))
     with pytest.raises(ValueError, match="from_position \\(12\\) must be a position"):
         weight_on_first(model, windows, from_position=12)
+
+
+# After a hostile pass (1,622 inputs, 18 findings): the inputs that crashed deep in torch, came
+# back NaN or were taken for something else
+
+
+def test_a_trained_models_first_position_weights_can_be_read():
+    windows = torch.randint(50, (20, 9), generator=torch.Generator().manual_seed(0))
+    recipe = TodayRecipe(steps=2, batch_size=4, warmup_steps=1, log_every=1)
+    trained = train(TodayConfig(**SMALL), windows, recipe, progress=False)["model"]
+    assert weight_on_first(trained, windows, 2)["first"].shape == (2, 4)
+
+
+def test_caches_shared_by_two_layers_or_of_other_lengths_are_refused_before_any_layer_runs():
+    model = model_of()
+    one = model.new_caches()[0]
+    with pytest.raises(ValueError, match="each its own"):
+        model(prompts(), [one, one])
+    uneven = model.new_caches()
+    model.blocks[0].attention(torch.zeros(3, 2, 16, dtype=torch.float64), uneven[0])
+    with pytest.raises(ValueError, match="read the same positions"):
+        model(prompts(), uneven)
+    windowed = model_of(window=3)
+    wrong = [windowed.new_caches()[0], RollingCache()]
+    with pytest.raises(ValueError, match="make it with layer.new_cache"):
+        windowed(prompts(), wrong)
+    assert len(wrong[0]) == 0  # no layer extended its cache
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"log_every": 0}, "log_every must be a whole number >= 1"),
+        ({"steps": 2.5}, "steps must be a whole number"),
+        ({"learning_rate": 1e6}, "learning_rate"),
+        ({"seed": "0"}, "seed"),
+    ],
+)
+def test_bad_recipes_are_named(fields, message):
+    with pytest.raises(ValueError, match=message):
+        TodayRecipe(**fields)
+
+
+def test_bad_training_windows_lengths_and_budgets_are_named():
+    with pytest.raises(ValueError, match="must fit the test split"):
+        packed_windows("test", 10**8)
+    with pytest.raises(ValueError, match="windows must be int64"):
+        train(TodayConfig(**SMALL), torch.zeros(4, 1, dtype=torch.long), progress=False)
+    with pytest.raises(ValueError, match="max_new_tokens must be at most"):
+        generate(model_of(), prompts(), 10**9)
+    with pytest.raises(ValueError, match="num_layers must be at most"):
+        TodayConfig(**(SMALL | {"num_layers": 10**6}))
+    with pytest.raises(ValueError, match="keep are options"):
+        TodayConfig(**SMALL, attention="latent", keep=3)
+    with pytest.raises(ValueError, match="absorbed must be"):
+        TodayConfig(**SMALL, attention="latent", absorbed="False")
