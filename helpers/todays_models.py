@@ -22,6 +22,7 @@ from helpers.todays_attention import (
     LatentCache,
     MultiHeadLatentAttention,
     RollingCache,
+    _checked_pads,
 )
 from helpers.training import _learning_rate_factor
 from helpers.translation import EOS_ID, load_pairs, load_tokenizer
@@ -66,12 +67,14 @@ class TodayBlock(nn.Module):
             nn.Linear(config.d_ff, config.d_model),
         )
 
-    def forward(self, x: torch.Tensor, cache=None, pads=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache, pads: torch.Tensor) -> torch.Tensor:
+        """x (B, n, d_model); cache and pads (B,) as TodayGPT's door checked them: the
+        attention's computation is called without its own checks."""
         read = self.attention_norm(x)
-        if self.absorbed:
-            x = x + self.attention(read, cache, absorbed=True, pads=pads)  # (B, n, d_model)
+        if isinstance(self.attention, MultiHeadLatentAttention):
+            x = x + self.attention._forward(read, cache, self.absorbed, pads)  # (B, n, d_model)
         else:
-            x = x + self.attention(read, cache, pads=pads)
+            x = x + self.attention._forward(read, cache, pads)
         return x + self.ffn(self.ffn_norm(x))
 
 
@@ -112,10 +115,12 @@ class TodayGPT(nn.Module):
         """ids: (B, n), the positions after those the caches have read (all of them when
         caches is None); caches: new_caches(), extended by this pass. pads: (B,) each row's
         left pads (their ids are never read), the same on every pass through the caches."""
-        self._check_inputs(ids, caches)
+        pads = self._check_inputs(ids, caches, pads)
         return self._forward(ids, caches, pads)
 
     def _forward(self, ids, caches, pads=None) -> torch.Tensor:
+        if pads is None:
+            pads = torch.zeros(len(ids), dtype=torch.long, device=ids.device)
         x = self.tokens(ids)  # (B, n, d_model)
         for index, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[index], pads)
@@ -132,31 +137,26 @@ class TodayGPT(nn.Module):
         self._check_caches(caches)
         return sum(_held_bytes(cache) for cache in caches)
 
-    def _check_inputs(self, ids: object, caches: object) -> None:
+    def _check_inputs(self, ids: object, caches: object, pads: object = None) -> torch.Tensor:
+        """The checks of forward, once for every layer before any runs: the ids, the caches
+        (one per layer, each its own, of its layer's kind and sizes, all of one length) and the
+        pads (the same as every cache began with). Returns the pads as (B,) int64."""
         validation.token_ids(ids, "ids", self.config.vocab_size, "(B, n)")
         if not ids.numel():
             raise ValueError(f"ids must hold at least one token, got {tuple(ids.shape)}")
         if caches is not None:
             self._check_caches(caches)
-            _, n = ids.shape
-            for block, cache in zip(
-                self.blocks, caches, strict=True
-            ):  # every layer, before any runs
-                if isinstance(cache, LatentCache):
-                    block.attention._check_inputs(
-                        torch.zeros(
-                            len(ids), n, self.config.d_model, dtype=block.attention.W_q.weight.dtype
-                        ),
-                        cache,
-                        False,
-                    )
-                else:
-                    block.attention._check_inputs(
-                        torch.zeros(
-                            len(ids), n, self.config.d_model, dtype=block.attention.W_q.weight.dtype
-                        ),
-                        cache,
-                    )
+        dtype = self.tokens.weight.dtype
+        reads = torch.zeros((), dtype=dtype).expand(*ids.shape, self.config.d_model)  # no memory
+        checked = _checked_pads(pads, reads, None)
+        for index, block in enumerate(self.blocks):
+            cache = None if caches is None else caches[index]
+            if isinstance(block.attention, MultiHeadLatentAttention):
+                block.attention._check_inputs(reads, cache, False)
+            else:
+                block.attention._check_inputs(reads, cache)
+            _checked_pads(checked, reads, cache)
+        return checked
 
     def _check_caches(self, caches: object) -> None:
         kind = LatentCache if self.config.attention == "latent" else RollingCache

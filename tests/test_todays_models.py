@@ -238,3 +238,18 @@ def test_bad_training_windows_lengths_and_budgets_are_named():
         TodayConfig(**SMALL, attention="latent", keep=3)
     with pytest.raises(ValueError, match="absorbed must be"):
         TodayConfig(**SMALL, attention="latent", absorbed="False")
+
+
+def test_each_layers_checks_run_once_a_pass_at_the_models_door(monkeypatch):
+    from helpers import todays_attention
+
+    model = model_of()
+    calls = []
+    check = todays_attention.CausalSelfAttention._check_inputs
+    monkeypatch.setattr(
+        todays_attention.CausalSelfAttention,
+        "_check_inputs",
+        lambda self, *args: calls.append(self) or check(self, *args),
+    )
+    model(prompts(), model.new_caches())
+    assert calls == [block.attention for block in model.blocks]
