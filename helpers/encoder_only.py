@@ -42,7 +42,7 @@ from helpers.checkpoints import (
 )
 from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.masks import _causal_padding_mask, _padding_mask
-from helpers.training import _learning_rate_factor
+from helpers.training import _adamw_with_schedule, _clipped_step
 from helpers.transformer import EncoderBlock
 from helpers.translation import (
     BOS_ID,
@@ -412,12 +412,7 @@ def _train_encoder(model, rows, segments, recipe, progress, name) -> dict:
     tokenizer_ids = {CLS: CLS_ID, SEP: SEP_ID, MASK: MASK_ID}
     special = torch.tensor([*SPECIAL_IDS, *tokenizer_ids.values()])
     config = model.config
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
-    )
+    optimizer, schedule = _adamw_with_schedule(model, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
     order = torch.randperm(len(rows), generator=generator)
     log, start, seen = {"step": [], "loss": []}, time.perf_counter(), 0
@@ -435,11 +430,7 @@ def _train_encoder(model, rows, segments, recipe, progress, name) -> dict:
                 batch, MASK_ID, config.vocab_size, special, 0.15, generator
             )
             loss = _masked_lm_loss(model, inputs, targets, batch_segments)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        _clipped_step(model, optimizer, schedule, loss)
         if step % recipe.log_every == 0 or step == recipe.steps:
             log["step"].append(step)
             log["loss"].append(loss.item())
@@ -852,12 +843,7 @@ def _finetune(task, encoder, examples, recipe) -> nn.Module:
     torch.manual_seed(recipe.seed)
     encoder = copy.deepcopy(encoder)
     model = (PairClassifier if task == "pair" else Tagger)(encoder).train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
-    )
+    optimizer, schedule = _adamw_with_schedule(model, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
     order, seen = torch.randperm(len(examples), generator=generator), 0
     for _ in range(recipe.steps):
@@ -871,11 +857,7 @@ def _finetune(task, encoder, examples, recipe) -> nn.Module:
         else:
             batch, marks, cases = _tagging_batch(tokenizer, ids, chosen)
             loss = _tagging_loss(model(batch), marks, cases)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        _clipped_step(model, optimizer, schedule, loss)
     return model.eval()
 
 

@@ -24,7 +24,7 @@ from helpers.todays_attention import (
     RollingCache,
     _checked_pads,
 )
-from helpers.training import _learning_rate_factor
+from helpers.training import _adamw_with_schedule, _clipped_step
 from helpers.translation import EOS_ID, load_pairs, load_tokenizer
 
 ATTENTIONS = ("multi-head", "grouped-query", "latent")
@@ -313,12 +313,7 @@ def train(
 
 
 def _train(model, windows, recipe, progress) -> dict:
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
-    )
+    optimizer, schedule = _adamw_with_schedule(model, recipe)
     generator = torch.Generator().manual_seed(recipe.seed)
     log = {"step": [], "loss": [], "largest score": [], "entropy": []}
     start = time.perf_counter()
@@ -327,11 +322,7 @@ def _train(model, windows, recipe, progress) -> dict:
         batch = windows[chosen]  # (batch, length)
         logits = model._forward(batch[:, :-1], None)  # (batch, length - 1, vocab)
         loss = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        _clipped_step(model, optimizer, schedule, loss)
         if step % recipe.log_every == 0 or step == recipe.steps:
             log["step"].append(step)
             log["loss"].append(loss.item())

@@ -58,6 +58,28 @@ def _learning_rate_factor(step: int, steps: int, warmup: int) -> float:
     return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def _adamw_with_schedule(model: torch.nn.Module, recipe) -> tuple:
+    """(AdamW over the model's weights, its warm-up-then-cosine schedule) for a recipe whose
+    fields (learning_rate, weight_decay, steps, warmup_steps) its own door checked."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _learning_rate_factor(step, recipe.steps, recipe.warmup_steps)
+    )
+    return optimizer, schedule
+
+
+def _clipped_step(model: torch.nn.Module, optimizer, schedule, loss: torch.Tensor) -> None:
+    """One update: the loss's gradients, clipped to a norm of 1, then the optimizer's and the
+    schedule's step."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+
+
 def train_seq2seq(
     model: torch.nn.Module,
     next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]],
