@@ -123,7 +123,7 @@ class MultiHeadLatentAttention(nn.Module):
         key parts; feeding a sequence one position at a time through one cache gives the
         output of the full pass. pads: (B,) the left pads of each row, so that rows of different
         lengths share a batch (None: none); the same on every pass through one cache."""
-        absorbed = self._check_inputs(x, cache, absorbed)
+        absorbed = _check_latent_input(self, x, cache, absorbed)
         pads = _checked_pads(pads, x, cache)
         return self._forward(x, cache, absorbed, pads)
 
@@ -171,28 +171,6 @@ class MultiHeadLatentAttention(nn.Module):
         mixed = weights @ values.transpose(1, 2)  # (B, h, n, d_head)
         return self.W_o(mixed.transpose(1, 2).reshape(batch, n, heads * d_head).to(x.dtype))
 
-    def _check_inputs(self, x: object, cache: object, absorbed: object) -> bool:
-        validation.dense_tensor(x, "x", "(B, n, d_model)")
-        if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must be floating point (B, n, d_model = {self.d_model}), got {x.dtype} "
-                f"{tuple(x.shape)}"
-            )
-        if not x.shape[0] or not x.shape[1]:
-            raise ValueError(
-                f"x must hold at least one sequence and one position, got {tuple(x.shape)}"
-            )
-        if x.dtype != self.W_q.weight.dtype or x.device != self.W_q.weight.device:
-            raise ValueError(
-                f"x must be of the layer's dtype and device ({self.W_q.weight.dtype} on "
-                f"{self.W_q.weight.device}), got {x.dtype} on {x.device}"
-            )
-        if cache is not None:
-            _check_cache(cache, x, self.d_latent + self.d_rope)
-        cached = 0 if not isinstance(cache, LatentCache) else len(cache)
-        _check_score_size(x.shape[0] * self.num_heads, x.shape[1], cached)
-        return validation.flag(absorbed, "absorbed")
-
 
 class RollingCache:
     """The keys (already turned by RoPE at their positions) and values one attention layer keeps
@@ -239,13 +217,7 @@ def window_mask(query_positions, key_positions, window=None, keep=0) -> torch.Te
     """(q, k) boolean, True where a query may read a key: the key is not after the query, and,
     with a window, is one of the `window` positions up to the query's or one of the first
     `keep` positions (a sliding window with sink tokens kept)."""
-    for name, positions in (("query_positions", query_positions), ("key_positions", key_positions)):
-        validation.dense_tensor(positions, name, "(q,) or (k,)")
-        if positions.dim() != 1 or positions.dtype not in (torch.int16, torch.int32, torch.int64):
-            raise ValueError(
-                f"{name} must be 1-d integer positions, got {positions.dtype} "
-                f"{tuple(positions.shape)}"
-            )
+    _check_positions(query_positions, key_positions)
     window, keep = _checked_window(window, keep)
     return _allowed(query_positions.long(), key_positions.long(), window, keep)
 
@@ -305,7 +277,7 @@ class CausalSelfAttention(nn.Module):
         cache is None); the cache is extended with their keys and values. pads: (B,) the left
         pads of each row, so that rows of different lengths share a batch (None: none); the same
         on every pass through one cache."""
-        self._check_inputs(x, cache)
+        _check_attention_input(self, x, cache)
         pads = _checked_pads(pads, x, cache)
         return self._forward(x, cache, pads)
 
@@ -345,41 +317,6 @@ class CausalSelfAttention(nn.Module):
     def new_cache(self) -> RollingCache:
         """An empty cache with this layer's window and kept positions."""
         return RollingCache(self.window, self.keep)
-
-    def _check_inputs(self, x: object, cache: object) -> None:
-        validation.dense_tensor(x, "x", "(B, n, d_model)")
-        d_model = self.W_q.in_features
-        if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != d_model or not x.numel():
-            raise ValueError(
-                f"x must be floating point (B, n, d_model = {d_model}), B and n at least 1, "
-                f"got {x.dtype} {tuple(x.shape)}"
-            )
-        if x.dtype != self.W_q.weight.dtype:
-            raise ValueError(
-                f"x must be of the layer's dtype {self.W_q.weight.dtype}, got {x.dtype}"
-            )
-        _check_score_size(
-            x.shape[0] * self.num_heads, x.shape[1], 0 if cache is None else len(cache)
-        )
-        if cache is None:
-            return
-        if not isinstance(cache, RollingCache):
-            raise TypeError(f"cache must be a RollingCache or None, got {type(cache).__name__}")
-        if (cache.window, cache.keep) != (self.window, self.keep):
-            raise ValueError(
-                f"cache keeps window={cache.window}, keep={cache.keep}; the layer reads "
-                f"window={self.window}, keep={self.keep}: make it with layer.new_cache()"
-            )
-        if cache.keys is not None and (
-            cache.keys.shape[:2] != (x.shape[0], self.num_kv_heads)
-            or cache.keys.shape[3] != self.d_head
-            or cache.keys.dtype != x.dtype
-        ):
-            raise ValueError(
-                f"the cache holds keys {tuple(cache.keys.shape)} {cache.keys.dtype}: x must "
-                f"have its batch and dtype, the layer {self.num_kv_heads} key/value heads of "
-                f"{self.d_head}"
-            )
 
 
 def latent_cache_bytes(
@@ -561,6 +498,71 @@ def _checked_pads(pads: object, x: torch.Tensor, cache: object) -> torch.Tensor:
             f"{held.tolist()}, got {pads.tolist()}"
         )
     return pads
+
+
+def _check_attention_input(layer, x: object, cache: object) -> None:
+    validation.dense_tensor(x, "x", "(B, n, d_model)")
+    d_model = layer.W_q.in_features
+    if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != d_model or not x.numel():
+        raise ValueError(
+            f"x must be floating point (B, n, d_model = {d_model}), B and n at least 1, "
+            f"got {x.dtype} {tuple(x.shape)}"
+        )
+    if x.dtype != layer.W_q.weight.dtype:
+        raise ValueError(f"x must be of the layer's dtype {layer.W_q.weight.dtype}, got {x.dtype}")
+    _check_score_size(x.shape[0] * layer.num_heads, x.shape[1], 0 if cache is None else len(cache))
+    if cache is None:
+        return
+    if not isinstance(cache, RollingCache):
+        raise TypeError(f"cache must be a RollingCache or None, got {type(cache).__name__}")
+    if (cache.window, cache.keep) != (layer.window, layer.keep):
+        raise ValueError(
+            f"cache keeps window={cache.window}, keep={cache.keep}; the layer reads "
+            f"window={layer.window}, keep={layer.keep}: make it with layer.new_cache()"
+        )
+    if cache.keys is not None and (
+        cache.keys.shape[:2] != (x.shape[0], layer.num_kv_heads)
+        or cache.keys.shape[3] != layer.d_head
+        or cache.keys.dtype != x.dtype
+    ):
+        raise ValueError(
+            f"the cache holds keys {tuple(cache.keys.shape)} {cache.keys.dtype}: x must "
+            f"have its batch and dtype, the layer {layer.num_kv_heads} key/value heads of "
+            f"{layer.d_head}"
+        )
+
+
+def _check_latent_input(layer, x: object, cache: object, absorbed: object) -> bool:
+    validation.dense_tensor(x, "x", "(B, n, d_model)")
+    if not x.is_floating_point() or x.dim() != 3 or x.shape[-1] != layer.d_model:
+        raise ValueError(
+            f"x must be floating point (B, n, d_model = {layer.d_model}), got {x.dtype} "
+            f"{tuple(x.shape)}"
+        )
+    if not x.shape[0] or not x.shape[1]:
+        raise ValueError(
+            f"x must hold at least one sequence and one position, got {tuple(x.shape)}"
+        )
+    if x.dtype != layer.W_q.weight.dtype or x.device != layer.W_q.weight.device:
+        raise ValueError(
+            f"x must be of the layer's dtype and device ({layer.W_q.weight.dtype} on "
+            f"{layer.W_q.weight.device}), got {x.dtype} on {x.device}"
+        )
+    if cache is not None:
+        _check_cache(cache, x, layer.d_latent + layer.d_rope)
+    cached = 0 if not isinstance(cache, LatentCache) else len(cache)
+    _check_score_size(x.shape[0] * layer.num_heads, x.shape[1], cached)
+    return validation.flag(absorbed, "absorbed")
+
+
+def _check_positions(query_positions: object, key_positions: object) -> None:
+    for name, positions in (("query_positions", query_positions), ("key_positions", key_positions)):
+        validation.dense_tensor(positions, name, "(q,) or (k,)")
+        if positions.dim() != 1 or positions.dtype not in (torch.int16, torch.int32, torch.int64):
+            raise ValueError(
+                f"{name} must be 1-d integer positions, got {positions.dtype} "
+                f"{tuple(positions.shape)}"
+            )
 
 
 def _checked_window(window: object, keep: object) -> tuple[int | None, int]:

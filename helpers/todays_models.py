@@ -22,6 +22,8 @@ from helpers.todays_attention import (
     LatentCache,
     MultiHeadLatentAttention,
     RollingCache,
+    _check_attention_input,
+    _check_latent_input,
     _checked_pads,
 )
 from helpers.training import _adamw_with_schedule, _clipped_step
@@ -152,9 +154,9 @@ class TodayGPT(nn.Module):
         for index, block in enumerate(self.blocks):
             cache = None if caches is None else caches[index]
             if isinstance(block.attention, MultiHeadLatentAttention):
-                block.attention._check_inputs(reads, cache, False)
+                _check_latent_input(block.attention, reads, cache, False)
             else:
-                block.attention._check_inputs(reads, cache)
+                _check_attention_input(block.attention, reads, cache)
             _checked_pads(checked, reads, cache)
         return checked
 

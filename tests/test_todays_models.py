@@ -241,15 +241,15 @@ def test_bad_training_windows_lengths_and_budgets_are_named():
 
 
 def test_each_layers_checks_run_once_a_pass_at_the_models_door(monkeypatch):
-    from helpers import todays_attention
+    from helpers import todays_models
 
     model = model_of()
     calls = []
-    check = todays_attention.CausalSelfAttention._check_inputs
+    check = todays_models._check_attention_input
     monkeypatch.setattr(
-        todays_attention.CausalSelfAttention,
-        "_check_inputs",
-        lambda self, *args: calls.append(self) or check(self, *args),
+        todays_models,
+        "_check_attention_input",
+        lambda layer, *args: calls.append(layer) or check(layer, *args),
     )
     model(prompts(), model.new_caches())
     assert calls == [block.attention for block in model.blocks]
