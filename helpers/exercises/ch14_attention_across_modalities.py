@@ -19,6 +19,7 @@ from helpers.exercises.framework import (
     LOWER_PRECISIONS,
     Refused,
     TimedAnswers,
+    advise,
     exercise_checker,
     lower_precision_mistakes,
     named_together,
@@ -34,18 +35,6 @@ __all__ = ["check_attention_centroid", "check_patchify", "check_sinusoidal_2d"]
 # The reference, held under a name of its own: an answer that rebinds this module's patchify
 # changes what it calls, not what it is checked against (ATTENTION_CENTROID likewise)
 PATCHIFY = patchify
-
-
-def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
-    """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
-    `words` in what follows the case's name (e.g. what the learner's function raised)."""
-    prefix = f"{name}: "
-    if (
-        failures
-        and failures[-1].startswith(f"{prefix}{failure}")
-        and words in failures[-1][len(prefix) :]
-    ):
-        failures[-1] += f"; {advice}"
 
 
 # 1. Patchify
@@ -342,7 +331,7 @@ def check_patchify(learner_patchify: Callable) -> bool:
             and failures[-1].endswith(f" ({PATCHIFY_HINT})")
         ):
             _name_a_rescaling(failures, seen.get("got"), patchify(images, p))
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",
@@ -621,7 +610,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             mistakes=wrong_only(_sinusoidal_2d_mistakes(rows, cols, d_model, earlier), right),
             forbidden={"helpers.vision.sinusoidal_2d": sinusoidal_2d},
         )
-        _advise(
+        advise(
             failures,
             case,
             "your function raised",
@@ -629,7 +618,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
             "d_model / 2 is a float: the width of each half is d_model // 2, an int",
         )
         if (d_model // 4) % 2:
-            _advise(
+            advise(
                 failures,
                 case,
                 "your function raised",
@@ -640,7 +629,7 @@ def check_sinusoidal_2d(learner_encoding: Callable) -> bool:
         sides = {"rows": rows, "cols": cols}
         for short, long, axis in (("rows", "cols", "column"), ("cols", "rows", "row")):
             if sides[long] > sides[short]:
-                _advise(
+                advise(
                     failures,
                     case,
                     "your function raised IndexError",
@@ -980,7 +969,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             forbidden={"the checker's own attention_centroid": attention_centroid},
             names=("weights",),
         )
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",
@@ -988,7 +977,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             "this case's weights are float64: build the centres with dtype=weights.dtype",
         )
         if not _name_a_square_grid_of_centres(failures, name, grid_size):
-            _advise(
+            advise(
                 failures,
                 name,
                 "your function raised",
@@ -999,7 +988,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             )
         leading = tuple(weights.shape[:-1])
         if len(leading) != 1:
-            _advise(
+            advise(
                 failures,
                 name,
                 f"shape {(math.prod(leading), 2)}, expected {leading + (2,)}",
@@ -1010,7 +999,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
             )
         ones = torch.ones(weights.shape[:-1], dtype=torch.float64)
         if torch.allclose(weights.sum(-1).double(), ones, atol=1e-5):
-            _advise(
+            advise(
                 failures,
                 name,
                 "the values are right but the gradient",
@@ -1022,7 +1011,7 @@ def check_attention_centroid(learner_centroid: Callable) -> bool:
         elif _same_gradient(
             gradients.get("answer"), _detached_total_gradient(weights, grid_size, p)
         ):
-            _advise(
+            advise(
                 failures,
                 name,
                 "the values are right but the gradient",

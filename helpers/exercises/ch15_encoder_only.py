@@ -34,6 +34,7 @@ from helpers.encoder_only import (
 from helpers.exercises.framework import (
     Refused,
     TimedAnswers,
+    advise,
     exercise_checker,
     lower_precision_mistakes,
     named_together,
@@ -63,18 +64,6 @@ def _forbidden(*names: str) -> dict[str, Callable]:
 
 
 WRONG_VALUE = re.compile(r"at index \(([\d, ]*)\) got (\S+), expected (\S+) \((.*)\)$")
-
-
-def _advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
-    """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
-    `words` in what follows the case's name (e.g. what the learner's function raised)."""
-    prefix = f"{name}: "
-    if (
-        failures
-        and failures[-1].startswith(f"{prefix}{failure}")
-        and words in failures[-1][len(prefix) :]
-    ):
-        failures[-1] += f"; {advice}"
 
 
 def _readable(got: object, shape: tuple) -> bool:
@@ -356,7 +345,7 @@ def check_token_classification_loss(learner_loss: Callable) -> bool:
         if failures[-1].startswith(f"{name}: shape ("):
             failures[-1] += " (one number, a 0-d tensor: the mean over every labelled position)"
         _name_a_wrong_value_of_the_loss(failures, name, seen.get("got"), logits, labels)
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",
@@ -365,7 +354,7 @@ def check_token_classification_loss(learner_loss: Callable) -> bool:
             "(B, classes, n), or flatten both, logits.flatten(0, 1) and labels.flatten()",
         )
         for words in ("-100 is out of bounds", "Class values must be non-negative"):
-            _advise(
+            advise(
                 failures,
                 name,
                 "your function raised",
@@ -374,7 +363,7 @@ def check_token_classification_loss(learner_loss: Callable) -> bool:
                 "first (labels != -100), or read the classes of labels.clamp(min=0) and leave "
                 "the ignored positions out of the mean",
             )
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",
@@ -597,7 +586,7 @@ def check_segment_ids(learner_segments: Callable) -> bool:
         if len(failures) == before:
             continue
         _name_the_position(failures, name, ids, sep_id, pad_id)
-        _advise(
+        advise(
             failures,
             name,
             "dtype torch.",
@@ -882,7 +871,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
         if len(failures) == before:
             continue
         _name_the_word(failures, name, word_ids, rate, seed)
-        _advise(
+        advise(
             failures,
             name,
             "dtype torch.bool, expected torch.int64",
@@ -891,7 +880,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
             "ids.masked_fill(hidden, mask_id)",
         )
         if not failures[-1].startswith(f"{name}: dtype torch.bool"):
-            _advise(
+            advise(
                 failures,
                 name,
                 "dtype torch.",
@@ -899,7 +888,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
                 "keep the ids' dtype, int64: masked_fill, or torch.where(hidden, mask_id, ids), "
                 "keeps it",
             )
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",
@@ -909,7 +898,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
             ">= 0))",
         )
         words = _word_count(word_ids)
-        _advise(
+        advise(
             failures,
             name,
             "your function raised",

@@ -63,6 +63,18 @@ class Verdict:
 ANSWER_TIME_LIMIT_SECONDS = 5.0  # per call; the reference answers each in milliseconds
 
 
+def advise(failures: list, name: str, failure: str, words: str, advice: str) -> None:
+    """Add advice to the last failure if it is case `name`'s and begins with `failure`, with
+    `words` in what follows the case's name (e.g. what the learner's function raised)."""
+    prefix = f"{name}: "
+    if (
+        failures
+        and failures[-1].startswith(f"{prefix}{failure}")
+        and words in failures[-1][len(prefix) :]
+    ):
+        failures[-1] += f"; {advice}"
+
+
 def exercise_checker(check: Callable) -> Callable:
     """A checker that answers functions not written yet (their body still raises
     NotImplementedError, as a "your turn" cell's does) with one friendly line instead of a
