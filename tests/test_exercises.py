@@ -31,6 +31,7 @@ import test_exercises_ch12_decoder_only as ch12
 import test_exercises_ch13_induction_heads as ch13
 import test_exercises_ch14_attention_across_modalities as ch14
 import test_exercises_ch15_encoder_only as ch15
+import test_exercises_ch16_todays_attention as ch16
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ CHAPTERS = (
     ch13,
     ch14,
     ch15,
+    ch16,
 )
 CHECKERS = {name: pair for chapter in CHAPTERS for name, pair in chapter.CHECKERS.items()}
 WRONG = [wrong for chapter in CHAPTERS for wrong in chapter.WRONG]

@@ -22,3 +22,4 @@ from helpers.exercises.ch12_decoder_only import *  # noqa: F403
 from helpers.exercises.ch13_induction_heads import *  # noqa: F403
 from helpers.exercises.ch14_attention_across_modalities import *  # noqa: F403
 from helpers.exercises.ch15_encoder_only import *  # noqa: F403
+from helpers.exercises.ch16_todays_attention import *  # noqa: F403
