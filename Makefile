@@ -9,7 +9,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 PORT   ?= 8888
 
-.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models low-rank-models induction-models vision-models encoder-only-models readme-figure clean
+.PHONY: help setup lab lab-zh zh zh-update test test-threads test-browser lint execute bench bench-under-load date-model translation-models translation-bleu long-context-models low-rank-models induction-models vision-models encoder-only-models todays-models readme-figure clean
 
 help:
 	@echo "make lab      set up (first time only) and open JupyterLab on chapter 01"
@@ -48,6 +48,7 @@ help:
 	@echo "make induction-models  retrain chapter 13's attention-only models (about 25 minutes)"
 	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
 	@echo "make encoder-only-models  retrain chapter 15's encoder, its causal twin and fine-tuned models"
+	@echo "make todays-models        retrain chapter 16's four attention variants and its QK-norm pair"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -214,6 +215,14 @@ encoder-only-models: setup
 	$(PY) -m helpers.encoder_only pretrain
 	$(PY) -m helpers.encoder_only pairs
 	$(PY) -m helpers.encoder_only finetune
+
+# Chapter 16's models, each on one thread (a rerun on the same machine gives the same files):
+# multi-head, grouped-query, latent and sink-logit decoders on windows of 128 pieces
+# (helpers.todays_models.VARIANTS, RECIPE), then two small models at a learning rate of 0.03,
+# with and without QK-norm (QK_NORM_VARIANTS, QK_NORM_RECIPE).
+todays-models: setup
+	$(PY) -m helpers.todays_models variants
+	$(PY) -m helpers.todays_models qk-norm
 
 translation-bleu: setup
 	$(PY) -m helpers.translation_models

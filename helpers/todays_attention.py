@@ -434,6 +434,34 @@ def cache_bytes_by_model(tokens: int | None = None, bytes_per_number: int = 2) -
     return rows
 
 
+ATTENTION_KINDS = ("as published", "MHA", "GQA", "MQA", "MLA")
+GQA_KV_HEADS = 8  # Llama 2 70B's and Mistral 7B's key/value heads
+
+
+def cache_bytes_per_token(shape, attention: str = "as published", bytes_per_number: int = 2):
+    """The bytes one token adds to the cache of a published model's layers and heads (a
+    ModelShape or a LatentModelShape) were its attention `attention`: "MHA" (a key and a value
+    per head), "GQA" (8 key/value heads, or all of them where a model has fewer), "MQA" (one),
+    "MLA" (a latent of 4 head sizes and a rotated key part of half one: DeepSeek's 512 and 64
+    for heads of 128), or "as published" (the model's own)."""
+    attention, bytes_per_number = _checked_cache_question(shape, attention, bytes_per_number)
+    if attention == "as published":
+        attention = "MLA" if isinstance(shape, LatentModelShape) else "kept"
+    if attention == "MLA":
+        if isinstance(shape, LatentModelShape):
+            width = shape.d_latent + shape.d_rope
+        else:
+            width = 4 * shape.head_size + shape.head_size // 2
+        return shape.num_layers * width * bytes_per_number
+    kv_heads = {
+        "kept": getattr(shape, "num_kv_heads", None),
+        "MHA": shape.num_heads,
+        "GQA": min(GQA_KV_HEADS, shape.num_heads),
+        "MQA": 1,
+    }[attention]
+    return 2 * shape.num_layers * kv_heads * shape.head_size * bytes_per_number
+
+
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
 
@@ -643,3 +671,15 @@ def _check_cache(cache: object, x: torch.Tensor, width: int) -> None:
         raise ValueError(
             f"the cache holds {held.dtype} on {held.device}; x is {x.dtype} on {x.device}"
         )
+
+
+def _checked_cache_question(shape, attention, bytes_per_number) -> tuple[str, int]:
+    if not isinstance(shape, ModelShape | LatentModelShape):
+        raise TypeError(
+            f"shape must be a ModelShape or a LatentModelShape, got {type(shape).__name__}"
+        )
+    if attention not in ATTENTION_KINDS:
+        raise ValueError(
+            f"attention must be one of {ATTENTION_KINDS}, got {validation.shown(attention)}"
+        )
+    return attention, validation.whole_number(bytes_per_number, "bytes_per_number")

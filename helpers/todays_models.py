@@ -5,9 +5,11 @@ written with or without their caches.
 Read top to bottom: the config, a pre-norm block, the model, then generate().
 """
 
+import argparse
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +17,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from helpers import validation
+from helpers.checkpoints import (
+    CheckpointError,
+    as_path,
+    float_weights,
+    load_checkpoint,
+    load_weights,
+    savable_path,
+    save_checkpoint,
+)
 from helpers.contexts import keeping_random_state, one_torch_thread, trainable_float32
 from helpers.gpt import _distribution, checked_sampling
 from helpers.todays_attention import (
@@ -25,9 +36,10 @@ from helpers.todays_attention import (
     _check_attention_input,
     _check_latent_input,
     _checked_pads,
+    _checked_window,
 )
 from helpers.training import _adamw_with_schedule, _clipped_step
-from helpers.translation import EOS_ID, load_pairs, load_tokenizer
+from helpers.translation import BOS_ID, DATA_DIR, EOS_ID, load_pairs, load_tokenizer
 
 ATTENTIONS = ("multi-head", "grouped-query", "latent")
 MOST_NEW_TOKENS = 2**16
@@ -240,13 +252,16 @@ def _generate(model, ids, max_new_tokens, sampling, generator, use_cache, pads) 
 # Training: chapter 08's sentence pairs packed end to end into windows
 
 
-def packed_windows(split: str, length: int, seed: int = 0) -> torch.Tensor:
+def packed_windows(split: str, length: int, seed: int = 0, bos: bool = False) -> torch.Tensor:
     """(windows, length) int64: the split's sentence pairs in a seeded order, each written
     "English <eos> French <eos>" in chapter 08's pieces, end to end, cut into windows of
-    `length` (the last, shorter piece dropped). A French sentence can be read off the English
-    just before it: a reason to look back far, as the sinks and windows of this chapter need."""
+    `length` (the last, shorter piece dropped); with bos, each window is <bos> and the next
+    length - 1 pieces, as a language model's training samples begin. A French sentence can be
+    read off the English just before it: a reason to look back far, as the sinks and windows of
+    this chapter need."""
     length = validation.whole_number(length, "length", minimum=2)
     seed = validation.seed(seed)
+    bos = validation.flag(bos, "bos")
     pairs = load_pairs(split)  # checks the split
     order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed)).tolist()
     tokenizer = load_tokenizer()
@@ -254,12 +269,16 @@ def packed_windows(split: str, length: int, seed: int = 0) -> torch.Tensor:
     stream = [
         piece for encoding in tokenizer.encode_batch(texts) for piece in (*encoding.ids, EOS_ID)
     ]
-    windows = len(stream) // length
+    read = length - bos  # the pieces of the stream in each window
+    windows = len(stream) // read
     if not windows:
         raise ValueError(
             f"length ({length:,}) must fit the {split} split's {len(stream):,} pieces at least once"
         )
-    return torch.tensor(stream[: windows * length], dtype=torch.long).view(windows, length)
+    pieces = torch.tensor(stream[: windows * read], dtype=torch.long).view(windows, read)
+    if bos:
+        pieces = torch.cat([torch.full((windows, 1), BOS_ID), pieces], dim=1)
+    return pieces
 
 
 @dataclass(frozen=True)
@@ -376,6 +395,207 @@ def weight_on_first(model: TodayGPT, windows: torch.Tensor, from_position: int =
     return {"first": first, "even": float((1 / (positions + 1)).mean())}
 
 
+@torch.no_grad()
+def held_out_loss(model: TodayGPT, windows: torch.Tensor, rows_per_pass: int = 16) -> float:
+    """The mean next-piece loss (nats) over every position of the windows (B, L), computed in
+    float64, rows_per_pass windows at a time: the same on any thread count."""
+    _check_scored_windows(model, windows)
+    rows_per_pass = validation.whole_number(rows_per_pass, "rows_per_pass")
+    copy64 = copy.deepcopy(model).double().eval()
+    total = 0.0
+    for rows in windows.split(rows_per_pass):
+        logits = copy64._forward(rows[:, :-1], None)  # (rows, L - 1, vocab)
+        total += float(
+            F.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten(), reduction="sum")
+        )
+    return total / (len(windows) * (windows.shape[1] - 1))
+
+
+# Streaming: reading past the trained length through a sliding window
+
+
+STREAM_LENGTH = 385  # three times the trained window of 128, and the piece after the last
+
+
+def stream_sequences(rows: int = 8, bos: bool = False) -> torch.Tensor:
+    """(rows, STREAM_LENGTH) int64: the first windows of the test split's pairs packed as
+    packed_windows packs them (with bos, each begins with <bos>): held-out text three times
+    longer than the models read."""
+    rows = validation.whole_number(rows, "rows")
+    windows = packed_windows("test", STREAM_LENGTH, bos=bos)
+    if rows > len(windows):
+        raise ValueError(f"rows must be at most the {len(windows)} test windows, got {rows}")
+    return windows[:rows]
+
+
+@torch.no_grad()
+def streaming_losses(model: TodayGPT, windows: torch.Tensor, window=None, keep: int = 0) -> dict:
+    """Each row of windows (B, L) read through a sliding window of `window` positions with the
+    first `keep` always readable, exactly as decoding it one piece at a time through
+    RollingCache(window, keep) reads it, in one masked pass, in float64:
+    {"loss": (L - 1,) the mean next-piece loss at each position, "first": (layers, L) the mean
+    weight the queries at each position put on position 0, over heads and rows}."""
+    _check_streaming(model, windows)
+    window, keep = _checked_window(window, keep)
+    copy64 = copy.deepcopy(model).double().eval()
+    for block in copy64.blocks:
+        block.attention.window, block.attention.keep = window, keep
+    logits = copy64._forward(windows, None)  # (B, L, vocab)
+    losses = F.cross_entropy(
+        logits[:, :-1].flatten(0, 1), windows[:, 1:].flatten(), reduction="none"
+    ).view(len(windows), -1)  # (B, L - 1)
+    first = torch.stack(
+        [block.attention.attention_weights[..., 0].mean((0, 1)) for block in copy64.blocks]
+    )  # (layers, L)
+    return {"loss": losses.mean(0), "first": first}
+
+
+@torch.no_grad()
+def recomputed_losses(
+    model: TodayGPT, windows: torch.Tensor, window: int, positions: torch.Tensor, keep: int = 0
+) -> torch.Tensor:
+    """(len(positions),) float64: the mean loss of predicting piece t + 1 from a fresh pass over
+    the first `keep` pieces and the `window` pieces up to t, for each t of positions
+    (StreamingLLM's sliding window with re-computation: every piece costs a whole pass)."""
+    _check_streaming(model, windows)
+    window, keep = _checked_window(window, keep)
+    positions = _checked_recomputed_positions(positions, window, keep, windows.shape[1])
+    copy64 = copy.deepcopy(model).double().eval()
+    spans = torch.stack(
+        [
+            torch.cat([windows[:, :keep], windows[:, t - window + 1 : t + 1]], dim=1)
+            for t in positions
+        ]
+    )  # (P, B, keep + window)
+    x = copy64.tokens(spans.flatten(0, 1))  # (P * B, keep + window, d_model)
+    pads = torch.zeros(len(x), dtype=torch.long)
+    for block in copy64.blocks:
+        x = block(x, None, pads)
+    logits = copy64.output(copy64.norm(x[:, -1]))  # (P * B, vocab): the last piece's guess
+    targets = windows[:, positions + 1].T.flatten()  # (P * B,)
+    return F.cross_entropy(logits, targets, reduction="none").view(len(positions), -1).mean(1)
+
+
+# The saved models: `make todays-models` trains them (each on one thread, seeded: a rerun on the
+# same machine writes the same file)
+
+WINDOW_LENGTH = 129  # 128 pieces read, each next one predicted
+VARIANTS = {  # each a TodayConfig's fields (the configs are checked when the models are made)
+    "multi-head": {},
+    # 64 and 40 more feed-forward units give the parameters of multi-head attention (+0.01%)
+    "grouped-query": {"attention": "grouped-query", "num_kv_heads": 2, "d_ff": 576},
+    "latent": {"attention": "latent", "d_ff": 552},
+}
+SINK_VARIANTS = {  # trained on windows that begin with <bos>, where a sink may form
+    "multi-head": {},
+    "sink": {"sink": True},  # a learned sink logit per head
+}
+RECIPE = TodayRecipe()
+QK_NORM_WINDOW_LENGTH = 65
+QK_NORM_VARIANTS = {  # small, so that both runs take minutes
+    "plain": {"d_model": 64, "num_layers": 2, "d_ff": 256},
+    "qk-norm": {"d_model": 64, "num_layers": 2, "d_ff": 256, "qk_norm": True},
+}
+QK_NORM_RECIPE = TodayRecipe(steps=300, learning_rate=3e-2, log_every=10)
+SAVED_MODELS = DATA_DIR / "todays_models.pt"
+SAVED_SINKS = DATA_DIR / "todays_sink_models.pt"
+SAVED_QK_NORM = DATA_DIR / "todays_qk_norm.pt"
+REMAKE = "make todays-models"
+SAVED_KEYS = ("configs", "recipe", "window_length", "bos", "weights", "logs")
+TIED_COPY = "output.weight"  # the same matrix as tokens.weight, stored once
+
+
+def train_variants(
+    variants: dict, recipe: TodayRecipe, window_length: int, bos: bool = False, progress=True
+) -> dict:
+    """Each TodayConfig of `variants` ({name: its fields}) trained with the recipe on the
+    training split's windows: {name: train()'s result}."""
+    windows = packed_windows("train", window_length, bos=bos)
+    return {
+        name: train(TodayConfig(**fields), windows, recipe, progress)
+        for name, fields in variants.items()
+    }
+
+
+def save_variants(
+    path: str | Path, results: dict, recipe: TodayRecipe, window_length: int, bos: bool = False
+):
+    """The trained models in one checksummed file: float16 weights (the tied output matrix
+    once), their configs, the recipe, the window length and the training logs."""
+    save_checkpoint(
+        savable_path(path),
+        {
+            "configs": {name: asdict(result["model"].config) for name, result in results.items()},
+            "recipe": asdict(recipe),
+            "window_length": window_length,
+            "bos": bos,
+            "weights": {
+                name: {k: t.half() for k, t in r["model"].state_dict().items() if k != TIED_COPY}
+                for name, r in results.items()
+            },
+            "logs": {
+                name: {k: v for k, v in r["log"].items() if None not in v}
+                for name, r in results.items()
+            },
+        },
+    )
+
+
+def load_variants(path: str | Path = SAVED_MODELS) -> dict:
+    """Saved models (checksum verified, weights_only=True), in eval mode and float32:
+    {"models": {name: TodayGPT}, "logs": {name: {"step", "loss", ...}}, "recipe",
+    "window_length"}."""
+    path = as_path(path)
+    saved = load_checkpoint(path, SAVED_KEYS, REMAKE)
+    try:
+        loaded = {
+            "recipe": TodayRecipe(**saved["recipe"]),
+            "window_length": validation.whole_number(saved["window_length"], "window_length"),
+            "bos": validation.flag(saved["bos"], "bos"),
+            "logs": dict(saved["logs"]),
+            "models": {},
+        }
+        for name, fields in saved["configs"].items():
+            weights = float_weights(saved["weights"][name], path)
+            weights[TIED_COPY] = weights["tokens.weight"]
+            with keeping_random_state(), trainable_float32():
+                model = TodayGPT(TodayConfig(**fields))
+            load_weights(model, weights, path)
+            loaded["models"][name] = model.eval()
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(
+            f"{path} does not hold what `{REMAKE}` writes ({type(error).__name__}: "
+            f"{str(error)[:200]}): rebuild it with `{REMAKE}`"
+        ) from None
+    return loaded
+
+
+def main() -> None:
+    """python -m helpers.todays_models: retrain chapter 16's models into data/."""
+    parser = argparse.ArgumentParser(description="Retrain chapter 16's models into data/.")
+    parser.add_argument(
+        "stage",
+        choices=["variants", "sinks", "qk-norm"],
+        help="variants: multi-head, grouped-query and latent models of one size on windows of "
+        "128 pieces; sinks: multi-head models with and without a sink logit, on windows that "
+        "begin with <bos>; qk-norm: two small models at a high learning rate, with and without "
+        "QK-norm",
+    )
+    stage = parser.parse_args().stage
+    if stage == "variants":
+        results = train_variants(VARIANTS, RECIPE, WINDOW_LENGTH)
+        save_variants(SAVED_MODELS, results, RECIPE, WINDOW_LENGTH)
+    elif stage == "sinks":
+        results = train_variants(SINK_VARIANTS, RECIPE, WINDOW_LENGTH, bos=True)
+        save_variants(SAVED_SINKS, results, RECIPE, WINDOW_LENGTH, bos=True)
+    else:
+        results = train_variants(QK_NORM_VARIANTS, QK_NORM_RECIPE, QK_NORM_WINDOW_LENGTH)
+        save_variants(SAVED_QK_NORM, results, QK_NORM_RECIPE, QK_NORM_WINDOW_LENGTH)
+    print({name: f"{result['seconds']:.0f} s" for name, result in results.items()})
+
+
 # The checks: each public function above calls these once, at its door, and what it then
 # computes trusts what passed them. Each error names what was expected and what came.
 
@@ -432,3 +652,47 @@ def _check_config(config: object) -> TodayConfig:
             f"layer: more than {validation.MOST_LAYER_WEIGHTS:,}"
         )
     return config
+
+
+def _check_streaming(model: object, windows: object) -> None:
+    _check_scored_windows(model, windows)
+    if model.config.attention == "latent":
+        raise ValueError(
+            "a sliding window is an option of multi-head and grouped-query attention here, not "
+            "of latent attention"
+        )
+
+
+def _check_scored_windows(model: object, windows: object) -> None:
+    if not isinstance(model, TodayGPT):
+        raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
+    model._check_inputs(windows, None)
+    if windows.dim() != 2 or windows.shape[1] < 2:
+        raise ValueError(
+            f"windows must hold at least 2 pieces (one to read, the next to predict), got "
+            f"{tuple(windows.shape)}"
+        )
+
+
+def _checked_recomputed_positions(
+    positions: object, window: int | None, keep: int, length: int
+) -> torch.Tensor:
+    if window is None:
+        raise ValueError("window must be a whole number of pieces to recompute over, got None")
+    validation.dense_tensor(positions, "positions", "(P,)")
+    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+        raise ValueError(
+            f"positions must be (P,) integers, got {positions.dtype} {tuple(positions.shape)}"
+        )
+    first = keep + window - 1  # a full window after the kept pieces
+    if not len(positions) or (positions < first).any() or (positions > length - 2).any():
+        raise ValueError(
+            f"positions must be at least one position from keep + window - 1 = {first} (a full "
+            f"window to read) to {length - 2} (a next piece to predict), got "
+            f"{validation.shown(positions.tolist())}"
+        )
+    return positions.long()
+
+
+if __name__ == "__main__":
+    main()

@@ -6,17 +6,31 @@ import dataclasses
 import pytest
 import torch
 
+from helpers.checkpoints import CheckpointError, save_checkpoint
 from helpers.todays_attention import RollingCache
 from helpers.todays_models import (
+    QK_NORM_RECIPE,
+    QK_NORM_WINDOW_LENGTH,
+    RECIPE,
+    SAVED_MODELS,
+    SAVED_QK_NORM,
+    SAVED_SINKS,
     TodayConfig,
     TodayGPT,
     TodayRecipe,
     generate,
+    held_out_loss,
+    load_variants,
     packed_windows,
+    recomputed_losses,
+    save_variants,
+    stream_sequences,
+    streaming_losses,
     train,
     weight_on_first,
 )
-from helpers.translation import EOS_ID
+from helpers.todays_models import VARIANTS as VARIANT_FIELDS
+from helpers.translation import BOS_ID, EOS_ID
 
 SMALL = {"vocab_size": 50, "d_model": 16, "num_heads": 4, "num_layers": 2, "d_ff": 32}
 VARIANTS = {
@@ -253,3 +267,184 @@ def test_each_layers_checks_run_once_a_pass_at_the_models_door(monkeypatch):
     )
     model(prompts(), model.new_caches())
     assert calls == [block.attention for block in model.blocks]
+
+
+# Streaming, held-out loss, and the saved models
+
+
+def _decoded_losses(model, windows, window, keep):
+    """The next-piece losses of decoding one piece at a time through RollingCaches."""
+    windowed = TodayGPT(dataclasses.replace(model.config, window=window, keep=keep)).double()
+    windowed.load_state_dict(model.state_dict())
+    caches = windowed.new_caches()
+    losses = []
+    with torch.no_grad():
+        for t in range(windows.shape[1] - 1):
+            logits = windowed(windows[:, t : t + 1], caches)[:, -1]
+            losses.append(
+                torch.nn.functional.cross_entropy(logits, windows[:, t + 1], reduction="none")
+            )
+            assert max(len(cache) for cache in caches) <= window + keep
+    return torch.stack(losses, dim=1).mean(0)
+
+
+@pytest.mark.parametrize(("window", "keep"), [(4, 0), (4, 2), (1, 0), (30, 3)])
+@pytest.mark.parametrize(
+    "options", [{}, {"sink": True}, {"attention": "grouped-query", "num_kv_heads": 2}]
+)
+def test_streaming_losses_are_what_a_rolling_cache_decodes(window, keep, options):
+    model = model_of(**options)
+    windows = prompts(batch=2, length=20, seed=3)
+    found = streaming_losses(model, windows, window, keep)
+    assert found["loss"].shape == (19,) and found["loss"].dtype == torch.float64
+    assert torch.allclose(found["loss"], _decoded_losses(model, windows, window, keep), atol=1e-10)
+    assert found["first"].shape == (2, 20)
+    if keep == 0 and window < 20:
+        assert torch.all(found["first"][:, window:] == 0)  # position 0 has left the window
+    assert torch.allclose(found["first"][:, 0], torch.ones(2, dtype=torch.float64)) or options
+
+
+def test_streaming_without_a_window_is_the_full_pass_and_leaves_the_model_alone():
+    model = model_of()
+    before = {k: t.clone() for k, t in model.state_dict().items()}
+    windows = prompts(batch=3, length=9)
+    found = streaming_losses(model, windows)
+    logits = model.double()(windows)
+    expected = torch.nn.functional.cross_entropy(
+        logits[:, :-1].transpose(1, 2), windows[:, 1:], reduction="none"
+    ).mean(0)
+    assert torch.allclose(found["loss"], expected, atol=1e-12)
+    assert all(torch.equal(before[k], t) for k, t in model.state_dict().items())
+    assert model.blocks[0].attention.window is None
+
+
+def test_recomputed_losses_are_fresh_passes_over_the_last_window():
+    model = model_of()
+    windows = prompts(batch=2, length=16, seed=4)
+    positions = torch.tensor([3, 7, 14])
+    found = recomputed_losses(model, windows, 4, positions)
+    for value, t in zip(found, positions.tolist(), strict=True):
+        span = windows[:, t - 3 : t + 1]
+        logits = model.double()(span)[:, -1]
+        assert torch.isclose(value, torch.nn.functional.cross_entropy(logits, windows[:, t + 1]))
+    full = streaming_losses(model, windows)["loss"]
+    assert torch.isclose(found[0], full[3])  # the first full window is the start of the text
+
+
+def test_the_held_out_loss_is_the_mean_over_every_position_in_any_pass_size():
+    model = model_of(attention="latent", d_latent=6, d_rope=4)
+    windows = prompts(batch=5, length=7)
+    logits = model.double()(windows[:, :-1])
+    expected = torch.nn.functional.cross_entropy(logits.transpose(1, 2), windows[:, 1:])
+    for rows in (1, 2, 16):
+        assert held_out_loss(model, windows, rows) == pytest.approx(
+            float(expected.detach()), abs=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m, w: streaming_losses(m, w, 0), "window"),
+        (lambda m, w: streaming_losses(m, w[:, :1]), "at least 2"),
+        (lambda m, w: streaming_losses("model", w), "TodayGPT"),
+        (lambda m, w: recomputed_losses(m, w, 4, torch.tensor([2])), "window - 1"),
+        (
+            lambda m, w: recomputed_losses(m, w, 4, torch.tensor([4]), keep=2),
+            r"keep \+ window - 1 = 5",
+        ),
+        (lambda m, w: recomputed_losses(m, w, None, torch.tensor([4])), "None"),
+        (lambda m, w: recomputed_losses(m, w, 4, torch.tensor([9])), "positions"),
+        (lambda m, w: recomputed_losses(m, w, 4, torch.tensor([4.0])), "integers"),
+        (lambda m, w: recomputed_losses(m, w, 4, torch.tensor([], dtype=torch.long)), "at least"),
+        (lambda m, w: held_out_loss(m, w, 0), "rows_per_pass"),
+        (lambda m, w: held_out_loss(m, w[:, :1]), "at least 2"),
+    ],
+)
+def test_bad_streaming_arguments_are_named(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(model_of(), prompts(batch=2, length=10))
+
+
+def test_latent_attention_has_no_window_to_stream_through():
+    with pytest.raises(ValueError, match="latent"):
+        streaming_losses(model_of(attention="latent", d_latent=6, d_rope=4), prompts(), 2)
+
+
+def test_saved_variants_load_as_they_were_trained(tmp_path):
+    results = {
+        name: {"model": model_of(seed=i, **options).float(), "log": {"step": [1], "loss": [2.0]}}
+        for i, (name, options) in enumerate(
+            [("a", {}), ("b", {"attention": "latent", "d_latent": 6, "d_rope": 4})]
+        )
+    }
+    path = tmp_path / "variants.pt"
+    save_variants(path, results, TodayRecipe(steps=3), 9)
+    loaded = load_variants(path)
+    assert loaded["window_length"] == 9 and loaded["recipe"] == TodayRecipe(steps=3)
+    assert loaded["logs"]["a"] == {"step": [1], "loss": [2.0]}
+    ids = prompts()
+    for name, result in results.items():
+        model = loaded["models"][name]
+        assert model.config == result["model"].config and not model.training
+        assert model.output.weight is model.tokens.weight
+        assert torch.allclose(model(ids), result["model"].half().float()(ids), atol=1e-5)
+
+
+def test_a_damaged_or_foreign_file_is_named_with_its_remake(tmp_path):
+    path = tmp_path / "variants.pt"
+    save_checkpoint(
+        path,
+        {
+            "configs": {"a": {"d_model": "wide"}},
+            "recipe": {},
+            "window_length": 3,
+            "weights": {},
+            "logs": {},
+        },
+    )
+    with pytest.raises(CheckpointError, match="make todays-models"):
+        load_variants(path)
+    path.write_bytes(path.read_bytes() + b"x")
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_variants(path)
+
+
+def test_the_shipped_models_load_with_their_recipes():
+    saved = load_variants(SAVED_MODELS)
+    assert set(saved["models"]) == set(VARIANT_FIELDS) and saved["recipe"] == RECIPE
+    counts = [sum(p.numel() for p in m.parameters()) for m in saved["models"].values()]
+    assert max(counts) / min(counts) < 1.0002
+    sinks = load_variants(SAVED_SINKS)
+    assert sinks["bos"] and not saved["bos"] and set(sinks["models"]) == {"multi-head", "sink"}
+    assert sinks["models"]["sink"].config.sink and sinks["recipe"] == RECIPE
+    qk = load_variants(SAVED_QK_NORM)
+    assert qk["models"]["qk-norm"].config.qk_norm and not qk["models"]["plain"].config.qk_norm
+    assert qk["recipe"] == QK_NORM_RECIPE and qk["window_length"] == QK_NORM_WINDOW_LENGTH
+
+
+def test_the_stream_is_held_out_text_three_times_the_trained_window():
+    stream = stream_sequences(3)
+    assert stream.shape == (3, 385) and torch.equal(stream, packed_windows("test", 385)[:3])
+    with pytest.raises(ValueError, match="at most"):
+        stream_sequences(10**6)
+
+
+def test_recomputed_losses_can_keep_the_first_pieces_in_each_fresh_pass():
+    model = model_of()
+    windows = prompts(batch=2, length=16, seed=5)
+    found = recomputed_losses(model, windows, 3, torch.tensor([3, 9]), keep=1)
+    for value, t in zip(found, (3, 9), strict=True):
+        span = torch.cat([windows[:, :1], windows[:, t - 2 : t + 1]], dim=1)
+        logits = model.double()(span)[:, -1]
+        assert torch.isclose(value, torch.nn.functional.cross_entropy(logits, windows[:, t + 1]))
+
+
+def test_windows_with_bos_begin_with_it_and_read_the_same_stream():
+    plain = packed_windows("valid", 9)
+    with_bos = packed_windows("valid", 9, bos=True)
+    assert torch.all(with_bos[:, 0] == BOS_ID)
+    assert torch.equal(with_bos[:, 1:].flatten()[:64], plain.flatten()[:64])
+    assert torch.all(stream_sequences(2, bos=True)[:, 0] == BOS_ID)
+    with pytest.raises(ValueError, match="bos must be True or False"):
+        packed_windows("valid", 9, bos="yes")
