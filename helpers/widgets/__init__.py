@@ -31,4 +31,5 @@ from helpers.widgets.ch12_decoder_only import *  # noqa: F403
 from helpers.widgets.ch13_induction_heads import *  # noqa: F403
 from helpers.widgets.ch14_attention_across_modalities import *  # noqa: F403
 from helpers.widgets.ch15_encoder_only import *  # noqa: F403
+from helpers.widgets.ch16_todays_attention import *  # noqa: F403
 from helpers.widgets.direct import *  # noqa: F403
