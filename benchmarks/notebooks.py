@@ -22,6 +22,7 @@ BUDGETS_S = {  # chapters that load trained models
     "12_decoder_only.ipynb": 45,
     "14_attention_across_modalities.ipynb": 45,
     "15_encoder_only.ipynb": 45,
+    "16_todays_attention.ipynb": 45,
 }
 REPEATS = 3
 

@@ -678,7 +678,16 @@ def _checked_cache_question(shape, attention, bytes_per_number) -> tuple[str, in
         raise TypeError(
             f"shape must be a ModelShape or a LatentModelShape, got {type(shape).__name__}"
         )
-    if attention not in ATTENTION_KINDS:
+    sizes = ["num_layers", "num_heads", "head_size"]
+    sizes += ["d_latent", "d_rope"] if isinstance(shape, LatentModelShape) else ["num_kv_heads"]
+    for name in sizes:
+        validation.whole_number(getattr(shape, name), f"shape.{name}")
+    if isinstance(shape, ModelShape) and shape.num_heads % shape.num_kv_heads:
+        raise ValueError(
+            f"shape.num_kv_heads ({shape.num_kv_heads}) must divide shape.num_heads "
+            f"({shape.num_heads})"
+        )
+    if not isinstance(attention, str) or attention not in ATTENTION_KINDS:
         raise ValueError(
             f"attention must be one of {ATTENTION_KINDS}, got {validation.shown(attention)}"
         )

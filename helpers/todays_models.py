@@ -8,7 +8,7 @@ Read top to bottom: the config, a pre-norm block, the model, then generate().
 import argparse
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from helpers import validation
 from helpers.checkpoints import (
+    MAX_CHECKPOINT_PARAMETERS,
     CheckpointError,
     as_path,
     float_weights,
@@ -399,8 +400,9 @@ def weight_on_first(model: TodayGPT, windows: torch.Tensor, from_position: int =
 def held_out_loss(model: TodayGPT, windows: torch.Tensor, rows_per_pass: int = 16) -> float:
     """The mean next-piece loss (nats) over every position of the windows (B, L), computed in
     float64, rows_per_pass windows at a time: the same on any thread count."""
-    _check_scored_windows(model, windows)
+    windows = _checked_scored_windows(model, windows)
     rows_per_pass = validation.whole_number(rows_per_pass, "rows_per_pass")
+    _check_pass_size(min(rows_per_pass, len(windows)), windows.shape[1], model, "rows_per_pass")
     copy64 = copy.deepcopy(model).double().eval()
     total = 0.0
     for rows in windows.split(rows_per_pass):
@@ -435,8 +437,9 @@ def streaming_losses(model: TodayGPT, windows: torch.Tensor, window=None, keep: 
     RollingCache(window, keep) reads it, in one masked pass, in float64:
     {"loss": (L - 1,) the mean next-piece loss at each position, "first": (layers, L) the mean
     weight the queries at each position put on position 0, over heads and rows}."""
-    _check_streaming(model, windows)
+    windows = _checked_streaming(model, windows)
     window, keep = _checked_window(window, keep)
+    _check_pass_size(len(windows), windows.shape[1], model, "windows")
     copy64 = copy.deepcopy(model).double().eval()
     for block in copy64.blocks:
         block.attention.window, block.attention.keep = window, keep
@@ -457,10 +460,13 @@ def recomputed_losses(
     """(len(positions),) float64: the mean loss of predicting piece t + 1 from a fresh pass over
     the first `keep` pieces and the `window` pieces up to t, for each t of positions
     (StreamingLLM's sliding window with re-computation: every piece costs a whole pass)."""
-    _check_streaming(model, windows)
+    windows = _checked_streaming(model, windows)
     window, keep = _checked_window(window, keep)
     positions = _checked_recomputed_positions(positions, window, keep, windows.shape[1])
+    _check_pass_size(len(positions) * len(windows), keep + window, model, "positions", 1)
     copy64 = copy.deepcopy(model).double().eval()
+    for block in copy64.blocks:  # each span is read whole, whatever window the model has
+        block.attention.window, block.attention.keep = None, 0
     spans = torch.stack(
         [
             torch.cat([windows[:, :keep], windows[:, t - window + 1 : t + 1]], dim=1)
@@ -522,8 +528,14 @@ def save_variants(
 ):
     """The trained models in one checksummed file: float16 weights (the tied output matrix
     once), their configs, the recipe, the window length and the training logs."""
+    path = savable_path(path)
+    results = _checked_results(results)
+    if not isinstance(recipe, TodayRecipe):
+        raise TypeError(f"recipe must be a TodayRecipe, got {type(recipe).__name__}")
+    window_length = validation.whole_number(window_length, "window_length", minimum=2)
+    bos = validation.flag(bos, "bos")
     save_checkpoint(
-        savable_path(path),
+        path,
         {
             "configs": {name: asdict(result["model"].config) for name, result in results.items()},
             "recipe": asdict(recipe),
@@ -544,22 +556,25 @@ def save_variants(
 def load_variants(path: str | Path = SAVED_MODELS) -> dict:
     """Saved models (checksum verified, weights_only=True), in eval mode and float32:
     {"models": {name: TodayGPT}, "logs": {name: {"step", "loss", ...}}, "recipe",
-    "window_length"}."""
-    path = as_path(path)
+    "window_length", "bos"}."""
     saved = load_checkpoint(path, SAVED_KEYS, REMAKE)
+    path = as_path(path)
     try:
+        configs = _saved_configs(saved["configs"])
         loaded = {
             "recipe": TodayRecipe(**saved["recipe"]),
-            "window_length": validation.whole_number(saved["window_length"], "window_length"),
+            "window_length": validation.whole_number(
+                saved["window_length"], "window_length", minimum=2
+            ),
             "bos": validation.flag(saved["bos"], "bos"),
-            "logs": dict(saved["logs"]),
+            "logs": {name: _saved_log(saved["logs"][name]) for name in configs},
             "models": {},
         }
-        for name, fields in saved["configs"].items():
+        for name, config in configs.items():
             weights = float_weights(saved["weights"][name], path)
             weights[TIED_COPY] = weights["tokens.weight"]
             with keeping_random_state(), trainable_float32():
-                model = TodayGPT(TodayConfig(**fields))
+                model = TodayGPT(config)
             load_weights(model, weights, path)
             loaded["models"][name] = model.eval()
     except CheckpointError:
@@ -570,6 +585,40 @@ def load_variants(path: str | Path = SAVED_MODELS) -> dict:
             f"{str(error)[:200]}): rebuild it with `{REMAKE}`"
         ) from None
     return loaded
+
+
+def _saved_configs(configs: object) -> dict[str, TodayConfig]:
+    """The saved configs, each a model a 16 MB file can hold, counted before any is built."""
+    if not isinstance(configs, dict) or not configs:
+        raise ValueError("its configs should be {name: a TodayConfig's fields}, at least one")
+    checked = {}
+    for name, fields in configs.items():
+        config = TodayConfig(**fields)
+        with torch.device("meta"):
+            one, two = (
+                sum(p.numel() for p in TodayGPT(replace(config, num_layers=n)).parameters())
+                for n in (1, 2)
+            )
+        count = one + (config.num_layers - 1) * (two - one)
+        if count > MAX_CHECKPOINT_PARAMETERS:
+            raise ValueError(
+                f"config {name!r} asks for {count:,} parameters, more than a file of at most 16 "
+                f"MB in float16 holds ({MAX_CHECKPOINT_PARAMETERS:,})"
+            )
+        checked[name] = config
+    return checked
+
+
+def _saved_log(log: object) -> dict:
+    if not isinstance(log, dict) or "step" not in log or "loss" not in log:
+        raise ValueError("a training log should be {'step': [...], 'loss': [...], ...}")
+    steps = log["step"]
+    for key, values in log.items():
+        if not isinstance(values, list) or len(values) != len(steps):
+            raise ValueError(f"a training log's {key!r} should be a list as long as its steps")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"a training log's {key!r} should hold numbers")
+    return log
 
 
 def main() -> None:
@@ -654,23 +703,56 @@ def _check_config(config: object) -> TodayConfig:
     return config
 
 
-def _check_streaming(model: object, windows: object) -> None:
-    _check_scored_windows(model, windows)
+def _checked_streaming(model: object, windows: object) -> torch.Tensor:
+    windows = _checked_scored_windows(model, windows)
     if model.config.attention == "latent":
         raise ValueError(
             "a sliding window is an option of multi-head and grouped-query attention here, not "
             "of latent attention"
         )
+    return windows
 
 
-def _check_scored_windows(model: object, windows: object) -> None:
+def _checked_scored_windows(model: object, windows: object) -> torch.Tensor:
+    """The windows as int64, after the model's weights and the windows are checked."""
     if not isinstance(model, TodayGPT):
         raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
+    check_weights_readable(model, "model")
     model._check_inputs(windows, None)
     if windows.dim() != 2 or windows.shape[1] < 2:
         raise ValueError(
             f"windows must hold at least 2 pieces (one to read, the next to predict), got "
             f"{tuple(windows.shape)}"
+        )
+    return windows.long()
+
+
+def check_weights_readable(model: torch.nn.Module, name: str) -> None:
+    """Every weight holds numbers, finite ones: a model built on the meta device, or one whose
+    training diverged, would give NaN losses or fail inside torch."""
+    for key, weight in model.state_dict().items():
+        if weight.is_meta:
+            raise ValueError(f"{name}'s weight {key} is on the meta device: it holds no values")
+        if weight.is_floating_point() and not weight.isfinite().all():
+            raise ValueError(f"{name}'s weight {key} holds NaN or inf: its losses would be NaN")
+
+
+MOST_PASS_NUMBERS = 2**27  # float64 logits or scores of one pass: 1 GiB
+
+
+def _check_pass_size(
+    rows: int, length: int, model: TodayGPT, name: str, guesses_per_row: int | None = None
+) -> None:
+    """One float64 pass of rows x length pieces (guesses_per_row: the positions whose logits
+    are made, default all): its logits and every layer's attention weights fit."""
+    config = model.config
+    logits = rows * (length if guesses_per_row is None else guesses_per_row) * config.vocab_size
+    scores = rows * config.num_heads * length * length * config.num_layers  # every layer's kept
+    if max(logits, scores) > MOST_PASS_NUMBERS:
+        raise ValueError(
+            f"{name}: a pass of {rows:,} rows of {length:,} pieces would hold {logits:,} float64 "
+            f"logits and {scores:,} attention weights, more than {MOST_PASS_NUMBERS:,} (1 GiB): "
+            f"read fewer or shorter rows at a time"
         )
 
 
@@ -680,7 +762,12 @@ def _checked_recomputed_positions(
     if window is None:
         raise ValueError("window must be a whole number of pieces to recompute over, got None")
     validation.dense_tensor(positions, "positions", "(P,)")
-    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool:
+    if (
+        positions.dim() != 1
+        or positions.is_floating_point()
+        or positions.is_complex()
+        or positions.dtype == torch.bool
+    ):
         raise ValueError(
             f"positions must be (P,) integers, got {positions.dtype} {tuple(positions.shape)}"
         )
@@ -692,6 +779,25 @@ def _checked_recomputed_positions(
             f"{validation.shown(positions.tolist())}"
         )
     return positions.long()
+
+
+def _checked_results(results: object) -> dict:
+    if not isinstance(results, dict) or not results:
+        raise TypeError(
+            f"results must be a dict {{name: {{'model': TodayGPT, 'log': {{...}}}}}} with at "
+            f"least one model (train_variants' result), got {validation.shown(results)}"
+        )
+    for name, result in results.items():
+        if not isinstance(name, str):
+            raise TypeError(f"results' names must be str, got {validation.shown(name)}")
+        if not isinstance(result, dict) or not isinstance(result.get("model"), TodayGPT):
+            raise TypeError(f"results[{name!r}] must be a dict with a TodayGPT as 'model'")
+        check_weights_readable(result["model"], f"results[{name!r}]['model']")
+        log = result.get("log")
+        if not isinstance(log, dict) or not all(isinstance(v, list) for v in log.values()):
+            raise TypeError(f"results[{name!r}]['log'] must be a dict of lists (train's log)")
+        _saved_log({key: values for key, values in log.items() if None not in values})
+    return results
 
 
 if __name__ == "__main__":

@@ -175,3 +175,38 @@ def test_the_explorer_does_not_see_a_model_changed_later(models, sequences):
     finally:
         with torch.no_grad():
             models["multi-head"].tokens.weight.sub_(1.0)
+
+
+def test_a_published_shape_with_bad_sizes_or_a_bad_attention_is_named():
+    import dataclasses
+
+    for field, value in (("num_layers", "ab"), ("num_layers", -1), ("head_size", 2.5)):
+        with pytest.raises((TypeError, ValueError), match=f"shape.{field}"):
+            cache_bytes_per_token(dataclasses.replace(SHAPES[0], **{field: value}))
+    with pytest.raises(ValueError, match="must divide"):
+        cache_bytes_per_token(dataclasses.replace(SHAPES[0], num_kv_heads=5))
+    with pytest.raises(ValueError, match="attention must be one of"):
+        cache_bytes_per_token(SHAPES[0], ["MHA"])
+
+
+def test_a_window_covering_the_whole_text_is_said_in_the_figure(models):
+    short = torch.randint(50, (2, 17), generator=torch.Generator().manual_seed(3))
+    explorer = StreamingExplorer(models=models, sequences=short)
+    explorer.controls["window"].value = 16
+    assert "covers all 17 pieces" in explorer.state["error"]
+    explorer.controls["window"].value = 8
+    assert "loss" in explorer.state
+
+
+def test_models_of_different_depths_floats_for_choices_and_one_piece_are_refused(models, sequences):
+    deeper = TodayGPT(TodayConfig(**{**SMALL, "num_layers": 3}, sink=True))
+    with pytest.raises(ValueError, match="one number of layers"):
+        StreamingExplorer(models={**models, "sink": deeper}, sequences=sequences)
+    with pytest.raises(ValueError, match="window must be one of"):
+        StreamingExplorer(models=models, sequences=sequences, window=8.0)
+    with pytest.raises(ValueError, match="tokens must be one of"):
+        CacheBytesExplorer(tokens=1024.0)
+    with pytest.raises(ValueError, match="L >= 2"):
+        StreamingExplorer(models=models, sequences=sequences[:, :1])
+    with pytest.raises(ValueError, match="model must be one of"):
+        StreamingExplorer(models=models, sequences=sequences).reading("bogus", 8, 0)

@@ -448,3 +448,108 @@ def test_windows_with_bos_begin_with_it_and_read_the_same_stream():
     assert torch.all(stream_sequences(2, bos=True)[:, 0] == BOS_ID)
     with pytest.raises(ValueError, match="bos must be True or False"):
         packed_windows("valid", 9, bos="yes")
+
+
+# What a hostile pass found
+
+
+def test_int32_windows_read_as_int64():
+    model, windows = model_of(), prompts(batch=2, length=12)
+    assert held_out_loss(model, windows.int()) == held_out_loss(model, windows)
+    assert torch.equal(
+        streaming_losses(model, windows.int(), 4)["loss"],
+        streaming_losses(model, windows, 4)["loss"],
+    )
+    positions = torch.tensor([5, 9])
+    assert torch.equal(
+        recomputed_losses(model, windows.int(), 4, positions),
+        recomputed_losses(model, windows, 4, positions),
+    )
+
+
+@pytest.mark.parametrize("damage", ["nan", "meta"])
+def test_a_model_without_finite_weights_is_named(damage):
+    model = model_of()
+    if damage == "nan":
+        with torch.no_grad():
+            model.blocks[0].ffn[0].weight[0, 0] = float("nan")
+    else:
+        model = model.to("meta")
+    for call in (held_out_loss, streaming_losses):
+        with pytest.raises(ValueError, match="model's weight"):
+            call(model, prompts())
+
+
+def test_passes_too_large_for_memory_are_refused_at_the_door():
+    torch.manual_seed(0)
+    model = TodayGPT(TodayConfig(**{**SMALL, "vocab_size": 8000})).eval()
+    with pytest.raises(ValueError, match="1 GiB"):
+        streaming_losses(model, torch.randint(8000, (2**14, 2)))
+    with pytest.raises(ValueError, match="rows_per_pass"):
+        held_out_loss(model, torch.randint(8000, (2**14, 2)), rows_per_pass=2**14)
+    with pytest.raises(ValueError, match="positions"):
+        recomputed_losses(model, torch.randint(8000, (4, 64)), 8, torch.full((2**16,), 30))
+
+
+def test_recomputing_reads_each_span_whole_whatever_window_the_model_has():
+    windows, positions = prompts(batch=2, length=20), torch.tensor([12])
+    assert torch.equal(
+        recomputed_losses(model_of(window=2), windows, 8, positions),
+        recomputed_losses(model_of(), windows, 8, positions),
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"results": None}, TypeError, "results must be a dict"),
+        ({"results": {}}, TypeError, "at least one model"),
+        ({"results": {"a": {"model": "m", "log": {}}}}, TypeError, "TodayGPT"),
+        ({"results": {"a": {"model": None}}}, TypeError, "TodayGPT"),
+        ({"log": 5}, TypeError, "dict of lists"),
+        ({"log": {"step": [1]}}, ValueError, "training log"),
+        ({"log": {"step": [1, 2], "loss": [1.0]}}, ValueError, "as long as its steps"),
+        ({"recipe": {}}, TypeError, "TodayRecipe"),
+        ({"window_length": "41"}, ValueError, "window_length"),
+        ({"window_length": 1}, ValueError, "window_length"),
+        ({"bos": "yes"}, ValueError, "bos"),
+    ],
+)
+def test_save_variants_refuses_what_load_variants_could_not_read(
+    tmp_path, arguments, error, message
+):
+    good = {"step": [1], "loss": [2.0]}
+    results = {"a": {"model": model_of(), "log": arguments.pop("log", good)}}
+    call = {"results": results, "recipe": TodayRecipe(), "window_length": 9, **arguments}
+    with pytest.raises(error, match=message):
+        save_variants(tmp_path / "v.pt", **call)
+    assert not (tmp_path / "v.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"configs": {"a": {**SMALL, "d_model": 16384, "d_ff": 16384, "num_layers": 64}}},
+            "parameters",
+        ),
+        ({"configs": {}}, "at least one"),
+        ({"logs": {"a": 5}}, "training log"),
+        ({"logs": {"a": {"step": [1], "loss": ["x"]}}}, "numbers"),
+        ({"logs": {}}, "KeyError"),
+    ],
+)
+def test_a_file_of_the_right_checksum_but_wrong_contents_is_named(tmp_path, change, message):
+    path = tmp_path / "v.pt"
+    save_variants(
+        path, {"a": {"model": model_of(), "log": {"step": [1], "loss": [2.0]}}}, TodayRecipe(), 9
+    )
+    contents = torch.load(path, weights_only=True)
+    save_checkpoint(path, {**contents, **change})
+    with pytest.raises(CheckpointError, match=message):
+        load_variants(path)
+
+
+def test_an_empty_path_is_named():
+    with pytest.raises(CheckpointError, match="empty"):
+        load_variants("")

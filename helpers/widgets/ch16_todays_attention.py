@@ -20,6 +20,7 @@ from helpers.todays_attention import (
 from helpers.todays_models import (
     SAVED_SINKS,
     TodayGPT,
+    check_weights_readable,
     load_variants,
     stream_sequences,
     streaming_losses,
@@ -121,9 +122,15 @@ class StreamingExplorer(Explorer):
         _check_option("keep", keep, KEEPS)
         models = load_variants(SAVED_SINKS)["models"] if models is None else models
         self.models = _checked_models(models)
-        self.sequences = stream_sequences(bos=True) if sequences is None else sequences
+        sequences = stream_sequences(bos=True) if sequences is None else sequences
         for model_ in self.models.values():
-            model_._check_inputs(self.sequences, None)
+            model_._check_inputs(sequences, None)
+        if sequences.dim() != 2 or sequences.shape[1] < 2:
+            raise ValueError(
+                f"sequences must be (B, L) with L >= 2 (a piece to read, the next to predict), "
+                f"got {tuple(sequences.shape)}"
+            )
+        self.sequences = sequences.long()
         self._copies = {name: copy.deepcopy(m).double().eval() for name, m in self.models.items()}
         self._readings = OrderedDict()
         self.trained_length = 128
@@ -178,6 +185,9 @@ class StreamingExplorer(Explorer):
     def reading(self, model: str, window: int | str, keep: int) -> dict:
         """streaming_losses of the sequences for these settings (window "all": no window), in
         float64: {"loss": (L - 1,), "first": (layers, L)}. Remembered."""
+        _check_option("model", model, STREAM_MODELS)
+        _check_option("window", window, WINDOWS)
+        _check_option("keep", keep, KEEPS)
         key = (model, window, 0 if window == "all" else keep)
         if key not in self._readings:
             found = streaming_losses(
@@ -191,9 +201,15 @@ class StreamingExplorer(Explorer):
         return {"keep"} if values.get("window") == "all" else set()
 
     def draw(self, model: str, window: int | str, keep: int) -> None:
+        keep = 0 if window == "all" else keep  # unused, perhaps unset
         found = self.reading(model, window, keep)
         full = self.reading(model, "all", 0)
         start = 0 if window == "all" else window
+        if start >= len(found["loss"]):
+            raise ValueError(
+                f"a window of {window} covers all {len(found['loss']) + 1} pieces of the texts: "
+                f"choose a shorter one"
+            )
         after = float(found["loss"][start:].mean())
         self.state = {
             "loss": found["loss"],
@@ -223,7 +239,7 @@ def _binned(loss: torch.Tensor, points: int) -> np.ndarray:
 
 
 def _check_option(name: str, value: object, options: tuple) -> None:
-    if isinstance(value, bool) or value not in options:
+    if not any(type(value) is type(option) and value == option for option in options):
         raise ValueError(f"{name} must be one of {', '.join(map(str, options))}; got {value!r:.40}")
 
 
@@ -239,4 +255,8 @@ def _checked_models(models: object) -> dict:
             raise TypeError(
                 f"models[{name!r}] must be a TodayGPT with multi-head or grouped-query attention"
             )
+        check_weights_readable(model, f"models[{name!r}]")
+    layers = {model.config.num_layers for model in chosen.values()}
+    if len(layers) > 1:
+        raise ValueError(f"models must have one number of layers (one line each), got {layers}")
     return chosen
