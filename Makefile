@@ -48,7 +48,7 @@ help:
 	@echo "make induction-models  retrain chapter 13's attention-only models (about 25 minutes)"
 	@echo "make vision-models  retrain chapter 14's ViT, digit finder and canvas reader (about 2 minutes)"
 	@echo "make encoder-only-models  retrain chapter 15's encoder, its causal twin and fine-tuned models"
-	@echo "make todays-models        retrain chapter 16's four attention variants and its QK-norm pair"
+	@echo "make todays-models        retrain chapter 16's five decoders and its QK-norm pair"
 	@echo "make readme-figure  redraw the figure shown in README.md"
 	@echo "make clean    remove the environment and caches"
 
@@ -217,11 +217,13 @@ encoder-only-models: setup
 	$(PY) -m helpers.encoder_only finetune
 
 # Chapter 16's models, each on one thread (a rerun on the same machine gives the same files):
-# multi-head, grouped-query, latent and sink-logit decoders on windows of 128 pieces
-# (helpers.todays_models.VARIANTS, RECIPE), then two small models at a learning rate of 0.03,
-# with and without QK-norm (QK_NORM_VARIANTS, QK_NORM_RECIPE).
+# multi-head, grouped-query and latent decoders of one size on windows of 128 pieces
+# (helpers.todays_models.VARIANTS, RECIPE); a softmax and a sink-logit decoder on windows that
+# begin with <bos> (SINK_VARIANTS); then two small models at a learning rate of 0.03, with and
+# without QK-norm (QK_NORM_VARIANTS, QK_NORM_RECIPE).
 todays-models: setup
 	$(PY) -m helpers.todays_models variants
+	$(PY) -m helpers.todays_models sinks
 	$(PY) -m helpers.todays_models qk-norm
 
 translation-bleu: setup

@@ -44,8 +44,9 @@ Modules, by the chapter that introduces them:
   key part shared by the heads, the absorbed form used when decoding, its LatentCache) and the
   cache bytes of published models; CausalSelfAttention with GQA, QK-norm, sink logits and a
   sliding window with kept positions, and its RollingCache; ``todays_models``: one small decoder
-  with any of these attentions, its training windows and loop, and generate() for prompts of
-  different lengths.
+  with any of these attentions, its training windows and loop, generate() for prompts of
+  different lengths, the held-out and streaming losses (a sliding window with or without the
+  first positions kept, or recomputed) and the saved models.
 
 Shared by all of them: ``plotting`` (every drawing), ``widgets`` (the explorers, nothing else;
 one module per chapter), ``exercises`` (the checkers, one module per chapter), ``checkpoints``

@@ -493,7 +493,7 @@ VARIANTS = {  # each a TodayConfig's fields (the configs are checked when the mo
     "latent": {"attention": "latent", "d_ff": 552},
 }
 SINK_VARIANTS = {  # trained on windows that begin with <bos>, where a sink may form
-    "multi-head": {},
+    "softmax": {},  # multi-head attention with a plain softmax
     "sink": {"sink": True},  # a learned sink logit per head
 }
 RECIPE = TodayRecipe()

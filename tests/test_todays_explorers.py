@@ -25,7 +25,7 @@ SMALL = {"vocab_size": 50, "d_model": 16, "num_heads": 4, "num_layers": 2, "d_ff
 def models():
     torch.manual_seed(0)
     return {
-        "multi-head": TodayGPT(TodayConfig(**SMALL)),
+        "softmax": TodayGPT(TodayConfig(**SMALL)),
         "sink": TodayGPT(TodayConfig(**SMALL, sink=True)),
     }
 
@@ -61,7 +61,7 @@ def test_published_attention_is_each_models_own_cache():
 
 
 def test_the_streaming_view_is_streaming_losses_of_the_models(streaming, models, sequences):
-    for model in ("multi-head", "sink"):
+    for model in ("softmax", "sink"):
         for window, keep in ((8, 0), (8, 4), ("all", 0), (16, 2)):
             streaming.controls["model"].value = model
             streaming.controls["window"].value = window
@@ -132,7 +132,7 @@ def test_bad_cache_explorer_arguments_are_named(arguments, message):
         ({"window": 5}, ValueError, "window must be one of"),
         ({"keep": -1}, ValueError, "keep must be one of"),
         ({"model": "plain"}, ValueError, "model must be one of"),
-        ({"models": {"multi-head": None}}, ValueError, "models must be a dict"),
+        ({"models": {"softmax": None}}, ValueError, "models must be a dict"),
         ({"models": "models"}, ValueError, "models must be a dict"),
     ],
 )
@@ -167,14 +167,14 @@ def test_the_explorer_does_not_see_a_model_changed_later(models, sequences):
     explorer = StreamingExplorer(models=models, sequences=sequences)
     before = explorer.state["loss"].clone()
     with torch.no_grad():
-        models["multi-head"].tokens.weight.add_(1.0)
+        models["softmax"].tokens.weight.add_(1.0)
     try:
         explorer.controls["window"].value = 16
         explorer.controls["window"].value = 32
         assert torch.equal(explorer.state["loss"], before)
     finally:
         with torch.no_grad():
-            models["multi-head"].tokens.weight.sub_(1.0)
+            models["softmax"].tokens.weight.sub_(1.0)
 
 
 def test_a_published_shape_with_bad_sizes_or_a_bad_attention_is_named():

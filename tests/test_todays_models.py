@@ -416,7 +416,7 @@ def test_the_shipped_models_load_with_their_recipes():
     counts = [sum(p.numel() for p in m.parameters()) for m in saved["models"].values()]
     assert max(counts) / min(counts) < 1.0002
     sinks = load_variants(SAVED_SINKS)
-    assert sinks["bos"] and not saved["bos"] and set(sinks["models"]) == {"multi-head", "sink"}
+    assert sinks["bos"] and not saved["bos"] and set(sinks["models"]) == {"softmax", "sink"}
     assert sinks["models"]["sink"].config.sink and sinks["recipe"] == RECIPE
     qk = load_variants(SAVED_QK_NORM)
     assert qk["models"]["qk-norm"].config.qk_norm and not qk["models"]["plain"].config.qk_norm

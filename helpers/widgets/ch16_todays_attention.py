@@ -86,7 +86,8 @@ class CacheBytesExplorer(Explorer):
         for bar, cache in zip(self._published, published, strict=True):
             bar.set_width(cache / GIB)
         self._ax.set_title(
-            f"{tokens:,} tokens: blue, every model with {attention} attention; grey, each as "
+            f"{tokens:,} tokens: blue, every model "
+            f"{attention if attention == 'as published' else 'with ' + attention}; grey, each as "
             f"published",
             fontsize=10,
         )
@@ -94,7 +95,7 @@ class CacheBytesExplorer(Explorer):
 
 WINDOWS = (8, 16, 32, 64, 128, "all")
 KEEPS = (0, 1, 2, 4, 8)
-STREAM_MODELS = ("multi-head", "sink")
+STREAM_MODELS = ("softmax", "sink")
 BIN = 8  # positions averaged into one point of the loss curve
 REMEMBERED = 32  # readings kept: going back to a setting is drawn at once
 
@@ -103,17 +104,17 @@ class StreamingExplorer(Explorer):
     """Chapter 16: slide a sliding window over held-out text three times longer than the models
     were trained on, keep the first positions or not, and see the loss at each position (against
     the same model reading everything) and the weight each layer puts on the first position.
-    model: "multi-head" (softmax) or "sink" (a learned sink logit per head)."""
+    model: "softmax" (plain multi-head attention) or "sink" (a learned sink logit per head)."""
 
     def __init__(
         self,
-        model: str = "multi-head",
+        model: str = "softmax",
         window: int | str = 32,
         keep: int = 0,
         models: dict | None = None,
         sequences: torch.Tensor | None = None,
     ):
-        """models: {"multi-head", "sink": TodayGPT} (default: the models of
+        """models: {"softmax", "sink": TodayGPT} (default: the models of
         data/todays_sink_models.pt, trained on windows that begin with <bos>); sequences: (B, L)
         ids to read (default: stream_sequences(bos=True)). The explorer computes with float64
         copies made here: a model changed later is not seen."""
@@ -152,7 +153,7 @@ class StreamingExplorer(Explorer):
         (self._loss_line,) = self._loss_ax.plot(
             self._centres, np.zeros(len(self._centres)), color="tab:blue", label="this window"
         )
-        self._loss_ax.set_ylim(2, 12)
+        self._loss_ax.set_ylim(1.5, 7)
         self._loss_ax.set_ylabel(f"loss (nats, mean of {BIN})")
         self._loss_ax.legend(loc="upper left", fontsize=9)
         layers = next(iter(self.models.values())).config.num_layers
