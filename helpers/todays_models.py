@@ -401,8 +401,8 @@ def held_out_loss(model: TodayGPT, windows: torch.Tensor, rows_per_pass: int = 1
     """The mean next-piece loss (nats) over every position of the windows (B, L), computed in
     float64, rows_per_pass windows at a time: the same on any thread count."""
     windows = _checked_scored_windows(model, windows)
-    rows_per_pass = validation.whole_number(rows_per_pass, "rows_per_pass")
-    _check_pass_size(min(rows_per_pass, len(windows)), windows.shape[1], model, "rows_per_pass")
+    rows_per_pass = min(validation.whole_number(rows_per_pass, "rows_per_pass"), len(windows))
+    _check_pass_size(rows_per_pass, windows.shape[1], model, "rows_per_pass")
     copy64 = copy.deepcopy(model).double().eval()
     total = 0.0
     for rows in windows.split(rows_per_pass):
