@@ -717,7 +717,7 @@ def _checked_scored_windows(model: object, windows: object) -> torch.Tensor:
     """The windows as int64, after the model's weights and the windows are checked."""
     if not isinstance(model, TodayGPT):
         raise TypeError(f"model must be a TodayGPT, got {type(model).__name__}")
-    check_weights_readable(model, "model")
+    validation.weights_readable(model, "model")
     model._check_inputs(windows, None)
     if windows.dim() != 2 or windows.shape[1] < 2:
         raise ValueError(
@@ -725,16 +725,6 @@ def _checked_scored_windows(model: object, windows: object) -> torch.Tensor:
             f"{tuple(windows.shape)}"
         )
     return windows.long()
-
-
-def check_weights_readable(model: torch.nn.Module, name: str) -> None:
-    """Every weight holds numbers, finite ones: a model built on the meta device, or one whose
-    training diverged, would give NaN losses or fail inside torch."""
-    for key, weight in model.state_dict().items():
-        if weight.is_meta:
-            raise ValueError(f"{name}'s weight {key} is on the meta device: it holds no values")
-        if weight.is_floating_point() and not weight.isfinite().all():
-            raise ValueError(f"{name}'s weight {key} holds NaN or inf: its losses would be NaN")
 
 
 MOST_PASS_NUMBERS = 2**27  # float64 logits or scores of one pass: 1 GiB
@@ -792,7 +782,7 @@ def _checked_results(results: object) -> dict:
             raise TypeError(f"results' names must be str, got {validation.shown(name)}")
         if not isinstance(result, dict) or not isinstance(result.get("model"), TodayGPT):
             raise TypeError(f"results[{name!r}] must be a dict with a TodayGPT as 'model'")
-        check_weights_readable(result["model"], f"results[{name!r}]['model']")
+        validation.weights_readable(result["model"], f"results[{name!r}]['model']")
         log = result.get("log")
         if not isinstance(log, dict) or not all(isinstance(v, list) for v in log.values()):
             raise TypeError(f"results[{name!r}]['log'] must be a dict of lists (train's log)")

@@ -317,3 +317,13 @@ def number_in(value: object, low: float, high: float) -> bool:
         return math.isfinite(float(value)) and low <= value <= high
     except OverflowError:  # an int too large for a float
         return False
+
+
+def weights_readable(model: torch.nn.Module, name: str) -> None:
+    """Every weight holds numbers, finite ones: a model built on the meta device, or one whose
+    training diverged, would give NaN results or fail inside torch."""
+    for key, weight in model.state_dict().items():
+        if weight.is_meta:
+            raise ValueError(f"{name}'s weight {key} is on the meta device: it holds no values")
+        if weight.is_floating_point() and not weight.isfinite().all():
+            raise ValueError(f"{name}'s weight {key} holds NaN or inf: its results would be NaN")

@@ -36,6 +36,7 @@ from helpers.exercises.framework import (
     TimedAnswers,
     advise,
     exercise_checker,
+    forbidden_functions,
     lower_precision_mistakes,
     named_together,
     report,
@@ -51,16 +52,6 @@ __all__ = ["check_segment_ids", "check_token_classification_loss", "check_whole_
 TOKEN_CLASSIFICATION_LOSS = token_classification_loss
 SEGMENT_IDS = segment_ids
 WHOLE_WORD_MASK = whole_word_mask
-
-
-def _forbidden(*names: str) -> dict[str, Callable]:
-    """{"helpers.encoder_only.<name>": the function} for those of the names the module has
-    (a private core, _segment_ids say, is refused as its public door is)."""
-    return {
-        f"helpers.encoder_only.{name}": getattr(encoder_only, name)
-        for name in names
-        if callable(getattr(encoder_only, name, None))
-    }
 
 
 WRONG_VALUE = re.compile(r"at index \(([\d, ]*)\) got (\S+), expected (\S+) \((.*)\)$")
@@ -337,7 +328,7 @@ def check_token_classification_loss(learner_loss: Callable) -> bool:
             atol=(1e-5 if logits.dtype == torch.float32 else 1e-10) * scale,
             hint=TOKEN_LOSS_HINT,
             mistakes=wrong_only(_token_loss_mistakes(logits, labels), right),
-            forbidden=_forbidden("token_classification_loss"),
+            forbidden=forbidden_functions(encoder_only, "token_classification_loss"),
             names=("logits", "labels"),
         )
         if len(failures) == before:
@@ -580,7 +571,7 @@ def check_segment_ids(learner_segments: Callable) -> bool:
             atol=0.0,
             hint=SEGMENT_HINT,
             mistakes=wrong_only(_segment_mistakes(ids, sep_id, pad_id), right),
-            forbidden=_forbidden("segment_ids", "_segment_ids"),
+            forbidden=forbidden_functions(encoder_only, "segment_ids", "_segment_ids"),
             names=("ids",),
         )
         if len(failures) == before:
@@ -865,7 +856,7 @@ def check_whole_word_mask(learner_mask: Callable) -> bool:
             atol=0.0,
             hint=WHOLE_WORD_HINT,
             mistakes=wrong_only(_whole_word_mistakes(ids, word_ids, mask_id, rate, seed), right),
-            forbidden=_forbidden("whole_word_mask"),
+            forbidden=forbidden_functions(encoder_only, "whole_word_mask"),
             names=("ids", "word_ids"),
         )
         if len(failures) == before:

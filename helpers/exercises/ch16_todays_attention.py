@@ -33,6 +33,7 @@ from helpers.exercises.framework import (
     TimedAnswers,
     advise,
     exercise_checker,
+    forbidden_functions,
     named_together,
     report,
     run_case,
@@ -49,19 +50,6 @@ __all__ = ["check_absorbed_scores", "check_ring_attention", "check_softmax_with_
 SOFTMAX_WITH_SINK = softmax_with_sink
 WINDOW_MASK = window_mask
 MASKED_SOFTMAX = masked_softmax
-
-
-def _forbidden(*names: str) -> dict[str, Callable]:
-    """{"helpers.todays_attention.<name>": the function} for those of the names the module has
-    (a dotted name reads a class's method; a private core is refused as its public door is)."""
-    found = {}
-    for name in names:
-        value = todays_attention
-        for part in name.split("."):
-            value = getattr(value, part, None)
-        if callable(value):
-            found[f"helpers.todays_attention.{name}"] = value
-    return found
 
 
 # 1. Softmax with a sink
@@ -234,7 +222,9 @@ def check_softmax_with_sink(learner_softmax: Callable) -> bool:
             atol=1e-10,
             hint=SINK_HINT,
             mistakes=wrong_only(_sink_mistakes(scores, sink_logits), right),
-            forbidden=_forbidden("softmax_with_sink", "_softmax_with_sink"),
+            forbidden=forbidden_functions(
+                todays_attention, "softmax_with_sink", "_softmax_with_sink"
+            ),
             names=("scores", "sink_logits"),
         )
         if len(failures) == before:
@@ -452,8 +442,10 @@ def check_absorbed_scores(learner_scores: Callable) -> bool:
             hint="score[b, h, i, j] = (q_content[b, h, i] @ W_up_key_h) . latents[b, j], "
             "W_up_key_h = W_up_key.view(heads, d_head, d_latent)[h], no scale",
             mistakes=wrong_only(_absorbed_mistakes(q_content, latents, W_up_key), right),
-            forbidden=_forbidden(
-                "MultiHeadLatentAttention.forward", "MultiHeadLatentAttention._forward"
+            forbidden=forbidden_functions(
+                todays_attention,
+                "MultiHeadLatentAttention.forward",
+                "MultiHeadLatentAttention._forward",
             ),
             names=("q_content", "latents", "W_up_key"),
         )

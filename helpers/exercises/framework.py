@@ -443,6 +443,20 @@ def _code_text(code) -> tuple:
     return code.co_name, code.co_code, code.co_names, code.co_varnames, constants
 
 
+def forbidden_functions(module, *names: str) -> dict[str, Callable]:
+    """{"<module>.<name>": the function} for those of the names the module has, for
+    run_case's forbidden: a dotted name reads a class's method, and a private core is refused as
+    its public door is."""
+    found = {}
+    for name in names:
+        value = module
+        for part in name.split("."):
+            value = getattr(value, part, None)
+        if callable(value):
+            found[f"{module.__name__}.{name}"] = value
+    return found
+
+
 @contextlib.contextmanager
 def recording_calls(forbidden: dict[str, Callable]):
     """Record which of the forbidden functions run inside the block, however they were

@@ -532,24 +532,14 @@ def _checked_models(models: object) -> dict:
         if model.config.causal != causal:
             expected = "the causal twin (config.causal True)" if causal else "not causal"
             raise ValueError(f"models[{name!r}] must be {expected}, got causal={not causal}")
-        _check_weights_readable(model, f"models[{name!r}]")
+        validation.weights_readable(model, f"models[{name!r}]")
     return {"masked": models["masked"], "causal": models["causal"]}
-
-
-def _check_weights_readable(model: torch.nn.Module, name: str) -> None:
-    """Every weight holds numbers, finite ones: a model built on the meta device, or one whose
-    training diverged, would show NaN guesses or fail inside torch."""
-    for key, weight in model.state_dict().items():
-        if weight.is_meta:
-            raise ValueError(f"{name}'s weight {key} is on the meta device: it holds no values")
-        if weight.is_floating_point() and not weight.isfinite().all():
-            raise ValueError(f"{name}'s weight {key} holds NaN or inf: its guesses would be NaN")
 
 
 def _checked_pair_model(pair_model: object, encoder: TextEncoder) -> PairClassifier:
     if not isinstance(pair_model, PairClassifier):
         raise TypeError(f"pair_model must be a PairClassifier, got {type(pair_model).__name__}")
-    _check_weights_readable(pair_model, "pair_model")
+    validation.weights_readable(pair_model, "pair_model")
     mine, theirs = encoder.config, pair_model.encoder.config
     if theirs.causal:
         raise ValueError("pair_model's encoder must read both ways, got a causal one")

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers import validation
 from helpers.efficient import PUBLISHED_MODELS
 from helpers.todays_attention import (
     ATTENTION_KINDS,
@@ -20,7 +21,6 @@ from helpers.todays_attention import (
 from helpers.todays_models import (
     SAVED_SINKS,
     TodayGPT,
-    check_weights_readable,
     load_variants,
     stream_sequences,
     streaming_losses,
@@ -256,7 +256,7 @@ def _checked_models(models: object) -> dict:
             raise TypeError(
                 f"models[{name!r}] must be a TodayGPT with multi-head or grouped-query attention"
             )
-        check_weights_readable(model, f"models[{name!r}]")
+        validation.weights_readable(model, f"models[{name!r}]")
     layers = {model.config.num_layers for model in chosen.values()}
     if len(layers) > 1:
         raise ValueError(f"models must have one number of layers (one line each), got {layers}")
