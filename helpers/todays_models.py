@@ -440,15 +440,20 @@ def streaming_losses(model: TodayGPT, windows: torch.Tensor, window=None, keep: 
     windows = _checked_streaming(model, windows)
     window, keep = _checked_window(window, keep)
     _check_pass_size(len(windows), windows.shape[1], model, "windows")
-    copy64 = copy.deepcopy(model).double().eval()
-    for block in copy64.blocks:
+    return _streaming_losses(copy.deepcopy(model).double().eval(), windows, window, keep)
+
+
+def _streaming_losses(model64, windows, window, keep) -> dict:
+    """streaming_losses of a float64 model in eval mode that may be changed: its attention
+    layers are given the window and keep."""
+    for block in model64.blocks:
         block.attention.window, block.attention.keep = window, keep
-    logits = copy64._forward(windows, None)  # (B, L, vocab)
+    logits = model64._forward(windows, None)  # (B, L, vocab)
     losses = F.cross_entropy(
         logits[:, :-1].flatten(0, 1), windows[:, 1:].flatten(), reduction="none"
     ).view(len(windows), -1)  # (B, L - 1)
     first = torch.stack(
-        [block.attention.attention_weights[..., 0].mean((0, 1)) for block in copy64.blocks]
+        [block.attention.attention_weights[..., 0].mean((0, 1)) for block in model64.blocks]
     )  # (layers, L)
     return {"loss": losses.mean(0), "first": first}
 

@@ -21,9 +21,10 @@ from helpers.todays_attention import (
 from helpers.todays_models import (
     SAVED_SINKS,
     TodayGPT,
+    _check_pass_size,
+    _streaming_losses,
     load_variants,
     stream_sequences,
-    streaming_losses,
 )
 from helpers.widgets.base import Explorer, SelectionSlider, ToggleButtons, remember
 
@@ -131,6 +132,8 @@ class StreamingExplorer(Explorer):
                 f"sequences must be (B, L) with L >= 2 (a piece to read, the next to predict), "
                 f"got {tuple(sequences.shape)}"
             )
+        for model_ in self.models.values():
+            _check_pass_size(len(sequences), sequences.shape[1], model_, "sequences")
         self.sequences = sequences.long()
         self._copies = {name: copy.deepcopy(m).double().eval() for name, m in self.models.items()}
         self._readings = OrderedDict()
@@ -191,9 +194,12 @@ class StreamingExplorer(Explorer):
         _check_option("keep", keep, KEEPS)
         key = (model, window, 0 if window == "all" else keep)
         if key not in self._readings:
-            found = streaming_losses(
-                self._copies[model], self.sequences, None if window == "all" else window, key[2]
-            )
+            with (
+                torch.no_grad()
+            ):  # the copies and sequences were checked when the explorer was made
+                found = _streaming_losses(
+                    self._copies[model], self.sequences, None if window == "all" else window, key[2]
+                )
             remember(self._readings, key, found, REMEMBERED)
         return self._readings[key]
 
