@@ -544,7 +544,7 @@ def test_the_absorbed_scores_are_those_of_the_latent_attention_layer():
 
 @pytest.mark.parametrize("case", ring_cases(), ids=lambda case: case[0][:40])
 def test_each_steps_reference_is_a_row_of_windowed_attention_over_the_sequence(case):
-    _, queries, keys, values, window, _ = case
+    _, queries, keys, values, window, *_ = case
     n, d = queries.shape[2], queries.shape[3]
     positions = torch.arange(n)
     allowed = todays_attention.window_mask(positions, positions, window)  # (n, n)
@@ -557,7 +557,7 @@ def test_each_steps_reference_is_a_row_of_windowed_attention_over_the_sequence(c
 
 
 def test_the_solution_leaves_the_last_window_keys_in_their_slots():
-    _, queries, keys, values, window, start = ring_cases()[0]
+    _, queries, keys, values, window, start, _ = ring_cases()[0]
     batch, heads, n, d = queries.shape
     ring_keys = torch.full((batch, heads, window, d), start, dtype=torch.float64)
     ring_values = torch.full_like(ring_keys, start)
@@ -613,12 +613,13 @@ def test_the_cases_are_what_the_docstrings_say():
     assert any(c.shape[-1] > q.shape[-1] for _, q, c, _ in absorbed)  # d_latent > d_head
 
     rings = ring_cases()
-    windows = [(queries.shape[2], window) for _, queries, _, _, window, _ in rings]
+    windows = [(queries.shape[2], window) for _, queries, _, _, window, *_ in rings]
     assert any(window == 1 for _, window in windows)
     assert any(window > n for n, window in windows)  # never full
     assert any(n >= 2 * window + 1 for n, window in windows)  # wraps around twice
-    assert any(math.isnan(start) for *_, start in rings)
-    assert any(start == 0 for *_, start in rings)
+    assert any(math.isnan(start) for *_, start, _ in rings)
+    assert any(start == 0 for *_, start, _ in rings)
+    assert any(first > window for *_, window, _, first in rings)  # rings filled beforehand
 
 
 @pytest.mark.parametrize("exercise", CHECKERS)
@@ -746,7 +747,7 @@ def test_a_mistake_is_named_alone_where_it_differs_from_another(
 def test_a_ring_answer_stops_at_the_first_step_it_fails_in_each_sequence(run_checker):
     _, out = run_checker(check_ring_attention, ring_without_the_modulo)
     failures = out.splitlines()[1:]
-    assert len(failures) == 4, out  # the window longer than the sequence never wraps
+    assert len(failures) == 5, out  # of 6: the window longer than the sequence never wraps
     assert all("your function raised IndexError" in line for line in failures), out
     assert "Traceback" not in out
 

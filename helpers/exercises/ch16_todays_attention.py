@@ -283,6 +283,11 @@ def absorbed_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor
         ),
         case("B=3, 4 heads, n=1 (one new position), N=11, d_head=5, d_latent=2", 3, 4, 1, 11, 5, 2),
         case("B=2, 2 heads (B = heads), n=3, N=5, d_head=4, d_latent=7", 2, 2, 3, 5, 4, 7),
+        case(
+            "the sizes of the first case again, with new values (an answer kept from an earlier "
+            "call shows)",
+            *(6, 2, 4, 7, 5, 3),
+        ),
     ]
 
 
@@ -420,7 +425,8 @@ def check_absorbed_scores(learner_scores: Callable) -> bool:
     heads * d_head) or their transpose, or that holds B * heads * N * d_head entries, or that is
     made from the latents with a last axis of d_head or heads * d_head (keys made one cached
     position at a time). The cases (B, heads, n, N, d_head, d_latent): (6, 2, 4, 7, 5, 3), (1, 3,
-    2, 9, 4, 6), (3, 4, 1, 11, 5, 2) and (2, 2, 3, 5, 4, 7). Gradients to all three inputs are
+    2, 9, 4, 6), (3, 4, 1, 11, 5, 2), (2, 2, 3, 5, 4, 7) and the first again with new
+    values. Gradients to all three inputs are
     checked. The inputs are left as they were (no in-place operation on them, even one that
     changes no value, their requires_grad as it came, no hook left on them, and no backward pass
     inside). Without calling helpers.todays_attention.MultiHeadLatentAttention (refused by name).
@@ -477,17 +483,19 @@ def check_absorbed_scores(learner_scores: Callable) -> bool:
 # 3. A sliding window held in a ring buffer
 
 
-def ring_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, int, float]]:
+def ring_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, int, float, int]]:
     """(name, queries, keys, values (B, heads, n, d) float64, window, start: what the rings hold
-    before anything is written) for every case: the checker feeds position 0, 1, ..., n - 1."""
+    before anything is written, first: the first position fed) for every case: the checker feeds
+    positions first, first + 1, ..., n - 1, the rings holding the positions before first (written
+    by an earlier caller, never shown to the answer but in the rings)."""
     generator = torch.Generator().manual_seed(162)
 
-    def case(name, batch, heads, n, d, window, start=0.0):
+    def case(name, batch, heads, n, d, window, start=0.0, first=0):
         queries, keys, values = (
             torch.randn(batch, heads, n, d, generator=generator, dtype=torch.float64)
             for _ in range(3)
         )
-        return name, queries, keys, values, window, start
+        return name, queries, keys, values, window, start, first
 
     return [
         case("window 3, 8 positions (B=2, 2 heads, d=4), rings starting at zeros", 2, 2, 8, 4, 3),
@@ -509,6 +517,12 @@ def ring_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, in
         case(
             "window 5, 12 positions (B=2, 4 heads, d=6): the ring wraps around twice",
             *(2, 4, 12, 6, 5),
+        ),
+        case(
+            "window 4, positions 6 to 11 (B=2, 2 heads, d=5): the rings come holding positions "
+            "2 to 5, written before your function ran: read the earlier keys from the rings",
+            *(2, 2, 12, 5, 4),
+            first=6,
         ),
     ]
 
@@ -696,15 +710,18 @@ RING_HINT = (
 
 def _run_sequence(steps: _RingStep, case: tuple, failures: list) -> bool:
     """Feed the case's positions one at a time; stop at the first that fails."""
-    name, queries, keys, values, window, start = case
+    name, queries, keys, values, window, start, first = case
     batch, heads, n, d = queries.shape
     rings = tuple(
         torch.full((batch, heads, window, d), start, dtype=queries.dtype) for _ in range(2)
     )
+    for position in range(max(0, first - window), first):  # what an earlier caller wrote
+        rings[0][:, :, position % window] = keys[:, :, position]
+        rings[1][:, :, position % window] = values[:, :, position]
     positions = torch.arange(n)
     right = _over_the_sequence(queries, keys, values, WINDOW_MASK(positions, positions, window))
     sequence_mistakes = _sequence_mistakes(queries, keys, values, window)
-    for position in range(n):
+    for position in range(first, n):
         step_name = f"{name}; position {position} (slot {position % window})"
         new = (keys[:, :, position : position + 1], values[:, :, position : position + 1])
         expected = _ring_after(rings, *new, position)
@@ -823,10 +840,11 @@ def check_ring_attention(learner_step: Callable) -> bool:
     positions (B=2, 2 heads, d=4), rings starting at zeros; window 4 over 10 (B=1, 3 heads, d=8),
     rings starting at NaN (a slot read before it is written shows, even at weight 0); window 1
     over 5 (B=2, 2 heads, d=3); window 6 over 4 (B=2, 1 head, d=4; the ring never fills); window
-    5 over 12 (B=2, 4 heads, d=6). After each step the rings must hold exactly the last `window`
-    keys and values, each in slot position % window (the slots not written yet are yours to leave
-    as they are or to clear; the next step gets the rings as this one left them), and the
-    gradients of the output must reach query, key and value (key and value through the ring:
+    5 over 12 (B=2, 4 heads, d=6); window 4 over positions 6 to 11 (B=2, 2 heads, d=5), the rings
+    coming with positions 2 to 5 already written. After each step the rings must hold exactly the
+    last `window` keys and values, each in slot position % window (the slots not written yet are
+    yours to leave as they are or to clear; the next step gets the rings as this one left them), and
+    the gradients of the output must reach query, key and value (key and value through the ring:
     write them as they are). query, key and value are left as they were (no in-place operation on
     them, even one that changes no value, their requires_grad as it came, no hook left on them,
     and no backward pass inside); the rings are the only tensors written, and their requires_grad
